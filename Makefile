@@ -1,0 +1,35 @@
+# Two entry points for a fresh clone: `make demo` and `make test`. Both create .venv first.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev,agents]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/toolstop demo --outcome success
+	$(BIN)/toolstop demo --outcome retryable
+	$(BIN)/toolstop demo --outcome fatal
+	$(BIN)/toolstop demo --outcome success --mode polish
+	$(BIN)/toolstop demo --outcome success --mode never
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest
+
+test: lint typecheck unit
+
+clean:
+	rm -rf $(VENV) .nox .mypy_cache .ruff_cache .pytest_cache

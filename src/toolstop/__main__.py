@@ -1,0 +1,5 @@
+"""`python -m toolstop`."""
+
+from toolstop.cli import main_entry
+
+main_entry()

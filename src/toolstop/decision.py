@@ -1,0 +1,340 @@
+"""`decide`: the one pure function every router is a thin shell around.
+
+It reads the current turn from the end of the message list (the ToolMessages answering the last
+AIMessage's tool calls) and never the rest, so its cost is O(tool calls in the turn), independent
+of how long the conversation is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from toolstop.outcome import Outcome
+from toolstop.policy import StopPolicy
+
+__all__ = [
+    "LOOP_STEPS",
+    "CallSignal",
+    "Decision",
+    "Problem",
+    "Rule",
+    "decide",
+    "read_signal",
+]
+
+LOOP_STEPS = 4
+"""Graph steps a further loop needs from the tools step: agent, tools, and a stop node, plus one.
+
+A router that sees fewer `remaining_steps` than this stops with rule `step_budget` instead of
+letting LangGraph raise `GraphRecursionError` one loop later.
+"""
+
+
+class Rule(StrEnum):
+    """Which rule ended a run (or would have, in `never` mode). Stored in the stop record."""
+
+    COMPLETED = "completed"
+    FATAL = "fatal"
+    POLICY_BLOCK = "policy_block"
+    RETRY_BUDGET = "retry_budget"
+    STEP_BUDGET = "step_budget"
+    NONE = "none"
+
+
+class Problem(StrEnum):
+    """Why a tool call's signal was not taken as valid. Every invalid signal means *continue*."""
+
+    MISSING_ARTIFACT = "missing_artifact"
+    NOT_A_DICT = "not_a_dict"
+    MISSING_STOP = "missing_stop"
+    STOP_NOT_BOOL = "stop_not_bool"
+    UNKNOWN_REASON = "unknown_reason"
+    TRANSIENT_WITH_STOP = "transient_with_stop"
+    TOOL_ERROR = "tool_error"
+    NO_RESULT = "no_result"
+    UNREADABLE = "unreadable"
+
+
+_REASONS = {o.value: o for o in Outcome}
+_STOP_RULES = {
+    Outcome.COMPLETED: Rule.COMPLETED,
+    Outcome.FATAL: Rule.FATAL,
+    Outcome.POLICY_BLOCK: Rule.POLICY_BLOCK,
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CallSignal:
+    """What one tool call of the turn said, as read from its ToolMessage (never its content).
+
+    Attributes:
+        tool: The tool's name.
+        tool_call_id: The id of the tool call this answers.
+        reason: The valid reason, or `None` when the signal is invalid.
+        stop: Whether this call asks to stop; always `False` for an invalid signal.
+        problem: Why the signal is invalid, or `None` when it is valid.
+    """
+
+    tool: str
+    tool_call_id: str
+    reason: Outcome | None
+    stop: bool
+    problem: Problem | None = None
+
+    @property
+    def valid(self) -> bool:
+        """True when the call carried a well-formed signal."""
+        return self.problem is None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    """The outcome of `decide` for one turn.
+
+    Attributes:
+        stop: Whether the run ends now.
+        rule: The rule that ended it (`Rule.NONE` when it goes on).
+        would_stop: In `never` mode, the rule that would have ended it; otherwise `None`.
+        narrate: True when the stop is narrated by one more model call (`polish` mode).
+        signals: Every call of the turn, in tool-call order.
+        deciding: The calls whose signals made the decision (or, with `would_stop`, would have),
+            in tool-call order.
+        transient_in_turn: Transient failures and tool errors in this turn (they count against
+            `StopPolicy.max_transient_retries`).
+        relay: The final content on a stop: the deciding tool content verbatim (several joined in
+            tool-call order), or the policy's user-safe text for policy blocks and budgets. `None`
+            when the run goes on. This holds tool content: never log it.
+    """
+
+    stop: bool
+    rule: Rule
+    would_stop: Rule | None = None
+    narrate: bool = False
+    signals: tuple[CallSignal, ...] = ()
+    deciding: tuple[CallSignal, ...] = ()
+    transient_in_turn: int = 0
+    relay: str | list[str | dict[str, Any]] | None = None
+
+
+def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
+    """Read one ToolMessage's artifact as a signal. Never raises; anything odd is a `Problem`.
+
+    A `reason` may be omitted (the seed article's `{"stop": true}`): it is then taken as
+    `completed` when `stop` is true and `transient` when it is false. An error ToolMessage (a tool
+    exception) is a `tool_error` whatever its artifact says: it goes back to the model and counts
+    as a transient failure. `stop` must be a real `bool` (`1` and `"yes"` are invalid).
+    """
+    name = tool or message.name or "?"
+    call_id = message.tool_call_id
+
+    def invalid(problem: Problem) -> CallSignal:
+        return CallSignal(tool=name, tool_call_id=call_id, reason=None, stop=False, problem=problem)
+
+    if getattr(message, "status", "success") == "error":
+        return invalid(Problem.TOOL_ERROR)
+    try:
+        artifact = message.artifact
+        if artifact is None:
+            return invalid(Problem.MISSING_ARTIFACT)
+        if not isinstance(artifact, dict):
+            return invalid(Problem.NOT_A_DICT)
+        if "stop" not in artifact:
+            return invalid(Problem.MISSING_STOP)
+        stop = dict.__getitem__(artifact, "stop")
+        if type(stop) is not bool:
+            return invalid(Problem.STOP_NOT_BOOL)
+        raw_reason = dict.get(artifact, "reason")
+        if raw_reason is None:
+            reason = Outcome.COMPLETED if stop else Outcome.TRANSIENT
+        elif isinstance(raw_reason, str) and str(raw_reason) in _REASONS:
+            reason = _REASONS[str(raw_reason)]
+        else:
+            return invalid(Problem.UNKNOWN_REASON)
+    except Exception:  # hostile artifacts: __eq__/__hash__/__getitem__ that raise
+        return invalid(Problem.UNREADABLE)
+    if reason is Outcome.TRANSIENT and stop:
+        return invalid(Problem.TRANSIENT_WITH_STOP)
+    return CallSignal(tool=name, tool_call_id=call_id, reason=reason, stop=stop)
+
+
+def _current_turn(messages: Sequence[BaseMessage]) -> tuple[CallSignal, ...]:
+    """Signals of the trailing ToolMessages, in the order of the AIMessage's tool calls."""
+    end = len(messages)
+    start = end
+    while start > 0 and isinstance(messages[start - 1], ToolMessage):
+        start -= 1
+    results = [m for m in messages[start:end] if isinstance(m, ToolMessage)]
+    if not results:
+        return ()
+    asking = messages[start - 1] if start > 0 else None
+    calls = asking.tool_calls if isinstance(asking, AIMessage) else []
+    if not calls:
+        return tuple(read_signal(m) for m in results)
+    by_id: dict[str, ToolMessage] = {}
+    for m in results:
+        by_id.setdefault(m.tool_call_id, m)
+    signals: list[CallSignal] = []
+    for call in calls:
+        call_id = call.get("id") or ""
+        answer = by_id.pop(call_id, None)
+        if answer is None:
+            signals.append(
+                CallSignal(
+                    tool=call["name"],
+                    tool_call_id=call_id,
+                    reason=None,
+                    stop=False,
+                    problem=Problem.NO_RESULT,
+                )
+            )
+        else:
+            signals.append(read_signal(answer, tool=call["name"]))
+    # Results that answer no call of the turn cannot stop it, but they are recorded.
+    signals.extend(read_signal(m) for m in by_id.values())
+    return tuple(signals)
+
+
+def _stopping(signals: tuple[CallSignal, ...], policy: StopPolicy) -> tuple[CallSignal, ...]:
+    """The calls that stop the turn under the policy's parallel rule (empty: go on)."""
+    valid = [s for s in signals if s.valid]
+    if policy.parallel == "all":
+        if signals and all(s.valid and s.stop for s in signals):
+            return signals
+        return ()
+    if policy.parallel == "any":
+        return tuple(s for s in valid if s.stop)
+    if policy.parallel == "first":
+        return (valid[0],) if valid and valid[0].stop else ()
+    # priority: the most important reason present decides.
+    if not valid:
+        return ()
+    top = min(policy.rank(s.reason.value) for s in valid if s.reason is not None)
+    return tuple(
+        s for s in valid if s.stop and s.reason is not None and policy.rank(s.reason.value) == top
+    )
+
+
+def _relay(
+    messages: Sequence[BaseMessage], deciding: tuple[CallSignal, ...]
+) -> str | list[str | dict[str, Any]]:
+    """The deciding calls' content: verbatim for one, text joined in tool-call order for several."""
+    wanted = {s.tool_call_id for s in deciding}
+    contents: dict[str, str | list[str | dict[str, Any]]] = {}
+    index = len(messages) - 1
+    while index >= 0 and isinstance(messages[index], ToolMessage):
+        message = messages[index]
+        assert isinstance(message, ToolMessage)
+        if message.tool_call_id in wanted:
+            contents[message.tool_call_id] = message.content
+        index -= 1
+    ordered = [contents.get(s.tool_call_id, "") for s in deciding]
+    if len(ordered) == 1:
+        return ordered[0]
+    return "\n\n".join(content_text(c) for c in ordered)
+
+
+def content_text(content: str | list[str | dict[str, Any]]) -> str:
+    """The text of a message content (a string, or a list of string / `{"type": "text"}` blocks)."""
+    if isinstance(content, str):
+        return content
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+    return "".join(parts)
+
+
+def decide(
+    messages: Sequence[BaseMessage],
+    policy: StopPolicy | None = None,
+    *,
+    transient_count: int = 0,
+    remaining_steps: int | None = None,
+) -> Decision:
+    """Decide whether the run stops after the current tool turn.
+
+    Args:
+        messages: The thread's whole message list. Only the trailing ToolMessages and the
+            AIMessage whose tool calls they answer are read.
+        policy: The stop policy; `StopPolicy()` when omitted.
+        transient_count: Transient failures already sent back to the model in this run (before
+            this turn). With this turn's they are checked against `max_transient_retries`.
+        remaining_steps: LangGraph's `remaining_steps` as seen after the tools step, or `None`
+            when unknown (no step budget).
+
+    Returns:
+        A `Decision`. Precedence: a stop asked for by the signals (per `policy.parallel`), then
+        the retry budget, then the step budget. In `never` mode the first two are only recorded
+        as `would_stop`; the step budget still stops, since the alternative is an exception.
+
+    Deliberately not handled: the content of tool messages is never parsed (text that looks like
+    `{"stop": true}` is just text), and messages before the current turn are never read.
+    """
+    policy = policy if policy is not None else StopPolicy()
+    signals = _current_turn(messages)
+    transient = sum(
+        1 for s in signals if s.reason is Outcome.TRANSIENT or s.problem is Problem.TOOL_ERROR
+    )
+    rule = Rule.NONE
+    deciding = _stopping(signals, policy)
+    if deciding:
+        top = min(deciding, key=lambda s: policy.rank(s.reason.value if s.reason else ""))
+        assert top.reason is not None  # deciding signals are valid
+        rule = _STOP_RULES[top.reason]
+    elif (
+        transient
+        and policy.max_transient_retries is not None
+        and transient_count + transient > policy.max_transient_retries
+    ):
+        rule = Rule.RETRY_BUDGET
+        deciding = tuple(
+            s for s in signals if s.reason is Outcome.TRANSIENT or s.problem is Problem.TOOL_ERROR
+        )
+    would_stop = None
+    if rule is not Rule.NONE and policy.mode == "never":
+        would_stop, rule = rule, Rule.NONE
+    out_of_steps = remaining_steps is not None and remaining_steps < LOOP_STEPS
+    if rule is Rule.NONE and signals and out_of_steps:
+        rule = Rule.STEP_BUDGET
+    if rule is Rule.NONE:
+        return Decision(
+            stop=False,
+            rule=rule,
+            would_stop=would_stop,
+            signals=signals,
+            deciding=deciding if would_stop is not None else (),
+            transient_in_turn=transient,
+        )
+    return Decision(
+        stop=True,
+        rule=rule,
+        would_stop=would_stop,
+        narrate=policy.mode == "polish" and rule in (Rule.COMPLETED, Rule.FATAL),
+        signals=signals,
+        deciding=deciding,
+        transient_in_turn=transient,
+        relay=_relay_for(rule, messages, deciding, policy),
+    )
+
+
+def _relay_for(
+    rule: Rule,
+    messages: Sequence[BaseMessage],
+    deciding: tuple[CallSignal, ...],
+    policy: StopPolicy,
+) -> str | list[str | dict[str, Any]]:
+    """The final content for a stop by `rule`: tool content, or a user-safe text of the policy."""
+    if rule is Rule.POLICY_BLOCK:
+        return policy.policy_block_message
+    if rule is Rule.RETRY_BUDGET:
+        return policy.retry_budget_message
+    if rule is Rule.STEP_BUDGET:
+        return policy.step_budget_message
+    return _relay(messages, deciding)

@@ -1,0 +1,248 @@
+"""The hand-built ReAct graph: `agent`, `tools`, `finalize` (+ `polish`), routed by `decide`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.tools import BaseTool
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.managed import RemainingSteps
+from langgraph.prebuilt import ToolNode
+
+from toolstop.decision import Decision, decide
+from toolstop.errors import ToolstopConfigError
+from toolstop.policy import StopPolicy
+from toolstop.record import StopRecord, count_model_call, fold_turn, new_record, stopped
+
+__all__ = ["ReactState", "build_react_graph", "reject_return_direct", "route_after_agent"]
+
+AGENT_STEPS = 3
+"""Steps a tool-calling answer still needs from the agent step: tools, a stop node, plus one."""
+
+
+class ReactState(TypedDict):
+    """State of the hand-built graph.
+
+    Attributes:
+        messages: The conversation (LangGraph's `add_messages` reducer).
+        remaining_steps: LangGraph's managed step counter (read for the step budget).
+        stop_record: The record of the latest run (see `toolstop.StopRecord`).
+    """
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    remaining_steps: RemainingSteps
+    stop_record: NotRequired[StopRecord]
+
+
+def route_after_agent(state: ReactState) -> Literal["tools", "__end__"]:
+    """Go to `tools` when the last AIMessage asks for tool calls, else end."""
+    last = state["messages"][-1] if state["messages"] else None
+    if isinstance(last, AIMessage) and last.tool_calls:
+        return "tools"
+    return "__end__"
+
+
+def reject_return_direct(tools: Sequence[BaseTool | Any], where: str) -> None:
+    """Refuse tools with `return_direct=True`: a static stop would bypass the stop policy.
+
+    Raises:
+        ToolstopConfigError: naming the tools and what to do instead.
+    """
+    static = [getattr(t, "name", repr(t)) for t in tools if getattr(t, "return_direct", False)]
+    if static:
+        msg = (
+            f"{where}: tools {static} have return_direct=True. A static stop ends the loop on "
+            "every call, bypassing the stop policy (a transient failure would end the run). "
+            "Drop return_direct and return signal(Outcome.COMPLETED) in the tool's artifact."
+        )
+        raise ToolstopConfigError(msg)
+
+
+def _prompt_messages(prompt: str | SystemMessage | None) -> list[BaseMessage]:
+    if prompt is None:
+        return []
+    if isinstance(prompt, str):
+        return [SystemMessage(content=prompt)]
+    if isinstance(prompt, SystemMessage):
+        return [prompt]
+    msg = f"prompt must be a str, a SystemMessage or None, got {type(prompt).__name__}"
+    raise ToolstopConfigError(msg)
+
+
+def _without_tool_calls(response: AIMessage) -> AIMessage:
+    """The polish answer as a plain AIMessage (a stray tool call would leave history invalid)."""
+    if not response.tool_calls and not response.invalid_tool_calls:
+        return response
+    return AIMessage(
+        content=response.content,
+        id=response.id,
+        usage_metadata=response.usage_metadata,
+        response_metadata=response.response_metadata,
+    )
+
+
+class _Nodes:
+    """The graph's nodes and its tools router, sharing one policy. Each is a thin shell."""
+
+    def __init__(
+        self,
+        model: BaseChatModel,
+        tools: Sequence[BaseTool],
+        policy: StopPolicy,
+        prompt: str | SystemMessage | None,
+    ) -> None:
+        self.policy = policy
+        self.prompt = _prompt_messages(prompt)
+        self.model = model
+        self.bound: Runnable[Any, Any] = model.bind_tools(list(tools))
+
+    # -- shared pieces ---------------------------------------------------------------------
+    def _decide(self, state: ReactState, *, steps_back: int = 0) -> tuple[Decision, StopRecord]:
+        record = state.get("stop_record") or new_record(self.policy)
+        remaining = state.get("remaining_steps")
+        decision = decide(
+            state["messages"],
+            self.policy,
+            transient_count=record["transient_retries"],
+            remaining_steps=None if remaining is None else remaining + steps_back,
+        )
+        return decision, record
+
+    def _before_model(self, state: ReactState) -> StopRecord:
+        """The record to carry into this model call: fresh for a new run, else + last turn."""
+        messages = state["messages"]
+        record = state.get("stop_record")
+        if record is None or not messages or not isinstance(messages[-1], ToolMessage):
+            return new_record(self.policy)
+        decision, record = self._decide(state)
+        return fold_turn(record, decision)
+
+    def _after_model(
+        self, state: ReactState, record: StopRecord, response: AIMessage
+    ) -> dict[str, Any]:
+        record = count_model_call(record, response)
+        remaining = state.get("remaining_steps")
+        if response.tool_calls and remaining is not None and remaining < AGENT_STEPS:
+            # Not enough steps left to run the tools and stop cleanly: end now, history valid.
+            response = AIMessage(content=self.policy.step_budget_message)
+            record = {**record, "rule": "step_budget", "stopped": True}  # type: ignore[typeddict-item]
+        return {"messages": [response], "stop_record": record}
+
+    def _stop_decision(self, state: ReactState) -> tuple[Decision, StopRecord]:
+        # Stop nodes run one step after the tools step the router decided in.
+        decision, record = self._decide(state, steps_back=1)
+        if not decision.stop:  # pragma: no cover - routers and nodes share `decide`
+            msg = "toolstop bug: a stop node ran for a turn that does not stop"
+            raise AssertionError(msg)
+        return decision, stopped(fold_turn(record, decision), decision)
+
+    # -- nodes -----------------------------------------------------------------------------
+    def agent(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
+        record = self._before_model(state)
+        response = self.bound.invoke(self.prompt + list(state["messages"]), config)
+        return self._after_model(state, record, response)
+
+    async def aagent(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
+        record = self._before_model(state)
+        response = await self.bound.ainvoke(self.prompt + list(state["messages"]), config)
+        return self._after_model(state, record, response)
+
+    def finalize(self, state: ReactState) -> dict[str, Any]:
+        decision, record = self._stop_decision(state)
+        relay = AIMessage(
+            content=decision.relay or "",
+            response_metadata={"toolstop": {"relay": True, "rule": decision.rule.value}},
+        )
+        return {"messages": [relay], "stop_record": record}
+
+    async def afinalize(self, state: ReactState) -> dict[str, Any]:
+        return self.finalize(state)
+
+    def polish(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
+        _, record = self._stop_decision(state)
+        response = self.model.invoke(self.prompt + list(state["messages"]), config)
+        return self._polished(record, response)
+
+    async def apolish(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
+        _, record = self._stop_decision(state)
+        response = await self.model.ainvoke(self.prompt + list(state["messages"]), config)
+        return self._polished(record, response)
+
+    def _polished(self, record: StopRecord, response: BaseMessage) -> dict[str, Any]:
+        answer = _without_tool_calls(
+            response if isinstance(response, AIMessage) else AIMessage(content=response.content)
+        )
+        return {"messages": [answer], "stop_record": count_model_call(record, answer)}
+
+    # -- router ----------------------------------------------------------------------------
+    def route_after_tools(self, state: ReactState) -> Literal["agent", "finalize", "polish"]:
+        """Back to `agent`, or to the stop node the policy's mode asks for."""
+        decision, _ = self._decide(state)
+        if not decision.stop:
+            return "agent"
+        return "polish" if decision.narrate else "finalize"
+
+
+def build_react_graph(
+    model: BaseChatModel,
+    tools: Sequence[BaseTool],
+    *,
+    policy: StopPolicy | None = None,
+    prompt: str | SystemMessage | None = None,
+    checkpointer: Any = None,
+    name: str | None = None,
+) -> Any:
+    """Build and compile the hand-built ReAct graph whose tool turns stop per call.
+
+    Nodes: `agent` (calls the model with tools bound), `tools` (LangGraph's `ToolNode`, tool
+    exceptions become error ToolMessages), `finalize` (appends the stop's relay as an AIMessage,
+    no model call) and, in `polish` mode, `polish` (one model call with no tools). After `tools`,
+    `decide` routes to `agent`, `finalize` or `polish`.
+
+    Args:
+        model: A chat model that supports `bind_tools`.
+        tools: The tools. Tools signal through `content_and_artifact`; plain tools work too
+            (their results always go back to the model).
+        policy: The stop policy; `StopPolicy()` by default.
+        prompt: A system prompt (str or SystemMessage) put before the messages on every call;
+            not stored in state.
+        checkpointer: Any LangGraph checkpointer, passed to `compile`.
+        name: The compiled graph's name.
+
+    Returns:
+        The compiled graph (`invoke`, `ainvoke`, `stream`, `astream`). Its state holds
+        `messages`, `remaining_steps` and `stop_record`.
+
+    Raises:
+        ToolstopConfigError: if a tool has `return_direct=True`, or the prompt is of a wrong type.
+
+    Deliberately not handled: callable or dynamic prompts, structured responses, dynamic models
+    (use `create_agent` with `StopOnArtifact` for those).
+    """
+    policy = policy if policy is not None else StopPolicy()
+    tool_list = list(tools)
+    reject_return_direct(tool_list, "build_react_graph")
+    tool_node = ToolNode(tool_list, handle_tool_errors=True)
+    nodes = _Nodes(model, list(tool_node.tools_by_name.values()), policy, prompt)
+
+    graph = StateGraph(ReactState)
+    graph.add_node("agent", RunnableLambda(nodes.agent, afunc=nodes.aagent, name="agent"))
+    graph.add_node("tools", tool_node)
+    graph.add_node(
+        "finalize", RunnableLambda(nodes.finalize, afunc=nodes.afinalize, name="finalize")
+    )
+    targets: list[str] = ["agent", "finalize"]
+    if policy.mode == "polish":
+        graph.add_node("polish", RunnableLambda(nodes.polish, afunc=nodes.apolish, name="polish"))
+        graph.add_edge("polish", END)
+        targets.append("polish")
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", route_after_agent, ["tools", END])
+    graph.add_conditional_edges("tools", nodes.route_after_tools, targets)
+    graph.add_edge("finalize", END)
+    return graph.compile(checkpointer=checkpointer, name=name or "toolstop")

@@ -1,0 +1,72 @@
+"""The outcome vocabulary shared by every tool, and `signal`, the artifact a tool returns."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+__all__ = ["DEFAULT_STOP", "Outcome", "signal"]
+
+
+class Outcome(StrEnum):
+    """Why a tool call ended the way it did. One vocabulary for every tool, not a flag per tool."""
+
+    COMPLETED = "completed"
+    """The call did its job; its content is the answer (stops by default)."""
+
+    TRANSIENT = "transient"
+    """A failure worth retrying: timeout, 503, rate limit (goes back to the model; never stops)."""
+
+    FATAL = "fatal"
+    """A failure no retry will fix: card declined, nothing to match (stops by default)."""
+
+    POLICY_BLOCK = "policy_block"
+    """A guard refused the call or its result (stops with the policy's user-safe text)."""
+
+
+DEFAULT_STOP: dict[Outcome, bool] = {
+    Outcome.COMPLETED: True,
+    Outcome.TRANSIENT: False,
+    Outcome.FATAL: True,
+    Outcome.POLICY_BLOCK: True,
+}
+"""What `signal` puts in `stop` when the caller does not say."""
+
+
+def signal(outcome: Outcome | str, *, stop: bool | None = None, **extra: Any) -> dict[str, Any]:
+    """Build the artifact a `content_and_artifact` tool returns next to its content.
+
+    Args:
+        outcome: Why the call ended; an `Outcome` or its string value.
+        stop: Whether the loop should end now. Defaults to the outcome's default
+            (`DEFAULT_STOP`). `completed`/`fatal` with `stop=False` are valid ("go on, model").
+        **extra: The application's own JSON data (`receipt_id`, `progress`, ...). Never read for
+            routing.
+
+    Returns:
+        A plain, JSON-serialisable dict such as `{"stop": False, "reason": "transient",
+        "retry_after": 2}`. Tools may just as well build this dict themselves.
+
+    Raises:
+        ValueError: for an unknown outcome, a non-bool `stop`, `transient` with `stop=True` (the one
+            contradiction in the contract).
+
+    Example:
+        >>> signal(Outcome.TRANSIENT, retry_after=2)
+        {'stop': False, 'reason': 'transient', 'retry_after': 2}
+    """
+    try:
+        reason = Outcome(outcome)
+    except ValueError:
+        known = ", ".join(o.value for o in Outcome)
+        msg = f"unknown outcome {outcome!r}; expected one of: {known}"
+        raise ValueError(msg) from None
+    if stop is None:
+        stop = DEFAULT_STOP[reason]
+    elif not isinstance(stop, bool):
+        msg = f"stop must be a bool, got {type(stop).__name__}"
+        raise ValueError(msg)
+    if reason is Outcome.TRANSIENT and stop:
+        msg = "a transient outcome cannot stop the loop; use fatal if retrying is pointless"
+        raise ValueError(msg)
+    return {"stop": stop, "reason": reason.value, **extra}

@@ -1,0 +1,110 @@
+"""`StopPolicy`: how a turn's signals become one decision (parallel rule, mode, budgets)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+from toolstop.errors import ToolstopConfigError
+from toolstop.outcome import Outcome
+
+__all__ = ["Mode", "Parallel", "StopPolicy"]
+
+Parallel = Literal["all", "any", "first", "priority"]
+"""How the signals of several tool calls in one turn combine.
+
+- `"all"`: stop only when every call of the turn asks to stop (the safe default).
+- `"any"`: stop when at least one call asks to stop, whatever order the model listed the calls in.
+- `"first"`: the first call in tool-call order that carries a valid signal decides.
+- `"priority"`: the highest reason present (in `StopPolicy.priority` order) decides.
+"""
+
+Mode = Literal["hard", "polish", "never"]
+"""What a stop does.
+
+- `"hard"`: relay the deciding tool content verbatim as the final AIMessage; no model call.
+- `"polish"`: one more model call, with no tools offered, narrates the result.
+- `"never"`: shadow mode; routing ignores stops but the record says what *would* have stopped.
+"""
+
+_PARALLEL: tuple[str, ...] = get_args(Parallel)
+_MODES: tuple[str, ...] = get_args(Mode)
+_REASONS: tuple[str, ...] = tuple(o.value for o in Outcome)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StopPolicy:
+    """How toolstop turns tool signals into a stop or a continue. Validated when built.
+
+    Attributes:
+        parallel: How the calls of one turn combine; see `Parallel`.
+        priority: Reasons from most to least important, for `parallel="priority"` and for naming
+            the rule when stopping calls carry different reasons. Reasons left out rank last.
+        mode: What a stop does; see `Mode`.
+        max_transient_retries: How many times a transient failure (or a tool exception) may go
+            back to the model in one run; the next one stops with rule `retry_budget`. `None`
+            means no budget (the step budget still holds).
+        retry_budget_message: The user-safe final text when the retry budget is spent.
+        step_budget_message: The user-safe final text when the recursion limit is near.
+        policy_block_message: The user-safe final text of a `policy_block` stop. Blocked tool
+            content is never relayed, whatever the tool put in it.
+    """
+
+    parallel: Parallel = "all"
+    priority: tuple[str, ...] = ("policy_block", "fatal", "completed", "transient")
+    mode: Mode = "hard"
+    max_transient_retries: int | None = 3
+    retry_budget_message: str = (
+        "I could not complete this: the service kept failing temporarily. Please try again later."
+    )
+    step_budget_message: str = (
+        "I could not complete this within the allowed number of steps. Please narrow the request."
+    )
+    policy_block_message: str = "I can't help with that request."
+
+    def __post_init__(self) -> None:
+        if self.parallel not in _PARALLEL:
+            msg = f"StopPolicy.parallel must be one of {_PARALLEL}, got {self.parallel!r}"
+            raise ToolstopConfigError(msg)
+        if self.mode not in _MODES:
+            msg = f"StopPolicy.mode must be one of {_MODES}, got {self.mode!r}"
+            raise ToolstopConfigError(msg)
+        self._check_priority()
+        budget = self.max_transient_retries
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
+            msg = f"StopPolicy.max_transient_retries must be an int or None, got {budget!r}"
+            raise ToolstopConfigError(msg)
+        if budget is not None and budget < 0:
+            msg = f"StopPolicy.max_transient_retries must be >= 0, got {budget}"
+            raise ToolstopConfigError(msg)
+        for name in ("retry_budget_message", "step_budget_message", "policy_block_message"):
+            text = getattr(self, name)
+            if not isinstance(text, str) or not text.strip():
+                msg = f"StopPolicy.{name} must be a non-empty string, got {text!r}"
+                raise ToolstopConfigError(msg)
+
+    def _check_priority(self) -> None:
+        priority = self.priority
+        if isinstance(priority, str) or not isinstance(priority, (tuple, list)):
+            msg = f"StopPolicy.priority must be a tuple of reasons, got {priority!r}"
+            raise ToolstopConfigError(msg)
+        values = tuple(Outcome(p).value if isinstance(p, Outcome) else p for p in priority)
+        unknown = [p for p in values if p not in _REASONS]
+        if unknown:
+            msg = f"StopPolicy.priority has unknown reasons {unknown}; known: {_REASONS}"
+            raise ToolstopConfigError(msg)
+        if len(set(values)) != len(values):
+            msg = f"StopPolicy.priority lists a reason twice: {values}"
+            raise ToolstopConfigError(msg)
+        if not values:
+            msg = "StopPolicy.priority must name at least one reason"
+            raise ToolstopConfigError(msg)
+        # Normalise lists and enum members to a tuple of plain strings (the class is frozen).
+        object.__setattr__(self, "priority", values)
+
+    def rank(self, reason: str) -> int:
+        """Position of `reason` in `priority` (lower is more important); unlisted reasons last."""
+        try:
+            return self.priority.index(reason)
+        except ValueError:
+            return len(self.priority)

@@ -1,0 +1,131 @@
+"""The stop record: why a run ended, what it cost. Plain JSON, never tool content or arguments."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from langchain_core.messages import AIMessage
+
+from toolstop.decision import Decision, Rule
+from toolstop.outcome import Outcome
+from toolstop.policy import StopPolicy
+
+__all__ = ["InvalidSignal", "StopRecord", "count_model_call", "fold_turn", "new_record", "stopped"]
+
+
+class InvalidSignal(TypedDict):
+    """One tool call whose artifact was not a valid signal (routing went on with the model)."""
+
+    tool: str
+    tool_call_id: str
+    problem: str
+
+
+class StopRecord(TypedDict):
+    """What one run of an agent did and why it ended. JSON-serialisable; kept in graph state.
+
+    It holds names, ids, counts and rules only: never tool content, never tool arguments.
+    """
+
+    rule: str
+    """`completed`, `fatal`, `policy_block`, `retry_budget`, `step_budget`, or `none`."""
+    stopped: bool
+    """True when toolstop ended the run (a stop node ran); False when the model simply answered."""
+    mode: str
+    parallel: str
+    would_stop: str | None
+    """In `never` mode: the first rule that would have stopped this run."""
+    tools: list[str]
+    """Names of the calls that decided the stop (or, in `never` mode, would have)."""
+    tool_call_ids: list[str]
+    invalid_signals: list[InvalidSignal]
+    outcomes: dict[str, int]
+    """Tool calls by reason, plus `invalid`."""
+    transient_retries: int
+    tool_turns: int
+    model_calls: int
+    input_tokens: int
+    output_tokens: int
+
+
+def new_record(policy: StopPolicy) -> StopRecord:
+    """A fresh record for a run under `policy`."""
+    return StopRecord(
+        rule=Rule.NONE.value,
+        stopped=False,
+        mode=policy.mode,
+        parallel=policy.parallel,
+        would_stop=None,
+        tools=[],
+        tool_call_ids=[],
+        invalid_signals=[],
+        outcomes={o.value: 0 for o in Outcome} | {"invalid": 0},
+        transient_retries=0,
+        tool_turns=0,
+        model_calls=0,
+        input_tokens=0,
+        output_tokens=0,
+    )
+
+
+def fold_turn(record: StopRecord, decision: Decision) -> StopRecord:
+    """Return `record` with one tool turn's signals added (a new dict; `record` is not changed)."""
+    outcomes = dict(record["outcomes"])
+    invalid = list(record["invalid_signals"])
+    for signal in decision.signals:
+        if signal.problem is not None:
+            outcomes["invalid"] = outcomes.get("invalid", 0) + 1
+            invalid.append(
+                InvalidSignal(
+                    tool=signal.tool, tool_call_id=signal.tool_call_id, problem=signal.problem.value
+                )
+            )
+        elif signal.reason is not None:
+            outcomes[signal.reason.value] = outcomes.get(signal.reason.value, 0) + 1
+    updated = StopRecord(
+        **{
+            **record,
+            "outcomes": outcomes,
+            "invalid_signals": invalid,
+            "tool_turns": record["tool_turns"] + 1,
+        }
+    )
+    if not decision.stop:
+        updated["transient_retries"] = record["transient_retries"] + decision.transient_in_turn
+    if decision.would_stop is not None and record["would_stop"] is None:
+        updated["would_stop"] = decision.would_stop.value
+        updated["tools"] = [s.tool for s in decision.deciding]
+        updated["tool_call_ids"] = [s.tool_call_id for s in decision.deciding]
+    return updated
+
+
+def stopped(record: StopRecord, decision: Decision) -> StopRecord:
+    """Return `record` marked as ended by `decision` (which must be a stop)."""
+    return StopRecord(
+        **{
+            **record,
+            "rule": decision.rule.value,
+            "stopped": True,
+            "tools": [s.tool for s in decision.deciding],
+            "tool_call_ids": [s.tool_call_id for s in decision.deciding],
+        }
+    )
+
+
+def count_model_call(record: StopRecord, response: Any) -> StopRecord:
+    """Return `record` with one model call and its `usage_metadata` tokens added.
+
+    Tokens come only from the provider's `usage_metadata`; a response without it adds a call and
+    no tokens (it is not estimated here, to keep the hot path free of O(history) work).
+    """
+    usage = response.usage_metadata if isinstance(response, AIMessage) else None
+    input_tokens = usage["input_tokens"] if usage else 0
+    output_tokens = usage["output_tokens"] if usage else 0
+    return StopRecord(
+        **{
+            **record,
+            "model_calls": record["model_calls"] + 1,
+            "input_tokens": record["input_tokens"] + input_tokens,
+            "output_tokens": record["output_tokens"] + output_tokens,
+        }
+    )

@@ -1,0 +1,37 @@
+"""Shared helpers for router tests: run a graph and collect its node path and final state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+
+
+def run(
+    graph: Any, question: str = "q", config: dict[str, Any] | None = None
+) -> tuple[list[str], dict[str, Any]]:
+    """Stream one run; return the node path and the final state values."""
+    path: list[str] = []
+    final: dict[str, Any] = {}
+    inputs = {"messages": [HumanMessage(content=question)]}
+    for mode, chunk in graph.stream(inputs, config, stream_mode=["updates", "values"]):
+        if mode == "updates":
+            path.extend(chunk)
+        else:
+            final = chunk
+    return path, final
+
+
+async def arun(
+    graph: Any, question: str = "q", config: dict[str, Any] | None = None
+) -> tuple[list[str], dict[str, Any]]:
+    """`run`, through `astream`."""
+    path: list[str] = []
+    final: dict[str, Any] = {}
+    inputs = {"messages": [HumanMessage(content=question)]}
+    async for mode, chunk in graph.astream(inputs, config, stream_mode=["updates", "values"]):
+        if mode == "updates":
+            path.extend(chunk)
+        else:
+            final = chunk
+    return path, final

@@ -1,0 +1,87 @@
+"""The tool-side contract: `Outcome`, `signal`, and `StopPolicy` validation."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from toolstop import Outcome, StopPolicy, ToolstopConfigError, signal
+
+
+def test_outcome_values() -> None:
+    assert [o.value for o in Outcome] == ["completed", "transient", "fatal", "policy_block"]
+    assert Outcome("fatal") is Outcome.FATAL
+    assert isinstance(Outcome.COMPLETED, str)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "stop"),
+    [("completed", True), ("transient", False), ("fatal", True), ("policy_block", True)],
+)
+def test_signal_default_stop(outcome: str, stop: bool) -> None:
+    artifact = signal(outcome)
+    assert artifact == {"stop": stop, "reason": outcome}
+    assert json.loads(json.dumps(artifact)) == artifact
+
+
+def test_signal_extra_and_overrides() -> None:
+    assert signal(Outcome.TRANSIENT, retry_after=2) == {
+        "stop": False,
+        "reason": "transient",
+        "retry_after": 2,
+    }
+    assert signal(Outcome.COMPLETED, stop=False) == {"stop": False, "reason": "completed"}
+    assert type(signal(Outcome.FATAL)["reason"]) is str  # plain JSON, not the enum
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "match"),
+    [
+        (("done",), {}, "unknown outcome"),
+        (("transient",), {"stop": True}, "cannot stop"),
+        (("completed",), {"stop": 1}, "must be a bool"),
+    ],
+)
+def test_signal_rejects_nonsense(args: tuple[Any, ...], kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        signal(*args, **kwargs)
+
+
+def test_policy_defaults() -> None:
+    policy = StopPolicy()
+    assert (policy.parallel, policy.mode, policy.max_transient_retries) == ("all", "hard", 3)
+    assert policy.priority == ("policy_block", "fatal", "completed", "transient")
+    with pytest.raises(AttributeError):
+        policy.mode = "never"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        StopPolicy("all")  # type: ignore[misc]  # keyword-only
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"parallel": "some"}, "parallel"),
+        ({"mode": "soft"}, "mode"),
+        ({"priority": ("fatal", "bogus")}, "unknown reasons"),
+        ({"priority": ("fatal", "fatal")}, "twice"),
+        ({"priority": ()}, "at least one"),
+        ({"priority": "fatal"}, "tuple"),
+        ({"max_transient_retries": -1}, ">= 0"),
+        ({"max_transient_retries": 1.5}, "int or None"),
+        ({"max_transient_retries": True}, "int or None"),
+        ({"retry_budget_message": "  "}, "non-empty"),
+    ],
+)
+def test_policy_rejects_invalid_values(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ToolstopConfigError, match=match):
+        StopPolicy(**kwargs)
+    with pytest.raises(ValueError, match=match):
+        StopPolicy(**kwargs)
+
+
+def test_policy_normalises_priority() -> None:
+    policy = StopPolicy(priority=[Outcome.FATAL, "completed"])  # type: ignore[arg-type]
+    assert policy.priority == ("fatal", "completed")
+    assert policy.rank("transient") == 2  # unlisted ranks last

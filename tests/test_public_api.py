@@ -1,0 +1,79 @@
+"""The public surface is explicit: `__all__` is pinned, every exception is exported."""
+
+from __future__ import annotations
+
+import inspect
+
+import toolstop
+import toolstop.examples
+import toolstop.testing
+
+
+def test_toolstop_all() -> None:
+    assert sorted(toolstop.__all__) == sorted(
+        [
+            "CallSignal",
+            "Decision",
+            "InvalidSignal",
+            "Mode",
+            "Outcome",
+            "Parallel",
+            "Problem",
+            "ReactState",
+            "Rule",
+            "StopPolicy",
+            "StopRecord",
+            "ToolstopConfigError",
+            "ToolstopError",
+            "__version__",
+            "build_react_graph",
+            "decide",
+            "signal",
+        ]
+    )
+    for name in toolstop.__all__:
+        assert hasattr(toolstop, name), name
+
+
+def test_every_exception_is_exported() -> None:
+    import toolstop.errors
+
+    for name, value in vars(toolstop.errors).items():
+        if inspect.isclass(value) and issubclass(value, Exception):
+            assert name in toolstop.__all__, name
+    assert issubclass(toolstop.ToolstopConfigError, ValueError)
+    assert "ScriptExhaustedError" in toolstop.testing.__all__
+
+
+def test_testing_and_examples_all() -> None:
+    assert sorted(toolstop.testing.__all__) == sorted(
+        [
+            "ForcedResult",
+            "ModelCall",
+            "ScriptExhaustedError",
+            "ScriptStep",
+            "ScriptedChatModel",
+            "assert_valid_history",
+            "call",
+            "forced_tool",
+            "history_problems",
+            "turn",
+        ]
+    )
+    assert sorted(toolstop.examples.__all__) == sorted(
+        [
+            "SEARCH_INDEX",
+            "make_pay_tool",
+            "make_poll_job_tool",
+            "make_search_tool",
+            "make_write_record_tool",
+        ]
+    )
+
+
+def test_public_names_have_docstrings() -> None:
+    for module in (toolstop, toolstop.testing, toolstop.examples):
+        for name in module.__all__:
+            value = getattr(module, name)
+            if inspect.isclass(value) or inspect.isfunction(value):
+                assert inspect.getdoc(value), f"{module.__name__}.{name} has no docstring"
