@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph
@@ -14,15 +14,13 @@ from langgraph.graph.message import add_messages
 from langgraph.managed import RemainingSteps
 from langgraph.prebuilt import ToolNode
 
+from toolstop._shell import after_model, plain_answer, relay_message, turn_start
 from toolstop.decision import Decision, decide
 from toolstop.errors import ToolstopConfigError
 from toolstop.policy import StopPolicy
-from toolstop.record import StopRecord, count_model_call, fold_turn, new_record, stopped
+from toolstop.record import StopRecord, count_model_call
 
 __all__ = ["ReactState", "build_react_graph", "reject_return_direct", "route_after_agent"]
-
-AGENT_STEPS = 3
-"""Steps a tool-calling answer still needs from the agent step: tools, a stop node, plus one."""
 
 
 class ReactState(TypedDict):
@@ -74,18 +72,6 @@ def _prompt_messages(prompt: str | SystemMessage | None) -> list[BaseMessage]:
     raise ToolstopConfigError(msg)
 
 
-def _without_tool_calls(response: AIMessage) -> AIMessage:
-    """The polish answer as a plain AIMessage (a stray tool call would leave history invalid)."""
-    if not response.tool_calls and not response.invalid_tool_calls:
-        return response
-    return AIMessage(
-        content=response.content,
-        id=response.id,
-        usage_metadata=response.usage_metadata,
-        response_metadata=response.response_metadata,
-    )
-
-
 class _Nodes:
     """The graph's nodes and its tools router, sharing one policy. Each is a thin shell."""
 
@@ -101,88 +87,69 @@ class _Nodes:
         self.model = model
         self.bound: Runnable[Any, Any] = model.bind_tools(list(tools))
 
-    # -- shared pieces ---------------------------------------------------------------------
-    def _decide(self, state: ReactState, *, steps_back: int = 0) -> tuple[Decision, StopRecord]:
-        record = state.get("stop_record") or new_record(self.policy)
-        remaining = state.get("remaining_steps")
-        decision = decide(
+    def _start(self, state: ReactState) -> tuple[Decision | None, StopRecord]:
+        return turn_start(
             state["messages"],
+            state.get("stop_record"),
             self.policy,
-            transient_count=record["transient_retries"],
-            remaining_steps=None if remaining is None else remaining + steps_back,
+            remaining_steps=state.get("remaining_steps"),
         )
-        return decision, record
 
-    def _before_model(self, state: ReactState) -> StopRecord:
-        """The record to carry into this model call: fresh for a new run, else + last turn."""
-        messages = state["messages"]
-        record = state.get("stop_record")
-        if record is None or not messages or not isinstance(messages[-1], ToolMessage):
-            return new_record(self.policy)
-        decision, record = self._decide(state)
-        return fold_turn(record, decision)
+    def _answer(self, state: ReactState, record: StopRecord, response: AIMessage) -> dict[str, Any]:
+        answer, record = after_model(
+            record, response, self.policy, remaining_steps=state.get("remaining_steps")
+        )
+        return {"messages": [answer], "stop_record": record}
 
-    def _after_model(
-        self, state: ReactState, record: StopRecord, response: AIMessage
-    ) -> dict[str, Any]:
-        record = count_model_call(record, response)
-        remaining = state.get("remaining_steps")
-        if response.tool_calls and remaining is not None and remaining < AGENT_STEPS:
-            # Not enough steps left to run the tools and stop cleanly: end now, history valid.
-            response = AIMessage(content=self.policy.step_budget_message)
-            record = {**record, "rule": "step_budget", "stopped": True}  # type: ignore[typeddict-item]
-        return {"messages": [response], "stop_record": record}
-
-    def _stop_decision(self, state: ReactState) -> tuple[Decision, StopRecord]:
-        # Stop nodes run one step after the tools step the router decided in.
-        decision, record = self._decide(state, steps_back=1)
-        if not decision.stop:  # pragma: no cover - routers and nodes share `decide`
+    def _stop(self, state: ReactState) -> tuple[Decision, StopRecord]:
+        decision, record = self._start(state)
+        if decision is None or not decision.stop:  # pragma: no cover - routers share `decide`
             msg = "toolstop bug: a stop node ran for a turn that does not stop"
             raise AssertionError(msg)
-        return decision, stopped(fold_turn(record, decision), decision)
+        return decision, record
 
     # -- nodes -----------------------------------------------------------------------------
     def agent(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
-        record = self._before_model(state)
+        _, record = self._start(state)
         response = self.bound.invoke(self.prompt + list(state["messages"]), config)
-        return self._after_model(state, record, response)
+        return self._answer(state, record, response)
 
     async def aagent(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
-        record = self._before_model(state)
+        _, record = self._start(state)
         response = await self.bound.ainvoke(self.prompt + list(state["messages"]), config)
-        return self._after_model(state, record, response)
+        return self._answer(state, record, response)
 
     def finalize(self, state: ReactState) -> dict[str, Any]:
-        decision, record = self._stop_decision(state)
-        relay = AIMessage(
-            content=decision.relay or "",
-            response_metadata={"toolstop": {"relay": True, "rule": decision.rule.value}},
-        )
-        return {"messages": [relay], "stop_record": record}
+        decision, record = self._stop(state)
+        return {"messages": [relay_message(decision.relay, decision.rule)], "stop_record": record}
 
     async def afinalize(self, state: ReactState) -> dict[str, Any]:
         return self.finalize(state)
 
     def polish(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
-        _, record = self._stop_decision(state)
+        _, record = self._stop(state)
         response = self.model.invoke(self.prompt + list(state["messages"]), config)
         return self._polished(record, response)
 
     async def apolish(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
-        _, record = self._stop_decision(state)
+        _, record = self._stop(state)
         response = await self.model.ainvoke(self.prompt + list(state["messages"]), config)
         return self._polished(record, response)
 
     def _polished(self, record: StopRecord, response: BaseMessage) -> dict[str, Any]:
-        answer = _without_tool_calls(
-            response if isinstance(response, AIMessage) else AIMessage(content=response.content)
-        )
+        answer = plain_answer(response)
         return {"messages": [answer], "stop_record": count_model_call(record, answer)}
 
     # -- router ----------------------------------------------------------------------------
     def route_after_tools(self, state: ReactState) -> Literal["agent", "finalize", "polish"]:
         """Back to `agent`, or to the stop node the policy's mode asks for."""
-        decision, _ = self._decide(state)
+        record = state.get("stop_record")
+        decision = decide(
+            state["messages"],
+            self.policy,
+            transient_count=record["transient_retries"] if record else 0,
+            remaining_steps=state.get("remaining_steps"),
+        )
         if not decision.stop:
             return "agent"
         return "polish" if decision.narrate else "finalize"
