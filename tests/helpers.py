@@ -1,4 +1,8 @@
-"""Shared helpers for router tests: run a graph and collect its node path and final state."""
+"""Shared helpers for router tests: run a graph and collect its node path and final state.
+
+create_agent runs each tool call of a turn as its own task (`Send`), so one tools step reports
+one update per call; the path shows a step once, whatever number of tasks it ran.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ def run(
     inputs = {"messages": [HumanMessage(content=question)]}
     for mode, chunk in graph.stream(inputs, config, stream_mode=["updates", "values"]):
         if mode == "updates":
-            path.extend(chunk)
+            path.extend(n for n in chunk if not path or path[-1] != n)
         else:
             final = chunk
     return path, final
@@ -31,7 +35,7 @@ async def arun(
     inputs = {"messages": [HumanMessage(content=question)]}
     async for mode, chunk in graph.astream(inputs, config, stream_mode=["updates", "values"]):
         if mode == "updates":
-            path.extend(chunk)
+            path.extend(n for n in chunk if not path or path[-1] != n)
         else:
             final = chunk
     return path, final

@@ -21,6 +21,8 @@ def test_toolstop_all() -> None:
             "Problem",
             "ReactState",
             "Rule",
+            "StopOnArtifact",
+            "StopOnArtifactState",
             "StopPolicy",
             "StopRecord",
             "ToolstopConfigError",

@@ -4,6 +4,9 @@ Tools return `(content, artifact)`: the content goes to the model, the artifact
 (`{"stop": bool, "reason": ...}`, built with `signal`) goes to the router, which `decide`s.
 """
 
+import importlib
+from typing import Any
+
 from toolstop.decision import CallSignal, Decision, Problem, Rule, decide
 from toolstop.errors import ToolstopConfigError, ToolstopError
 from toolstop.graph import ReactState, build_react_graph
@@ -12,6 +15,16 @@ from toolstop.policy import Mode, Parallel, StopPolicy
 from toolstop.record import InvalidSignal, StopRecord
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # StopOnArtifact needs the `agents` extra (langchain); import it only when asked for, so
+    # `import toolstop` works without langchain and the ImportError names the extra to install.
+    if name in ("StopOnArtifact", "StopOnArtifactState"):
+        return getattr(importlib.import_module("toolstop.middleware"), name)
+    msg = f"module 'toolstop' has no attribute {name!r}"
+    raise AttributeError(msg)
+
 
 __all__ = [
     "CallSignal",
@@ -23,6 +36,8 @@ __all__ = [
     "Problem",
     "ReactState",
     "Rule",
+    "StopOnArtifact",
+    "StopOnArtifactState",
     "StopPolicy",
     "StopRecord",
     "ToolstopConfigError",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from langchain_core.language_models import BaseChatModel
@@ -157,11 +157,15 @@ class _Nodes:
 
 def build_react_graph(
     model: BaseChatModel,
-    tools: Sequence[BaseTool],
+    tools: Sequence[BaseTool | Callable[..., Any]] | ToolNode,
     *,
     policy: StopPolicy | None = None,
     prompt: str | SystemMessage | None = None,
     checkpointer: Any = None,
+    store: Any = None,
+    interrupt_before: list[str] | None = None,
+    interrupt_after: list[str] | None = None,
+    debug: bool = False,
     name: str | None = None,
 ) -> Any:
     """Build and compile the hand-built ReAct graph whose tool turns stop per call.
@@ -173,12 +177,16 @@ def build_react_graph(
 
     Args:
         model: A chat model that supports `bind_tools`.
-        tools: The tools. Tools signal through `content_and_artifact`; plain tools work too
-            (their results always go back to the model).
+        tools: Tools (or callables, or a ready `ToolNode`, used as it is). Tools signal through
+            `content_and_artifact`; plain tools work too (their results go back to the model).
         policy: The stop policy; `StopPolicy()` by default.
         prompt: A system prompt (str or SystemMessage) put before the messages on every call;
             not stored in state.
         checkpointer: Any LangGraph checkpointer, passed to `compile`.
+        store: A LangGraph store, passed to `compile`.
+        interrupt_before: Node names to interrupt before, passed to `compile`.
+        interrupt_after: Node names to interrupt after, passed to `compile`.
+        debug: LangGraph's debug flag, passed to `compile`.
         name: The compiled graph's name.
 
     Returns:
@@ -192,9 +200,11 @@ def build_react_graph(
     (use `create_agent` with `StopOnArtifact` for those).
     """
     policy = policy if policy is not None else StopPolicy()
-    tool_list = list(tools)
-    reject_return_direct(tool_list, "build_react_graph")
-    tool_node = ToolNode(tool_list, handle_tool_errors=True)
+    if isinstance(tools, ToolNode):
+        tool_node = tools
+    else:
+        tool_node = ToolNode(list(tools), handle_tool_errors=True)
+    reject_return_direct(list(tool_node.tools_by_name.values()), "build_react_graph")
     nodes = _Nodes(model, list(tool_node.tools_by_name.values()), policy, prompt)
 
     graph = StateGraph(ReactState)
@@ -212,4 +222,11 @@ def build_react_graph(
     graph.add_conditional_edges("agent", route_after_agent, ["tools", END])
     graph.add_conditional_edges("tools", nodes.route_after_tools, targets)
     graph.add_edge("finalize", END)
-    return graph.compile(checkpointer=checkpointer, name=name or "toolstop")
+    return graph.compile(
+        checkpointer=checkpointer,
+        store=store,
+        interrupt_before=interrupt_before,
+        interrupt_after=interrupt_after,
+        debug=debug,
+        name=name or "toolstop",
+    )
