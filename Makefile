@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit clean
+.PHONY: demo test lint typecheck unit matrix clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +29,11 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest
 
-test: lint typecheck unit
+# The router contract on langgraph 0.6.6 (legacy), langchain 1.4.2 + langgraph 1.2.11, newest.
+matrix: $(STAMP)
+	$(BIN)/nox -s contract
+
+test: lint typecheck unit matrix
 
 clean:
 	rm -rf $(VENV) .nox .mypy_cache .ruff_cache .pytest_cache
