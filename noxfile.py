@@ -24,7 +24,8 @@ MATRIX = {
 @nox.session(python="3.11")
 @nox.parametrize("stack", list(MATRIX), ids=list(MATRIX))
 def contract(session: nox.Session, stack: str) -> None:
-    """Install toolstop with one stack of the matrix and run the contract tests."""
+    """Install toolstop with one stack of the matrix; run the contract tests and `toolstop check`."""
     session.install("-e", ".", "pytest>=8", "pytest-timeout>=2.3", *MATRIX[stack])
     session.run("python", "-m", "pip", "list", "--format=freeze", silent=False)
     session.run("python", "-m", "pytest", "-m", "contract", "-q", *session.posargs)
+    session.run("toolstop", "check")

@@ -50,15 +50,23 @@ def test_every_exception_is_exported() -> None:
 def test_testing_and_examples_all() -> None:
     assert sorted(toolstop.testing.__all__) == sorted(
         [
+            "CheckResult",
             "ForcedResult",
             "ModelCall",
+            "Router",
+            "Scenario",
             "ScriptExhaustedError",
             "ScriptStep",
             "ScriptedChatModel",
             "assert_valid_history",
+            "available_routers",
             "call",
+            "check",
             "forced_tool",
             "history_problems",
+            "run_agent",
+            "run_scenario",
+            "scenario_matrix",
             "turn",
         ]
     )

@@ -35,6 +35,7 @@ def build(
     router: Router, script: list[Any], *tools: Any, policy: StopPolicy | None = None, **kw: Any
 ) -> tuple[Any, ScriptedChatModel]:
     model = ScriptedChatModel(script)
+    kw.setdefault("checkpointer", None)
     return router.build(model, list(tools), policy=policy, **kw), model
 
 

@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from toolstop.check import add_check_parser, run_check
 from toolstop.examples._forced import OutcomePicker
 from toolstop.examples.search import make_search_tool
 from toolstop.graph import build_react_graph
@@ -128,6 +129,7 @@ def _parser() -> argparse.ArgumentParser:
         "--mode", choices=["hard", "polish", "never"], default="hard", help="stop mode"
     )
     demo.add_argument("--seed", type=int, default=0, help="seed for drawn outcomes and texts")
+    add_check_parser(commands)
     return parser
 
 
@@ -137,6 +139,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     args = parser.parse_args(argv)
     if args.command == "demo":
         return _run_demo(args, out or sys.stdout)
+    if args.command == "check":
+        return run_check(args, out or sys.stdout)
     parser.print_help(out or sys.stdout)
     return 2
 

@@ -1,7 +1,11 @@
-"""toolstop's shipped test kit: a strict scripted model, scripted tool calls and forced tools."""
+"""toolstop's shipped test kit: a strict scripted model, scripted tool calls, forced tools, and
+the harness behind `toolstop check` (scenarios, routers, golden transcripts)."""
 
 from toolstop.testing.forced import ForcedResult, forced_tool
+from toolstop.testing.harness import CheckResult, check, run_scenario
 from toolstop.testing.history import assert_valid_history, history_problems
+from toolstop.testing.routers import Router, available_routers, run_agent
+from toolstop.testing.scenarios import Scenario, scenario_matrix
 from toolstop.testing.scripted import (
     ModelCall,
     ScriptedChatModel,
@@ -12,14 +16,22 @@ from toolstop.testing.scripted import (
 )
 
 __all__ = [
+    "CheckResult",
     "ForcedResult",
     "ModelCall",
+    "Router",
+    "Scenario",
     "ScriptExhaustedError",
     "ScriptStep",
     "ScriptedChatModel",
     "assert_valid_history",
+    "available_routers",
     "call",
+    "check",
     "forced_tool",
     "history_problems",
+    "run_agent",
+    "run_scenario",
+    "scenario_matrix",
     "turn",
 ]

@@ -24,7 +24,17 @@ ScriptStep = AIMessage | str | ToolCall | Sequence[ToolCall]
 
 
 class ScriptExhaustedError(AssertionError):
-    """The model was called more often than its script allows (an unexpected extra model call)."""
+    """The model was called more often than its script allows (an unexpected extra model call).
+
+    Attributes:
+        messages: What the unexpected call saw.
+        tools: The tools it was offered.
+    """
+
+    def __init__(self, message: str, *, messages: Sequence[BaseMessage], tools: Sequence[str]):
+        super().__init__(message)
+        self.messages = tuple(messages)
+        self.tools = tuple(tools)
 
 
 def call(name: str, /, *, id: str | None = None, **args: Any) -> ToolCall:  # noqa: A002
@@ -161,7 +171,7 @@ class ScriptedChatModel(BaseChatModel):
                     f"unexpected model call #{script.position + 1}: the script has "
                     f"{len(script.steps)} steps (messages seen: {seen})"
                 )
-                raise ScriptExhaustedError(msg)
+                raise ScriptExhaustedError(msg, messages=messages, tools=self.bound_tools)
             response = script.steps[script.position].model_copy(deep=True)
             script.position += 1
             input_tokens = count_tokens_approximately(messages)

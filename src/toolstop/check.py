@@ -1,0 +1,229 @@
+"""`toolstop check`: the scenario matrix against the installed LangGraph / LangChain."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from toolstop.testing.harness import CheckResult, check, goldens_dir, write_golden
+from toolstop.testing.routers import ROUTERS, available_routers, has_agents
+from toolstop.testing.scenarios import Scenario, scenario_matrix
+
+__all__ = ["add_check_parser", "run_check"]
+
+_KEY_ENV = {
+    "openai": "OPENAI_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "mistralai": "MISTRAL_API_KEY",
+    "google_genai": "GOOGLE_API_KEY",
+}
+# Scenarios whose meaning survives a real model (it decides the calls, not a script).
+_LIVE = ("success.hard", "retryable-then-success.hard", "fatal.hard", "policy-block.hard")
+
+
+def add_check_parser(commands: Any) -> None:
+    """Register `toolstop check` on the CLI's subparsers."""
+    parser = commands.add_parser(
+        "check",
+        help="run the scenario matrix on the installed LangGraph / LangChain",
+        description=(
+            "Run every scenario (success, retries, fatal, budgets, parallel policies, invalid "
+            "signals, injected text, tool exceptions, each mode) on every router the installed "
+            "versions support, compare each run with its golden transcript, and explain every "
+            "breach. Run it before and after upgrading LangGraph. Exit code 1 on any breach."
+        ),
+    )
+    parser.add_argument(
+        "--router",
+        action="append",
+        choices=list(ROUTERS),
+        help="only this router (repeatable; default: every router installed)",
+    )
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        metavar="NAME",
+        help="only this scenario, by name (`success`) or key (`success.polish`); repeatable",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "--update-goldens",
+        action="store_true",
+        help="rewrite the golden transcripts from this run (a deliberate act; review the diff)",
+    )
+    parser.add_argument(
+        "--model",
+        metavar="PROVIDER:NAME",
+        help="run against a real model (init_chat_model), checking invariants only",
+    )
+
+
+def _select_scenarios(names: list[str] | None) -> list[Scenario]:
+    matrix = scenario_matrix()
+    if not names:
+        return matrix
+    chosen = [s for s in matrix if s.key in names or s.name in names]
+    unknown = [n for n in names if not any(n in (s.key, s.name) for s in matrix)]
+    if unknown:
+        known = ", ".join(sorted({s.name for s in matrix}))
+        msg = f"unknown scenario {unknown}; known: {known}"
+        raise SystemExit(msg)
+    return chosen
+
+
+def _real_model(spec: str) -> Any:
+    """A chat model from `provider:name`, or SystemExit with one clear sentence."""
+    provider = spec.split(":", 1)[0] if ":" in spec else ""
+    env = _KEY_ENV.get(provider)
+    if env and not os.environ.get(env):
+        msg = (
+            f"toolstop check --model {spec}: {env} is not set. Set it to check a real model, "
+            "or leave out --model to check on the scripted model."
+        )
+        raise SystemExit(msg)
+    try:
+        from langchain.chat_models import init_chat_model
+    except ImportError:
+        msg = "--model needs langchain's init_chat_model: pip install 'toolstop[agents]'"
+        raise SystemExit(msg) from None
+    try:
+        return init_chat_model(spec)
+    except Exception as error:  # missing provider package, bad name, bad key format
+        msg = f"toolstop check --model {spec}: cannot create the model ({error})"
+        raise SystemExit(msg) from None
+
+
+def _progress(
+    total: int, enabled: bool
+) -> tuple[Callable[[CheckResult], None], Callable[[], None]]:
+    if not enabled:
+        return (lambda result: None), (lambda: None)
+    try:
+        from rich.progress import Progress
+    except ImportError:
+        done = [0]
+
+        def plain(result: CheckResult) -> None:
+            done[0] += 1
+            print(f"\r{done[0]}/{total} checked", end="", file=sys.stderr, flush=True)
+
+        return plain, lambda: print(file=sys.stderr)
+    progress = Progress(transient=True)
+    task = progress.add_task("toolstop check", total=total)
+    progress.start()
+    return (lambda result: progress.advance(task)), progress.stop
+
+
+def _versions() -> dict[str, str]:
+    versions = {}
+    for name in ("toolstop", "langgraph", "langchain-core", "langchain"):
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def _table(results: list[CheckResult], out: TextIO) -> None:
+    header = ("scenario", "router", "mode", "expected path", "actual path", "calls", "result")
+    rows: list[tuple[str, ...]] = [header]
+    for r in results:
+        data = r.summary()
+        expected = ">".join(data["expected_path"] or []) or "-"
+        actual = ">".join(data["actual_path"] or []) or "error"
+        want, got = data["expected_model_calls"], data["actual_model_calls"]
+        calls = f"{'-' if want is None else want}/{'-' if got is None else got}"
+        verdict = "pass" if r.passed else "FAIL"
+        rows.append((r.scenario.name, r.router, r.scenario.mode, expected, actual, calls, verdict))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    for row in rows:
+        cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        print("  ".join(cells).rstrip(), file=out)
+
+
+def run_check(args: argparse.Namespace, out: TextIO) -> int:
+    """Run `toolstop check` with parsed `args`; return the exit code."""
+    routers = available_routers()
+    if args.router:
+        missing = [name for name in args.router if name == "middleware" and not has_agents()]
+        if missing:
+            print(
+                "the middleware router needs langchain>=1.4: pip install 'toolstop[agents]'",
+                file=sys.stderr,
+            )
+            return 2
+        routers = [ROUTERS[name] for name in args.router]
+    try:
+        scenarios = _select_scenarios(args.scenario)
+        model = None
+        if args.model:
+            if args.update_goldens:
+                print("--update-goldens cannot be combined with --model", file=sys.stderr)
+                return 2
+            model = _real_model(args.model)
+            scenarios = [s for s in scenarios if s.key in _LIVE]
+    except SystemExit as error:
+        print(error, file=sys.stderr)
+        return 2
+    interactive = not args.json and sys.stderr.isatty()
+    advance, stop = _progress(len(scenarios) * len(routers), interactive)
+    try:
+        results = check(scenarios, routers, model=model, on_result=advance)
+    finally:
+        stop()
+    if args.update_goldens:
+        return _update(results, out)
+    failed = [r for r in results if not r.passed]
+    summary = f"{len(results) - len(failed)} passed, {len(failed)} failed"
+    if args.json:
+        document = {
+            "versions": _versions(),
+            "model": args.model or "scripted",
+            "results": [r.summary() for r in results],
+            "passed": len(results) - len(failed),
+            "failed": len(failed),
+        }
+        print(json.dumps(document, indent=2), file=out)
+        return 1 if failed else 0
+    versions = ", ".join(f"{k} {v}" for k, v in _versions().items())
+    print(f"toolstop check on {versions}; model: {args.model or 'scripted'}", file=out)
+    _table(results, out)
+    if failed:
+        print("\nbreaches:", file=out)
+        for r in failed:
+            for breach in r.breaches:
+                print(f"- {r.scenario.key} on {r.router}: {breach}", file=out)
+    print(summary, file=out)
+    return 1 if failed else 0
+
+
+def _update(results: list[CheckResult], out: TextIO) -> int:
+    """Write goldens for runs that keep every invariant; refuse the others."""
+    broken = [
+        r
+        for r in results
+        if any(not b.startswith("no golden") and b not in _golden_only(r) for b in r.breaches)
+    ]
+    if broken:
+        for r in broken:
+            for breach in r.breaches:
+                print(f"- {r.scenario.key} on {r.router}: {breach}", file=out)
+        print(f"refused: {len(broken)} runs break an invariant; no golden was written", file=out)
+        return 1
+    for r in results:
+        write_golden(r.actual, r.scenario, r.router)
+    print(f"wrote {len(results)} golden transcripts to {goldens_dir()}", file=out)
+    return 0
+
+
+def _golden_only(result: CheckResult) -> set[str]:
+    """Breaches that come only from comparing with the (old) golden."""
+    from toolstop.testing.harness import compare
+
+    return set(compare(result.expected, result.actual))

@@ -1,0 +1,385 @@
+"""Run a scenario on a router, record a normalised transcript, and explain every breach."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from toolstop.decision import content_text, read_signal
+from toolstop.testing.history import history_problems
+from toolstop.testing.routers import Router, run_agent
+from toolstop.testing.scenarios import Scenario
+from toolstop.testing.scripted import ScriptedChatModel, ScriptExhaustedError
+
+__all__ = [
+    "CheckResult",
+    "Transcript",
+    "check",
+    "compare",
+    "goldens_dir",
+    "invariant_breaches",
+    "load_golden",
+    "run_scenario",
+    "write_golden",
+]
+
+Transcript = dict[str, Any]
+"""A run as plain JSON: path, model calls, tool results, final message, record. No ids."""
+
+QUESTION = "How do refunds work?"
+
+
+def describe(message: BaseMessage) -> str:
+    """A message as a short, id-free token: `human`, `ai`, `ai[lookup]`, `tool[lookup]`."""
+    if isinstance(message, AIMessage):
+        names = [c["name"] for c in message.tool_calls]
+        return f"ai[{','.join(names)}]" if names else "ai"
+    if isinstance(message, ToolMessage):
+        error = ":error" if message.status == "error" else ""
+        return f"tool[{message.name}]{error}"
+    return message.type
+
+
+def _signal(message: ToolMessage) -> str:
+    signal = read_signal(message)
+    if signal.problem is not None:
+        return f"invalid:{signal.problem.value}"
+    assert signal.reason is not None
+    return f"{signal.reason.value}:{'stop' if signal.stop else 'continue'}"
+
+
+def _normalise_record(record: Any) -> Any:
+    if not isinstance(record, dict):
+        return record
+    tokens = {k: ("<positive>" if record.get(k) else 0) for k in ("input_tokens", "output_tokens")}
+    return {**record, **tokens}
+
+
+def _final(messages: Sequence[BaseMessage]) -> dict[str, Any]:
+    if not messages:
+        return {"type": None, "content": None}
+    last = messages[-1]
+    final: dict[str, Any] = {"type": describe(last), "content": content_text(last.content)}
+    if isinstance(last, AIMessage):
+        final["relay"] = bool((last.response_metadata or {}).get("toolstop", {}).get("relay"))
+    return final
+
+
+def _calls(model: ScriptedChatModel) -> list[dict[str, Any]]:
+    return [
+        {
+            "saw": [describe(m) for m in c.messages],
+            "tools": list(c.tools),
+            "answer": describe(c.response),
+        }
+        for c in model.calls
+    ]
+
+
+def transcript_of(
+    scenario: Scenario,
+    router: Router,
+    path: list[str],
+    state: dict[str, Any],
+    model: ScriptedChatModel | None,
+) -> Transcript:
+    """Build the normalised transcript of a finished run."""
+    messages: list[BaseMessage] = list(state.get("messages", []))
+    transcript: Transcript = {
+        "scenario": scenario.name,
+        "mode": scenario.mode,
+        "router": router.name,
+        "description": scenario.description,
+        "path": path,
+    }
+    if model is not None:
+        transcript["model_calls"] = _calls(model)
+        transcript["script"] = {"steps": len(scenario.script), "unused": model.remaining}
+    transcript["tool_results"] = [
+        {"tool": m.name, "signal": _signal(m)} for m in messages if isinstance(m, ToolMessage)
+    ]
+    transcript["final"] = _final(messages)
+    record = state.get("stop_record")
+    if isinstance(record, dict) and record.get("rule") in ("completed", "fatal"):
+        wanted = set(record.get("tool_call_ids") or [])
+        contents = [
+            content_text(m.content)
+            for m in messages
+            if isinstance(m, ToolMessage) and m.tool_call_id in wanted
+        ]
+        if scenario.mode == "hard":
+            transcript["relay_is_tool_content"] = transcript["final"]["content"] == "\n\n".join(
+                contents
+            )
+    transcript["history_problems"] = history_problems(messages)
+    transcript["stop_record"] = _normalise_record(state.get("stop_record"))
+    return transcript
+
+
+def run_scenario(scenario: Scenario, router: Router, *, model: Any = None) -> Transcript:
+    """Run `scenario` on `router` and return its transcript (an exception is recorded, not raised).
+
+    With `model=None` the scenario's script drives a `ScriptedChatModel`; otherwise `model` (a
+    real chat model) decides, and only invariants can be checked.
+    """
+    scripted = ScriptedChatModel(scenario.script) if model is None else None
+    config: dict[str, Any] = {}
+    if scenario.recursion_limit is not None:
+        config["recursion_limit"] = scenario.recursion_limit
+    try:
+        agent = router.build(
+            scripted or model, scenario.tools(), policy=scenario.policy, checkpointer=None
+        )
+        path, state = run_agent(agent, QUESTION, config or None)
+    except Exception as error:
+        transcript: Transcript = {
+            "scenario": scenario.name,
+            "mode": scenario.mode,
+            "router": router.name,
+            "error": f"{type(error).__name__}: {error}",
+        }
+        if scripted is not None:
+            calls = _calls(scripted)
+            if isinstance(error, ScriptExhaustedError):
+                seen = [describe(m) for m in error.messages]
+                calls.append({"saw": seen, "tools": list(error.tools), "answer": "(unscripted)"})
+            transcript["model_calls"] = calls
+        return transcript
+    return transcript_of(scenario, router, path, state, scripted)
+
+
+# -- goldens ----------------------------------------------------------------------------------
+def goldens_dir() -> Path:
+    """Where the shipped golden transcripts live (inside the installed package)."""
+    return Path(str(resources.files("toolstop.testing") / "goldens"))
+
+
+def _golden_path(directory: Path, golden: str, scenario: Scenario) -> Path:
+    return directory / golden / f"{scenario.key}.json"
+
+
+def load_golden(
+    scenario: Scenario, golden: str, directory: Path | None = None
+) -> Transcript | None:
+    """The golden transcript of `scenario` for router `golden`, or None when there is none."""
+    path = _golden_path(directory or goldens_dir(), golden, scenario)
+    if not path.exists():
+        return None
+    data: Transcript = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def write_golden(
+    transcript: Transcript, scenario: Scenario, golden: str, directory: Path | None = None
+) -> Path:
+    """Write `transcript` as the golden of `scenario` for router `golden` (diff-friendly JSON)."""
+    path = _golden_path(directory or goldens_dir(), golden, scenario)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(transcript, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+# -- breaches ---------------------------------------------------------------------------------
+def _model_calls(transcript: Transcript) -> int | None:
+    calls = transcript.get("model_calls")
+    if isinstance(calls, list):
+        return len(calls)
+    return calls if isinstance(calls, int) else None
+
+
+def _relay_hidden(transcript: Transcript) -> bool:
+    """A model call that saw a plain AIMessage right after tool results: the 'variant B' loop."""
+    for call in transcript.get("model_calls") or []:
+        seen = call["saw"] if isinstance(call, dict) else []
+        for before, after in itertools.pairwise(seen):
+            if before.startswith("tool[") and after == "ai":
+                return True
+    return False
+
+
+def invariant_breaches(scenario: Scenario, transcript: Transcript) -> list[str]:
+    """Breaches that need no golden: they hold for any correct router and any model."""
+    breaches: list[str] = []
+    if _relay_hidden(transcript):
+        breaches.append(
+            "the model was called after a relay AIMessage that followed the tool results: a relay "
+            "added in the same update hides the tool-calling AIMessage from the stop check (the "
+            "article's variant B); relay only on the stop path, after the decision"
+        )
+    if "error" in transcript:
+        error = transcript["error"]
+        if error.startswith("ScriptExhaustedError"):
+            breaches.append(
+                "the model was called more often than a correct router calls it: the run did "
+                f"not stop where it should have ({error})"
+            )
+        else:
+            breaches.append(f"the run raised {error}; a router must end every run cleanly")
+        return breaches
+    final = transcript["final"]
+    if final["type"] and final["type"].startswith("tool["):
+        breaches.append(
+            "the run ended on a ToolMessage, not an AIMessage: the stop came from return_direct, "
+            "not from the artifact (remove return_direct; let the artifact decide)"
+        )
+    for problem in transcript.get("history_problems") or []:
+        breaches.append(
+            f"the history is invalid ({problem}): a provider would reject the next turn"
+        )
+    script = transcript.get("script")
+    if script and script.get("unused"):
+        breaches.append(
+            f"the run made fewer model calls than a correct router ({script['unused']} scripted "
+            "answers unused): it stopped where it should have gone back to the model"
+        )
+    if not transcript.get("tool_results"):
+        breaches.append(
+            "the model never called a tool, so the stop could not be checked (a scripted run "
+            "always calls one; a real model may need a clearer question or tool support)"
+        )
+    if transcript.get("relay_is_tool_content") is False:
+        breaches.append(
+            "the final answer of a hard-mode stop is not the deciding tool's content verbatim"
+        )
+    record = transcript.get("stop_record")
+    if not isinstance(record, dict):
+        breaches.append("no stop_record in the final state: the router is not toolstop's")
+    elif scenario.stops and scenario.mode == "hard" and not final.get("relay"):
+        breaches.append(
+            "a hard-mode stop did not end on toolstop's relay: a model call was made after the "
+            "stop, or the stop was not taken"
+        )
+    return breaches
+
+
+def _path_text(path: Any) -> str:
+    return " > ".join(path) if isinstance(path, list) else "none (the run did not finish)"
+
+
+def _explain_difference(key: str, expected: Any, actual: Any) -> str:
+    if key == "path":
+        return f"expected path {_path_text(expected)}, got {_path_text(actual)}"
+    if key == "model_calls":
+        want = len(expected) if isinstance(expected, list) else expected
+        got = len(actual) if isinstance(actual, list) else actual
+        if want != got:
+            hint = (
+                "an extra model call: the router did not stop on the artifact"
+                if (got or 0) > (want or 0)
+                else "a missing model call: the run stopped too early"
+            )
+            return f"expected {want} model calls, got {got} ({hint})"
+        return "the model calls saw different messages or tools than expected"
+    if key == "final" and isinstance(expected, dict) and isinstance(actual, dict):
+        return (
+            f"expected the final {expected.get('type')} {expected.get('content')!r:.80}, "
+            f"got {actual.get('type')} {actual.get('content')!r:.80}"
+        )
+    if key == "stop_record":
+        if isinstance(expected, dict) and isinstance(actual, dict):
+            fields = sorted(
+                k for k in set(expected) | set(actual) if expected.get(k) != actual.get(k)
+            )
+            rule = ""
+            if expected.get("rule") != actual.get("rule"):
+                rule = f" (rule {expected.get('rule')!r} expected, {actual.get('rule')!r} recorded)"
+            return f"the stop record differs in {', '.join(fields)}{rule}"
+        return f"expected stop_record {expected!r}, got {actual!r}"
+    return f"{key} differs: expected {expected!r}, got {actual!r}"
+
+
+def compare(expected: Transcript | None, actual: Transcript) -> list[str]:
+    """Sentences for every field in which `actual` differs from the golden `expected`."""
+    if expected is None:
+        return [
+            "no golden transcript for this scenario and router: run toolstop check --update-goldens"
+        ]
+    keys = [k for k in expected if k not in ("description", "router")]
+    keys += [k for k in actual if k not in expected and k not in ("description", "router")]
+    return [
+        _explain_difference(key, expected.get(key), actual.get(key))
+        for key in keys
+        if expected.get(key) != actual.get(key)
+    ]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckResult:
+    """One scenario on one router: what was expected, what happened, and every breach."""
+
+    scenario: Scenario
+    router: str
+    expected: Transcript | None
+    actual: Transcript
+    breaches: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """True when there is no breach."""
+        return not self.breaches
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON row for `toolstop check --json`."""
+        return {
+            "scenario": self.scenario.name,
+            "mode": self.scenario.mode,
+            "router": self.router,
+            "expected_path": (self.expected or {}).get("path"),
+            "actual_path": self.actual.get("path"),
+            "expected_model_calls": _model_calls(self.expected or {}),
+            "actual_model_calls": _model_calls(self.actual),
+            "passed": self.passed,
+            "breaches": self.breaches,
+        }
+
+
+def check(
+    scenarios: Iterable[Scenario],
+    routers: Iterable[Router],
+    *,
+    golden_for: dict[str, str] | None = None,
+    directory: Path | None = None,
+    model: Any = None,
+    on_result: Callable[[CheckResult], None] | None = None,
+) -> list[CheckResult]:
+    """Run every scenario on every router and compare with the goldens and the invariants.
+
+    Args:
+        scenarios: What to run.
+        routers: Where to run it.
+        golden_for: Router name -> the name whose goldens it must match (default: its own).
+        directory: The goldens' folder (default: the package's).
+        model: A real chat model instead of the scripts; then only invariants are checked
+            (a real model's words cannot match a golden).
+        on_result: Called after each run (progress reporting).
+    """
+    results = []
+    scenarios = list(scenarios)
+    for router in routers:
+        golden = (golden_for or {}).get(router.name, router.name)
+        for scenario in scenarios:
+            actual = run_scenario(scenario, router, model=model)
+            breaches = invariant_breaches(scenario, actual)
+            expected = None
+            if model is None:
+                expected = load_golden(scenario, golden, directory)
+                if "error" not in actual:  # a run that raised differs everywhere; say it once
+                    breaches += compare(expected, actual)
+            result = CheckResult(
+                scenario=scenario,
+                router=router.name,
+                expected=expected,
+                actual=actual,
+                breaches=list(dict.fromkeys(breaches)),
+            )
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+    return results

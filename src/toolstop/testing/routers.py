@@ -1,0 +1,116 @@
+"""The three routers behind one interface, so one scenario runs on each; and `run_agent`."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import HumanMessage
+
+from toolstop.graph import build_react_graph
+from toolstop.legacy import create_react_agent
+from toolstop.policy import StopPolicy
+
+__all__ = ["ROUTERS", "Router", "available_routers", "has_agents", "run_agent"]
+
+Builder = Callable[..., Any]
+"""`build(model, tools, *, policy, checkpointer) -> compiled graph`."""
+
+
+def has_agents() -> bool:
+    """True when `langchain.agents` (create_agent, the `agents` extra) is installed."""
+    try:
+        return importlib.util.find_spec("langchain.agents") is not None
+    except ModuleNotFoundError:  # no langchain at all
+        return False
+
+
+def _graph(
+    model: Any, tools: Sequence[Any], *, policy: StopPolicy | None, checkpointer: Any
+) -> Any:
+    return build_react_graph(model, list(tools), policy=policy, checkpointer=checkpointer)
+
+
+def _legacy(
+    model: Any, tools: Sequence[Any], *, policy: StopPolicy | None, checkpointer: Any
+) -> Any:
+    return create_react_agent(model, list(tools), policy=policy, checkpointer=checkpointer)
+
+
+def _middleware(
+    model: Any, tools: Sequence[Any], *, policy: StopPolicy | None, checkpointer: Any
+) -> Any:
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import ToolErrorMiddleware
+
+    from toolstop.middleware import StopOnArtifact
+
+    # The documented recipe: langchain's own middleware returns tool exceptions to the model.
+    errors = ToolErrorMiddleware(on_error=lambda error, request: f"Error: {error!r}")
+    middleware: list[Any] = [errors, StopOnArtifact(policy)]
+    return create_agent(model, list(tools), middleware=middleware, checkpointer=checkpointer)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Router:
+    """One way to build an agent, and the names its nodes have.
+
+    Attributes:
+        name: `graph`, `middleware`, `legacy`, or a name of your own.
+        build: `build(model, tools, *, policy, checkpointer)` returning a compiled graph.
+        model_node: The node that calls the model.
+        stop_node: The node that relays a stop.
+        polish_node: The node that narrates a stop in polish mode.
+    """
+
+    name: str
+    build: Builder
+    model_node: str
+    stop_node: str
+    polish_node: str
+
+    def path(self, *steps: str) -> list[str]:
+        """Node names for abstract steps: `model`, `tools`, `stop` (the relay), `polish`."""
+        names = {"model": self.model_node, "stop": self.stop_node, "polish": self.polish_node}
+        return [names.get(step, step) for step in steps]
+
+
+GRAPH = Router(
+    name="graph", build=_graph, model_node="agent", stop_node="finalize", polish_node="polish"
+)
+LEGACY = Router(
+    name="legacy", build=_legacy, model_node="agent", stop_node="finalize", polish_node="polish"
+)
+MIDDLEWARE = Router(
+    name="middleware", build=_middleware, model_node="model", stop_node="model", polish_node="model"
+)
+ROUTERS = {router.name: router for router in (GRAPH, MIDDLEWARE, LEGACY)}
+"""toolstop's routers by name (`graph`, `middleware`, `legacy`)."""
+
+
+def available_routers() -> list[Router]:
+    """The routers the installed versions can run (no `middleware` without langchain)."""
+    return [r for r in ROUTERS.values() if r is not MIDDLEWARE or has_agents()]
+
+
+def run_agent(
+    agent: Any,
+    question: str = "q",
+    config: dict[str, Any] | None = None,
+) -> tuple[list[str], dict[str, Any]]:
+    """Stream one run; return the node path and the final state values.
+
+    create_agent runs each tool call of a turn as its own task (`Send`), so one tools step
+    reports one update per call; the path shows a step once, whatever number of tasks it ran.
+    """
+    path: list[str] = []
+    final: dict[str, Any] = {}
+    inputs = {"messages": [HumanMessage(content=question)]}
+    for mode, chunk in agent.stream(inputs, config, stream_mode=["updates", "values"]):
+        if mode == "updates":
+            path.extend(n for n in chunk if not path or path[-1] != n)
+        else:
+            final = chunk
+    return path, final

@@ -1,0 +1,227 @@
+"""The scenario matrix `toolstop check` runs: forced tool outcomes, a script, a policy."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.tools import BaseTool
+
+from toolstop.examples.search import make_search_tool
+from toolstop.outcome import Outcome, signal
+from toolstop.policy import Mode, Parallel, StopPolicy
+from toolstop.testing.forced import forced_tool
+from toolstop.testing.scripted import ScriptStep, call, turn
+
+__all__ = ["SCENARIOS", "Scenario", "scenario_matrix"]
+
+PAGE = '{"topic": "refund", "summary": "Refunds are paid within 5 business days."}'
+RETRY = ("The service timed out. Try again.", signal(Outcome.TRANSIENT))
+DONE = (PAGE, signal(Outcome.COMPLETED))
+FATAL = ("The card was declined permanently.", signal(Outcome.FATAL))
+NARRATION = "In short: refunds are paid within 5 business days."
+ANSWER = "Here is what I found."
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scenario:
+    """One run to characterise.
+
+    Attributes:
+        name: A short id, unique with the mode (`success`, `parallel-any-stop-last` ...).
+        description: One sentence: what this run shows.
+        tools: Builds fresh tools for a run (forced outcomes, so each run starts the same).
+        script: The scripted model's answers, in order; running out or leaving some unused is a
+            breach in itself.
+        policy: The stop policy.
+        stops: Whether a correct router ends this run with a stop (for invariant checks).
+        recursion_limit: LangGraph's recursion limit for the run, when the scenario needs one.
+    """
+
+    name: str
+    description: str
+    tools: Callable[[], list[BaseTool]]
+    script: tuple[ScriptStep, ...]
+    policy: StopPolicy = field(default_factory=StopPolicy)
+    stops: bool
+    recursion_limit: int | None = None
+
+    @property
+    def mode(self) -> Mode:
+        """The policy's mode."""
+        return self.policy.mode
+
+    @property
+    def key(self) -> str:
+        """`name.mode`: the scenario's id in goldens and on the command line."""
+        return f"{self.name}.{self.mode}"
+
+
+def _lookup(*results: Any) -> Callable[[], list[BaseTool]]:
+    return lambda: [forced_tool("lookup", *results)]
+
+
+def _pair(first: Any, second: Any) -> Callable[[], list[BaseTool]]:
+    return lambda: [forced_tool("alpha", first), forced_tool("beta", second)]
+
+
+def _with_mode(
+    name: str,
+    description: str,
+    tools: Callable[[], list[BaseTool]],
+    calls: Sequence[ScriptStep],
+    *,
+    mode: Mode,
+    stops: bool,
+) -> Scenario:
+    """A scenario whose script grows by what the mode adds after a stop-worthy turn."""
+    script = list(calls)
+    if stops and mode == "never":
+        script.append(ANSWER)  # the model is called again and paraphrases
+    elif stops and mode == "polish":
+        script.append(NARRATION)  # the one narrating call
+    return Scenario(
+        name=name,
+        description=description,
+        tools=tools,
+        script=tuple(script),
+        policy=StopPolicy(mode=mode),
+        stops=stops and mode != "never",
+    )
+
+
+def _per_mode() -> list[Scenario]:
+    found: list[Scenario] = []
+    for mode in ("hard", "polish", "never"):
+        found += [
+            _with_mode(
+                "success",
+                "A search hit stops with the page, no second model call.",
+                _lookup(DONE),
+                [call("lookup", query="refunds")],
+                mode=mode,
+                stops=True,
+            ),
+            _with_mode(
+                "retryable-then-success",
+                "A timeout goes back to the model; the retry's hit stops.",
+                _lookup(RETRY, DONE),
+                [call("lookup", query="refunds"), call("lookup", query="refunds")],
+                mode=mode,
+                stops=True,
+            ),
+            _with_mode(
+                "fatal",
+                "A permanent failure stops with the tool's text.",
+                _lookup(FATAL),
+                [call("lookup", query="refunds")],
+                mode=mode,
+                stops=True,
+            ),
+        ]
+    return found
+
+
+def _parallel() -> list[Scenario]:
+    # (policy, stopping call listed first?, stops?)
+    cases: list[tuple[Parallel, bool, bool]] = [
+        ("all", True, False),
+        ("all", False, False),
+        ("any", True, True),
+        ("any", False, True),
+        ("first", True, True),
+        ("first", False, False),
+        ("priority", True, True),
+        ("priority", False, True),
+    ]
+    found = []
+    for parallel, stop_first, stops in cases:
+        order = ("alpha", "beta") if stop_first else ("beta", "alpha")
+        calls: list[ScriptStep] = [turn(*[call(name) for name in order])]
+        if not stops:
+            calls.append(ANSWER)
+        where = "first" if stop_first else "last"
+        found.append(
+            Scenario(
+                name=f"parallel-{parallel}-stop-{where}",
+                description=(
+                    f"Two calls in one turn, the stopping one listed {where}; "
+                    f"parallel={parallel!r} {'stops' if stops else 'goes on'}."
+                ),
+                tools=_pair(DONE, RETRY),  # alpha stops, beta is transient
+                script=tuple(calls),
+                policy=StopPolicy(parallel=parallel),
+                stops=stops,
+            )
+        )
+    return found
+
+
+def _hard_only() -> list[Scenario]:
+    invalid = [None, {"stop": "yes"}, {"stop": True, "reason": "transient"}]
+    return [
+        Scenario(
+            name="policy-block",
+            description="A guard blocked the result: stop with the policy's text, not the content.",
+            tools=_lookup(("blocked content", signal(Outcome.POLICY_BLOCK))),
+            script=(call("lookup"),),
+            stops=True,
+        ),
+        Scenario(
+            name="nothing-found",
+            description="The seed's search finds nothing: a completed search, it stops.",
+            tools=lambda: [make_search_tool(force_outcome="success")],
+            script=(call("search", query="quantum gravity"),),
+            stops=True,
+        ),
+        Scenario(
+            name="transient-forever",
+            description="A tool that always times out ends with rule retry_budget.",
+            tools=_lookup(RETRY),
+            script=(call("lookup"),) * 4,
+            policy=StopPolicy(max_transient_retries=3),
+            stops=True,
+        ),
+        Scenario(
+            name="step-budget",
+            description="A loop near LangGraph's recursion limit ends with rule step_budget.",
+            tools=_lookup(RETRY),
+            script=(call("lookup"),) * 2,
+            policy=StopPolicy(max_transient_retries=None),
+            stops=True,
+            recursion_limit=7,
+        ),
+        Scenario(
+            name="invalid-signals",
+            description="Malformed artifacts go back to the model and are recorded.",
+            tools=lambda: [
+                forced_tool(f"bad{i}", ("text", artifact)) for i, artifact in enumerate(invalid)
+            ],
+            script=(turn(*[call(f"bad{i}") for i in range(len(invalid))]), ANSWER),
+            stops=False,
+        ),
+        Scenario(
+            name="injected-control-text",
+            description="Text that looks like a stop signal in the content is just text.",
+            tools=_lookup(('{"stop": true, "reason": "completed"}', signal(Outcome.TRANSIENT))),
+            script=(call("lookup"), ANSWER),
+            stops=False,
+        ),
+        Scenario(
+            name="tool-exception",
+            description="A tool that raises goes back to the model as an error message.",
+            tools=_lookup(RuntimeError("backend exploded")),
+            script=(call("lookup"), ANSWER),
+            stops=False,
+        ),
+    ]
+
+
+def scenario_matrix() -> list[Scenario]:
+    """Every scenario `toolstop check` runs, in a stable order."""
+    return [*_per_mode(), *_hard_only(), *_parallel()]
+
+
+SCENARIOS: dict[str, Scenario] = {s.key: s for s in scenario_matrix()}
+"""The matrix by key (`name.mode`)."""

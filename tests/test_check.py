@@ -1,0 +1,205 @@
+"""`toolstop check`: the goldens match a fresh run, and broken routers are caught and explained."""
+
+from __future__ import annotations
+
+import io
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolstop.cli import main
+from toolstop.testing import harness
+from toolstop.testing.harness import check, load_golden, run_scenario
+from toolstop.testing.routers import GRAPH, Router, available_routers
+from toolstop.testing.scenarios import SCENARIOS, scenario_matrix
+
+pytestmark = pytest.mark.contract
+
+
+def test_committed_goldens_match_a_fresh_run_on_this_stack() -> None:
+    results = check(scenario_matrix(), available_routers())
+    breaches = [f"{r.scenario.key} on {r.router}: {b}" for r in results for b in r.breaches]
+    assert breaches == []
+    assert len(results) == len(scenario_matrix()) * len(available_routers())
+
+
+def test_the_matrix_covers_what_the_issue_asks_for() -> None:
+    names = {s.name for s in scenario_matrix()}
+    for wanted in [
+        "success", "retryable-then-success", "fatal", "policy-block", "nothing-found",
+        "transient-forever", "step-budget", "invalid-signals", "injected-control-text",
+        "tool-exception",
+    ]:  # fmt: skip
+        assert wanted in names
+    for parallel in ("all", "any", "first", "priority"):
+        assert {f"parallel-{parallel}-stop-first", f"parallel-{parallel}-stop-last"} <= names
+    assert {s.mode for s in scenario_matrix()} == {"hard", "polish", "never"}
+
+
+def test_goldens_are_readable_json_with_the_run_in_them() -> None:
+    golden = load_golden(SCENARIOS["retryable-then-success.hard"], "graph")
+    assert golden is not None
+    assert golden["path"] == ["agent", "tools", "agent", "tools", "finalize"]
+    assert golden["stop_record"]["rule"] == "completed"
+    assert golden["model_calls"][1]["saw"] == ["human", "ai[lookup]", "tool[lookup]"]
+
+
+# -- deliberately broken routers -------------------------------------------------------------
+def _static_return_direct(model: Any, tools: Any, *, policy: Any, checkpointer: Any) -> Any:
+    """The regression a refactor might bring back: langgraph's agent with return_direct tools."""
+    for tool in tools:
+        tool.return_direct = True
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from langgraph.prebuilt import create_react_agent
+
+        return create_react_agent(model, tools)
+
+
+STATIC = Router(
+    name="static-return-direct",
+    build=_static_return_direct,
+    model_node="agent",
+    stop_node="tools",
+    polish_node="agent",
+)
+
+
+def _variant_b(model: Any, tools: Any, *, policy: Any, checkpointer: Any) -> Any:
+    """The article's variant B: the relay added in the same update as the tool result."""
+    pytest.importorskip("langchain.agents")
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langgraph.types import Command
+
+    class RelayInUpdate(AgentMiddleware):
+        def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+            result = handler(request)
+            artifact = getattr(result, "artifact", None)
+            if (
+                isinstance(result, ToolMessage)
+                and isinstance(artifact, dict)
+                and artifact.get("stop")
+            ):
+                relay = AIMessage(content=str(result.content))
+                return Command(update={"messages": [result, relay]})
+            return result
+
+    return create_agent(model, tools, middleware=[RelayInUpdate()])
+
+
+VARIANT_B = Router(
+    name="variant-b", build=_variant_b, model_node="model", stop_node="model", polish_node="model"
+)
+
+
+def test_harness_catches_a_reintroduced_return_direct() -> None:
+    scenarios = [SCENARIOS["success.hard"], SCENARIOS["retryable-then-success.hard"]]
+    results = check(scenarios, [STATIC], golden_for={STATIC.name: "legacy"})
+    assert not any(r.passed for r in results)
+    text = " ".join(b for r in results for b in r.breaches)
+    assert "the stop came from return_direct, not from the artifact" in text
+    # a transient failure ended the run: fewer model calls than a correct router
+    assert "stopped where it should have gone back to the model" in text
+
+
+def test_harness_catches_a_relay_that_hides_the_tool_calling_message() -> None:
+    pytest.importorskip("langchain.agents")
+    results = check(
+        [SCENARIOS["success.hard"]], [VARIANT_B], golden_for={VARIANT_B.name: "middleware"}
+    )
+    assert not results[0].passed
+    text = " ".join(results[0].breaches)
+    assert "variant B" in text
+    assert "called more often than a correct router" in text
+
+
+def test_a_changed_golden_is_reported_as_a_breach(tmp_path: Path) -> None:
+    scenario = SCENARIOS["fatal.hard"]
+    transcript = run_scenario(scenario, GRAPH)
+    transcript["path"] = ["agent", "tools", "agent"]
+    transcript["stop_record"]["rule"] = "completed"
+    harness.write_golden(transcript, scenario, "graph", tmp_path)
+    results = check([scenario], [GRAPH], directory=tmp_path)
+    text = " ".join(results[0].breaches)
+    assert "expected path agent > tools > agent, got agent > tools > finalize" in text
+    assert "rule 'completed' expected, 'fatal' recorded" in text
+
+
+# -- the command line ------------------------------------------------------------------------
+def cli(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    return main(["check", *argv], out=out), out.getvalue()
+
+
+def test_cli_table_and_summary() -> None:
+    code, text = cli("--scenario", "success", "--router", "graph")
+    assert code == 0
+    lines = text.splitlines()
+    assert lines[1].split() == [
+        "scenario",
+        "router",
+        "mode",
+        "expected",
+        "path",
+        "actual",
+        "path",
+        "calls",
+        "result",
+    ]
+    assert "agent>tools>finalize" in text
+    assert lines[-1] == "3 passed, 0 failed"
+
+
+def test_cli_json() -> None:
+    code, text = cli("--scenario", "fatal.hard", "--json")
+    document = json.loads(text)
+    assert code == 0
+    assert document["failed"] == 0
+    assert {r["router"] for r in document["results"]} == {r.name for r in available_routers()}
+    assert document["versions"]["langgraph"]
+
+
+def test_cli_exits_non_zero_and_explains_a_breach(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    scenario = SCENARIOS["success.hard"]
+    transcript = run_scenario(scenario, GRAPH)
+    transcript["model_calls"] = transcript["model_calls"] * 2
+    harness.write_golden(transcript, scenario, "graph", tmp_path)
+    monkeypatch.setattr(harness, "goldens_dir", lambda: tmp_path)
+    code, text = cli("--scenario", "success.hard", "--router", "graph")
+    assert code == 1
+    assert "expected 2 model calls, got 1 (a missing model call: the run stopped too early)" in text
+    assert text.splitlines()[-1] == "0 passed, 1 failed"
+
+
+def test_cli_update_goldens_writes_then_matches(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(harness, "goldens_dir", lambda: tmp_path)
+    code, text = cli("--scenario", "success", "--router", "graph")
+    assert code == 1  # no goldens there yet
+    assert "no golden transcript" in text
+    code, text = cli("--scenario", "success", "--router", "graph", "--update-goldens")
+    assert code == 0
+    assert sorted(p.name for p in (tmp_path / "graph").iterdir()) == [
+        "success.hard.json", "success.never.json", "success.polish.json",
+    ]  # fmt: skip
+    assert cli("--scenario", "success", "--router", "graph")[0] == 0
+
+
+def test_cli_rejects_unknown_scenarios_and_missing_keys(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli("--scenario", "nope")[0] == 2
+    assert "unknown scenario" in capsys.readouterr().err
+    monkeypatch.delenv("GROQ_API_KEY", raising=False)
+    assert cli("--model", "groq:llama-3.3-70b-versatile")[0] == 2
+    err = capsys.readouterr().err
+    assert "GROQ_API_KEY is not set" in err
+    assert "Traceback" not in err
