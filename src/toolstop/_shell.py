@@ -12,6 +12,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from toolstop.decision import Decision, Rule, decide
+from toolstop.observe import publish_run_end, publish_turn
 from toolstop.policy import StopPolicy
 from toolstop.record import StopRecord, count_model_call, fold_turn, new_record, stopped
 
@@ -19,6 +20,7 @@ __all__ = [
     "AGENT_STEPS",
     "after_model",
     "plain_answer",
+    "publish_run_end",
     "relay_message",
     "remaining_from_config",
     "turn_start",
@@ -58,7 +60,7 @@ def turn_start(
     Returns:
         `(None, new record)` when a new run starts (the last message is not a tool result);
         otherwise the turn's decision and the record with the turn folded in (and marked
-        stopped when the decision stops).
+        stopped when the decision stops). The turn is published as a stream event.
     """
     if record is None or not messages or not isinstance(messages[-1], ToolMessage):
         return None, new_record(policy)
@@ -71,6 +73,7 @@ def turn_start(
     record = fold_turn(record, decision)
     if decision.stop:
         record = stopped(record, decision)
+    publish_turn(decision, messages, record)
     return decision, record
 
 
@@ -80,16 +83,20 @@ def after_model(
     policy: StopPolicy,
     *,
     remaining_steps: int | None,
+    config: Any = None,
 ) -> tuple[AIMessage, StopRecord]:
     """Count a model call; replace a tool-calling answer that could not finish in the steps left.
 
     Returns the answer to keep (the model's, or the policy's step-budget text with no tool calls,
-    so the history stays valid) and the updated record.
+    so the history stays valid) and the updated record. An answer without tool calls ends the
+    run, so the record is then published.
     """
     record = count_model_call(record, response)
     if response.tool_calls and remaining_steps is not None and remaining_steps < AGENT_STEPS:
         record = StopRecord(**{**record, "rule": Rule.STEP_BUDGET.value, "stopped": True})
-        return relay_message(policy.step_budget_message, Rule.STEP_BUDGET), record
+        response = relay_message(policy.step_budget_message, Rule.STEP_BUDGET)
+    if not response.tool_calls:
+        publish_run_end(record, config)
     return response, record
 
 

@@ -14,7 +14,13 @@ from langgraph.graph.message import add_messages
 from langgraph.managed import RemainingSteps
 from langgraph.prebuilt import ToolNode
 
-from toolstop._shell import after_model, plain_answer, relay_message, turn_start
+from toolstop._shell import (
+    after_model,
+    plain_answer,
+    publish_run_end,
+    relay_message,
+    turn_start,
+)
 from toolstop.decision import Decision, decide
 from toolstop.errors import ToolstopConfigError
 from toolstop.policy import StopPolicy
@@ -95,9 +101,15 @@ class _Nodes:
             remaining_steps=state.get("remaining_steps"),
         )
 
-    def _answer(self, state: ReactState, record: StopRecord, response: AIMessage) -> dict[str, Any]:
+    def _answer(
+        self, state: ReactState, record: StopRecord, response: AIMessage, config: RunnableConfig
+    ) -> dict[str, Any]:
         answer, record = after_model(
-            record, response, self.policy, remaining_steps=state.get("remaining_steps")
+            record,
+            response,
+            self.policy,
+            remaining_steps=state.get("remaining_steps"),
+            config=config,
         )
         return {"messages": [answer], "stop_record": record}
 
@@ -112,33 +124,38 @@ class _Nodes:
     def agent(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
         _, record = self._start(state)
         response = self.bound.invoke(self.prompt + list(state["messages"]), config)
-        return self._answer(state, record, response)
+        return self._answer(state, record, response, config)
 
     async def aagent(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
         _, record = self._start(state)
         response = await self.bound.ainvoke(self.prompt + list(state["messages"]), config)
-        return self._answer(state, record, response)
+        return self._answer(state, record, response, config)
 
-    def finalize(self, state: ReactState) -> dict[str, Any]:
+    def finalize(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
         decision, record = self._stop(state)
+        publish_run_end(record, config)
         return {"messages": [relay_message(decision.relay, decision.rule)], "stop_record": record}
 
-    async def afinalize(self, state: ReactState) -> dict[str, Any]:
-        return self.finalize(state)
+    async def afinalize(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
+        return self.finalize(state, config)
 
     def polish(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
         _, record = self._stop(state)
         response = self.model.invoke(self.prompt + list(state["messages"]), config)
-        return self._polished(record, response)
+        return self._polished(record, response, config)
 
     async def apolish(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
         _, record = self._stop(state)
         response = await self.model.ainvoke(self.prompt + list(state["messages"]), config)
-        return self._polished(record, response)
+        return self._polished(record, response, config)
 
-    def _polished(self, record: StopRecord, response: BaseMessage) -> dict[str, Any]:
+    def _polished(
+        self, record: StopRecord, response: BaseMessage, config: RunnableConfig
+    ) -> dict[str, Any]:
         answer = plain_answer(response)
-        return {"messages": [answer], "stop_record": count_model_call(record, answer)}
+        record = count_model_call(record, answer)
+        publish_run_end(record, config)
+        return {"messages": [answer], "stop_record": record}
 
     # -- router ----------------------------------------------------------------------------
     def route_after_tools(self, state: ReactState) -> Literal["agent", "finalize", "polish"]:

@@ -30,6 +30,7 @@ from langgraph.types import Command
 from toolstop._shell import (
     after_model,
     plain_answer,
+    publish_run_end,
     relay_message,
     remaining_from_config,
     turn_start,
@@ -51,11 +52,15 @@ class StopOnArtifactState(AgentState[Any]):
     stop_record: NotRequired[StopRecord]
 
 
-def _remaining_steps() -> int | None:
+def _config() -> Any:
     try:
-        return remaining_from_config(get_config())
+        return get_config()
     except RuntimeError:  # called outside a graph run
         return None
+
+
+def _remaining_steps() -> int | None:
+    return remaining_from_config(_config())
 
 
 def _first_ai(messages: list[BaseMessage]) -> tuple[int, AIMessage] | None:
@@ -132,6 +137,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
 
     def _relay(self, decision: Decision, record: StopRecord) -> Any:
         relay = relay_message(decision.relay, decision.rule)
+        publish_run_end(record, _config())
         return self._respond([relay], ModelResponse(result=[relay]), record)
 
     def _answered(
@@ -150,8 +156,11 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         if narrated:
             answer = plain_answer(answer)
             record = count_model_call(record, answer)
+            publish_run_end(record, _config())
         else:
-            answer, record = after_model(record, answer, self.policy, remaining_steps=remaining)
+            answer, record = after_model(
+                record, answer, self.policy, remaining_steps=remaining, config=_config()
+            )
         messages[index] = answer
         return self._respond(messages, response, record)
 

@@ -1,0 +1,167 @@
+"""Where a run's stop record goes besides the state: the ecosystem's own channels.
+
+When a run ends, its record is published as
+- a custom stream event (LangGraph's stream writer; `stream_mode="custom"`):
+  `{"toolstop": "run_end", "record": {...}}`;
+- a structured log record on logger `toolstop` (the record under `extra={"toolstop": ...}`);
+- a LangChain custom callback event `toolstop_run_end` (LangSmith shows it on the trace; any
+  callback handler's `on_custom_event` receives it);
+- an OpenTelemetry span event `toolstop.run_end` on the current span (or a short `toolstop.run`
+  span when none is recording), when `opentelemetry-api` is installed.
+
+After each tool turn a `{"toolstop": "turn", ...}` stream event carries each call's signal and,
+when the artifact has a numeric `progress`, that number (for a UI; the model never sees it).
+
+Records hold names, ids, counts and rules only; nothing here reads tool content or arguments.
+Every channel is best effort: a failing handler never breaks the agent's run.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.messages import BaseMessage, ToolMessage
+
+from toolstop.decision import Decision
+from toolstop.record import StopRecord
+
+try:  # optional: OpenTelemetry is used when the application has it
+    from opentelemetry import trace as _otel_trace
+except ImportError:  # pragma: no cover - depends on the environment
+    _otel_trace = None  # type: ignore[assignment]
+
+__all__ = [
+    "EVENT_RUN_END",
+    "EVENT_TURN",
+    "logger",
+    "publish_run_end",
+    "publish_turn",
+    "span_attributes",
+]
+
+logger = logging.getLogger("toolstop")
+EVENT_RUN_END = "run_end"
+EVENT_TURN = "turn"
+
+
+def _stream_writer() -> Any:
+    try:
+        from langgraph.config import get_stream_writer
+
+        return get_stream_writer()
+    except Exception:  # outside a graph run
+        return None
+
+
+def _progress(message: ToolMessage | None) -> float | None:
+    artifact = getattr(message, "artifact", None)
+    if not isinstance(artifact, dict):
+        return None
+    try:
+        value = dict.get(artifact, "progress")
+    except Exception:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def publish_turn(decision: Decision, messages: Sequence[BaseMessage], record: StopRecord) -> None:
+    """Stream one tool turn's signals (and artifact `progress`) as a custom event."""
+    writer = _stream_writer()
+    if writer is None:
+        return
+    by_id: dict[str, ToolMessage] = {}
+    index = len(messages) - 1
+    while index >= 0 and isinstance(messages[index], ToolMessage):
+        message = messages[index]
+        assert isinstance(message, ToolMessage)
+        by_id[message.tool_call_id] = message
+        index -= 1
+    signals = []
+    for signal in decision.signals:
+        entry: dict[str, Any] = {
+            "tool": signal.tool,
+            "tool_call_id": signal.tool_call_id,
+            "reason": signal.reason.value if signal.reason else None,
+            "stop": signal.stop,
+            "problem": signal.problem.value if signal.problem else None,
+        }
+        progress = _progress(by_id.get(signal.tool_call_id))
+        if progress is not None:
+            entry["progress"] = progress
+        signals.append(entry)
+    event = {"toolstop": EVENT_TURN, "turn": record["tool_turns"], "signals": signals}
+    _safely(writer, event)
+
+
+def span_attributes(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The record flattened to OpenTelemetry attribute types (str, bool, int, lists of str)."""
+    attributes: dict[str, Any] = {}
+    for key, value in record.items():
+        name = f"toolstop.{key}"
+        if isinstance(value, (str, bool, int, float)):
+            attributes[name] = value
+        elif value is None:
+            attributes[name] = ""
+        elif isinstance(value, dict):
+            for inner, count in value.items():
+                attributes[f"{name}.{inner}"] = count
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            attributes[name] = list(value)
+        elif isinstance(value, list):  # invalid_signals: problems only
+            attributes[name] = [str(v.get("problem")) for v in value if isinstance(v, dict)]
+    return attributes
+
+
+def _safely(function: Any, *args: Any, **kwargs: Any) -> None:
+    try:
+        function(*args, **kwargs)
+    except Exception:  # an observer must never break the run
+        logger.debug("toolstop: an observability channel failed", exc_info=True)
+
+
+def _callback_event(record: StopRecord, config: Any) -> None:
+    if not config or not config.get("callbacks"):
+        return
+    from langchain_core.callbacks.manager import dispatch_custom_event
+
+    dispatch_custom_event("toolstop_run_end", dict(record), config=config)
+
+
+def _span_event(record: StopRecord) -> None:
+    if _otel_trace is None:
+        return
+    attributes = span_attributes(record)
+    span = _otel_trace.get_current_span()
+    if span.is_recording():
+        span.add_event("toolstop.run_end", attributes)
+        return
+    tracer = _otel_trace.get_tracer("toolstop")
+    with tracer.start_as_current_span("toolstop.run") as own:
+        own.add_event("toolstop.run_end", attributes)
+
+
+def publish_run_end(record: StopRecord, config: Any = None) -> None:
+    """Publish a finished run's record on every channel (see the module docstring)."""
+    writer = _stream_writer()
+    if writer is not None:
+        _safely(writer, {"toolstop": EVENT_RUN_END, "record": dict(record)})
+    if logger.isEnabledFor(logging.INFO):
+        logger.info(
+            "run ended: rule=%s stopped=%s mode=%s model_calls=%d input_tokens=%d "
+            "output_tokens=%d tools=%s",
+            record["rule"],
+            record["stopped"],
+            record["mode"],
+            record["model_calls"],
+            record["input_tokens"],
+            record["output_tokens"],
+            ",".join(record["tools"]) or "-",
+            extra={"toolstop": dict(record)},
+        )
+    _safely(_callback_event, record, config)
+    _safely(_span_event, record)
