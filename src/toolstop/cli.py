@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from toolstop.bench.command import add_bench_parser, run_bench_command
 from toolstop.check import add_check_parser, run_check
 from toolstop.examples._forced import OutcomePicker
 from toolstop.examples.search import make_search_tool
@@ -130,6 +131,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--seed", type=int, default=0, help="seed for drawn outcomes and texts")
     add_check_parser(commands)
+    add_bench_parser(commands)
     return parser
 
 
@@ -141,6 +143,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         return _run_demo(args, out or sys.stdout)
     if args.command == "check":
         return run_check(args, out or sys.stdout)
+    if args.command == "bench":
+        return run_bench_command(args, out or sys.stdout)
     parser.print_help(out or sys.stdout)
     return 2
 

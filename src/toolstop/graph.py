@@ -26,6 +26,12 @@ from toolstop.errors import ToolstopConfigError
 from toolstop.policy import StopPolicy
 from toolstop.record import StopRecord, count_model_call
 
+_RunnableCallable: Any
+try:  # private, but stable across langgraph 0.6.6 - 1.2; a fallback keeps us working without it
+    from langgraph._internal._runnable import RunnableCallable as _RunnableCallable
+except ImportError:  # pragma: no cover - depends on the langgraph version
+    _RunnableCallable = None
+
 __all__ = ["ReactState", "build_react_graph", "reject_return_direct", "route_after_agent"]
 
 
@@ -41,6 +47,19 @@ class ReactState(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
     remaining_steps: RemainingSteps
     stop_record: NotRequired[StopRecord]
+
+
+def _node(func: Callable[..., Any], afunc: Callable[..., Any], name: str) -> Runnable[Any, Any]:
+    """A graph node with a sync and an async body.
+
+    langgraph's own `RunnableCallable` (what its prebuilt agents use; same module path on 0.6 and
+    1.x) inspects the signature once; langchain-core's `RunnableLambda` does it on every call,
+    which measured 0.70x the throughput of `create_agent` under 1,000 concurrent runs.
+    """
+    if _RunnableCallable is not None:
+        node: Runnable[Any, Any] = _RunnableCallable(func, afunc, name=name, trace=False)
+        return node
+    return RunnableLambda(func, afunc=afunc, name=name)  # pragma: no cover - future langgraph
 
 
 def route_after_agent(state: ReactState) -> Literal["tools", "__end__"]:
@@ -225,14 +244,12 @@ def build_react_graph(
     nodes = _Nodes(model, list(tool_node.tools_by_name.values()), policy, prompt)
 
     graph = StateGraph(ReactState)
-    graph.add_node("agent", RunnableLambda(nodes.agent, afunc=nodes.aagent, name="agent"))
+    graph.add_node("agent", _node(nodes.agent, nodes.aagent, "agent"))
     graph.add_node("tools", tool_node)
-    graph.add_node(
-        "finalize", RunnableLambda(nodes.finalize, afunc=nodes.afinalize, name="finalize")
-    )
+    graph.add_node("finalize", _node(nodes.finalize, nodes.afinalize, "finalize"))
     targets: list[str] = ["agent", "finalize"]
     if policy.mode == "polish":
-        graph.add_node("polish", RunnableLambda(nodes.polish, afunc=nodes.apolish, name="polish"))
+        graph.add_node("polish", _node(nodes.polish, nodes.apolish, "polish"))
         graph.add_edge("polish", END)
         targets.append("polish")
     graph.add_edge(START, "agent")

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import BaseMessage, ToolMessage
+from langgraph.config import get_stream_writer
 
 from toolstop.decision import Decision
 from toolstop.record import StopRecord
@@ -32,6 +33,9 @@ try:  # optional: OpenTelemetry is used when the application has it
     from opentelemetry import trace as _otel_trace
 except ImportError:  # pragma: no cover - depends on the environment
     _otel_trace = None  # type: ignore[assignment]
+
+# A proxy tracer: it follows whatever provider the application sets later.
+_tracer = _otel_trace.get_tracer("toolstop") if _otel_trace is not None else None
 
 __all__ = [
     "EVENT_RUN_END",
@@ -49,8 +53,6 @@ EVENT_TURN = "turn"
 
 def _stream_writer() -> Any:
     try:
-        from langgraph.config import get_stream_writer
-
         return get_stream_writer()
     except Exception:  # outside a graph run
         return None
@@ -124,9 +126,17 @@ def _safely(function: Any, *args: Any, **kwargs: Any) -> None:
         logger.debug("toolstop: an observability channel failed", exc_info=True)
 
 
+def _has_handlers(callbacks: Any) -> bool:
+    """True when someone listens: a non-empty list, or a manager with handlers."""
+    if not callbacks:
+        return False
+    handlers = getattr(callbacks, "handlers", callbacks)
+    return bool(handlers)
+
+
 def _callback_event(record: StopRecord, config: Any) -> None:
-    if not config or not config.get("callbacks"):
-        return
+    if not config or not _has_handlers(config.get("callbacks")):
+        return  # nobody listens: skip building a callback manager on every run
     from langchain_core.callbacks.manager import dispatch_custom_event
 
     dispatch_custom_event("toolstop_run_end", dict(record), config=config)
@@ -135,14 +145,16 @@ def _callback_event(record: StopRecord, config: Any) -> None:
 def _span_event(record: StopRecord) -> None:
     if _otel_trace is None:
         return
-    attributes = span_attributes(record)
     span = _otel_trace.get_current_span()
     if span.is_recording():
-        span.add_event("toolstop.run_end", attributes)
+        span.add_event("toolstop.run_end", span_attributes(record))
         return
-    tracer = _otel_trace.get_tracer("toolstop")
-    with tracer.start_as_current_span("toolstop.run") as own:
-        own.add_event("toolstop.run_end", attributes)
+    assert _tracer is not None
+    own = _tracer.start_span("toolstop.run")
+    if not own.is_recording():  # no SDK configured: the API's no-op span, nothing to record
+        return
+    own.add_event("toolstop.run_end", span_attributes(record))
+    own.end()
 
 
 def publish_run_end(record: StopRecord, config: Any = None) -> None:

@@ -1,0 +1,192 @@
+"""`toolstop bench`: the savings of per-call stops, measured side by side in one process."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from toolstop.errors import ToolstopConfigError
+
+__all__ = ["add_bench_parser", "parse_mix", "run_bench_command"]
+
+DEFAULT_MIX = "60/25/15"
+
+
+def parse_mix(text: str) -> dict[str, float]:
+    """`"60/25/15"` -> success / retryable / fatal weights; a clear error for anything else."""
+    parts = text.split("/")
+    try:
+        values = [float(p) for p in parts]
+    except ValueError:
+        values = []
+    if len(values) != 3 or any(v < 0 for v in values) or not sum(values):
+        msg = f"--mix takes three non-negative weights success/retryable/fatal, got {text!r}"
+        raise ToolstopConfigError(msg)
+    if values[0] + values[2] == 0:
+        msg = "--mix needs some success or fatal outcomes, or no query would ever end"
+        raise ToolstopConfigError(msg)
+    return dict(zip(("success", "retryable", "fatal"), values, strict=True))
+
+
+def add_bench_parser(commands: Any) -> None:
+    """Register `toolstop bench` on the CLI's subparsers."""
+    parser = commands.add_parser(
+        "bench",
+        help="measure model calls, tokens and time per stop configuration",
+        description=(
+            "Run a query set through never (the plain ReAct loop), static return_direct, hard "
+            "and polish, on the hand-built graph and the create_agent middleware, side by side "
+            "in one process, on a simulated model. Writes a table, bench.json, chart.png and "
+            "report.html."
+        ),
+    )
+    parser.add_argument("--queries", type=int, default=100, help="queries per configuration")
+    parser.add_argument(
+        "--mix", default=DEFAULT_MIX, help="success/retryable/fatal weights (default 60/25/15)"
+    )
+    parser.add_argument(
+        "--payload-kb", type=float, default=4.0, help="size of a successful result (KB)"
+    )
+    parser.add_argument(
+        "--parallel", type=float, default=0.2, help="share of queries with two calls per turn"
+    )
+    parser.add_argument(
+        "--latency-ms", type=float, default=20.0, help="simulated model latency per call"
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path("bench-out"), help="output folder")
+    parser.add_argument(
+        "--overhead",
+        action="store_true",
+        help="also measure hook overhead, decide() scaling, concurrent throughput and RSS",
+    )
+
+
+def _progress(total: int, enabled: bool) -> tuple[Callable[[], None], Callable[[], None]]:
+    if not enabled:
+        return (lambda: None), (lambda: None)
+    try:
+        from rich.progress import Progress
+    except ImportError:
+        done = [0]
+
+        def plain() -> None:
+            done[0] += 1
+            print(f"\r{done[0]}/{total} queries", end="", file=sys.stderr, flush=True)
+
+        return plain, lambda: print(file=sys.stderr)
+    progress = Progress(transient=True)
+    task = progress.add_task("toolstop bench", total=total)
+    progress.start()
+    return (lambda: progress.advance(task)), progress.stop
+
+
+def _versions() -> dict[str, str]:
+    found = {}
+    for name in ("toolstop", "langgraph", "langchain-core", "langchain"):
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
+    """Run `toolstop bench` with parsed `args`; return the exit code."""
+    from toolstop.bench.report import headline, render_chart, render_html, render_table, write_json
+    from toolstop.bench.runner import available_configs, run_bench
+    from toolstop.bench.workload import make_queries, payload
+
+    try:
+        mix = parse_mix(args.mix)
+        if args.queries < 1 or not 0 <= args.parallel <= 1 or args.latency_ms < 0:
+            msg = "--queries must be >= 1, --parallel in [0, 1], --latency-ms >= 0"
+            raise ToolstopConfigError(msg)
+        if args.payload_kb <= 0:
+            msg = "--payload-kb must be > 0"
+            raise ToolstopConfigError(msg)
+    except ToolstopConfigError as error:
+        print(f"toolstop bench: {error}", file=sys.stderr)
+        return 2
+    queries = make_queries(args.queries, mix=mix, parallel_share=args.parallel, seed=args.seed)
+    configs = available_configs()
+    advance, stop = _progress(len(queries), sys.stderr.isatty())
+    try:
+        totals = run_bench(
+            queries,
+            configs,
+            page=payload(args.payload_kb, args.seed),
+            latency_s=args.latency_ms / 1000,
+            on_query=advance,
+        )
+    finally:
+        stop()
+    rows = [t.as_dict() for t in totals]
+    document: dict[str, Any] = {
+        "settings": {
+            "queries": args.queries,
+            "mix": mix,
+            "payload_kb": args.payload_kb,
+            "parallel": args.parallel,
+            "latency_ms": args.latency_ms,
+            "seed": args.seed,
+        },
+        "versions": _versions(),
+        "configs": rows,
+        "headline": headline(rows),
+    }
+    if args.overhead:
+        from toolstop.bench.overhead import measure_overhead
+
+        document["overhead"] = measure_overhead()
+    args.out.mkdir(parents=True, exist_ok=True)
+    chart = args.out / "chart.png"
+    try:
+        render_chart(rows, chart)
+    except ImportError:
+        print(
+            "chart skipped: matplotlib is missing (pip install 'toolstop[bench]')", file=sys.stderr
+        )
+        chart = None  # type: ignore[assignment]
+    write_json(document, args.out / "bench.json")
+    render_html(document, chart, args.out / "report.html")
+    render_table(rows, out)
+    for router, ratios in document["headline"].items():
+        pairs = ", ".join(f"{k} {v}" for k, v in ratios.items())
+        print(f"{router}: {pairs}", file=out)
+    if args.overhead:
+        _print_overhead(document["overhead"], out)
+    print(f"wrote {args.out / 'bench.json'}, {args.out / 'report.html'}", file=out)
+    return 0
+
+
+def _print_overhead(figures: dict[str, Any], out: TextIO) -> None:
+    print("overhead (nothing stops, 3 tool turns, medians):", file=out)
+    for name, values in figures["wall_per_run_no_stop"].items():
+        median, ratio = values["median_ms"], values["vs_create_agent"]
+        print(f"  {name:30s} {median:8.3f} ms  {ratio:.3f}x", file=out)
+    scaling = figures["decide_scaling"]
+    print(
+        f"  decide(): {scaling['10_messages_us']} us at 10 messages, "
+        f"{scaling['10000_messages_us']} us at 10,000 ({scaling['ratio_10000_vs_10']}x)",
+        file=out,
+    )
+    throughput = figures["concurrent_throughput"]
+    for name, values in throughput.items():
+        if isinstance(values, dict):
+            ratio = values.get("vs_create_agent", "-")
+            runs = values["runs_per_s"]
+            print(
+                f"  {throughput['concurrent']} concurrent, {name:28s} {runs:8.1f} runs/s  {ratio}x",
+                file=out,
+            )
+    rss = figures["rss"]
+    print(
+        f"  RSS over {rss['runs']} runs: {rss['rss_before_mb']} -> {rss['rss_after_mb']} MB "
+        f"({rss['growth_mb']} MB)",
+        file=out,
+    )

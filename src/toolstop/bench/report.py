@@ -1,0 +1,155 @@
+"""The bench's outputs: a terminal table, bench.json, a PNG chart, a self-contained report.html."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+__all__ = ["headline", "render_chart", "render_html", "render_table", "write_json"]
+
+COLUMNS = [
+    ("name", "configuration"),
+    ("model_calls", "model calls"),
+    ("ratio_to_min", "vs minimum"),
+    ("input_tokens", "input tokens"),
+    ("output_tokens", "output tokens"),
+    ("wall_ms_per_query", "ms / query"),
+    ("wrong_stops", "wrong stops"),
+    ("missed_stops", "missed stops"),
+]
+
+
+def headline(configs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Hard vs never ratios per router (the savings the bench exists to prove)."""
+    by_name = {c["name"]: c for c in configs}
+    ratios: dict[str, Any] = {}
+    for router in ("graph", "middleware"):
+        hard, never = by_name.get(f"{router}-hard"), by_name.get(f"{router}-never")
+        if not hard or not never:
+            continue
+        ratios[router] = {
+            "model_calls_hard_vs_never": round(hard["model_calls"] / never["model_calls"], 4),
+            "input_tokens_hard_vs_never": round(hard["input_tokens"] / never["input_tokens"], 4),
+            "wall_time_hard_vs_never": round(hard["wall_s"] / never["wall_s"], 4)
+            if never["wall_s"]
+            else None,
+        }
+    return ratios
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return "-" if value is None else str(value)
+
+
+def render_table(configs: Sequence[dict[str, Any]], out: TextIO) -> None:
+    """The per-configuration table, aligned, for a terminal."""
+    rows = [[title for _, title in COLUMNS]]
+    rows += [[_cell(c[key]) for key, _ in COLUMNS] for c in configs]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    for row in rows:
+        cells = [row[0].ljust(widths[0])] + [
+            c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
+        ]
+        print("  ".join(cells), file=out)
+
+
+def write_json(document: dict[str, Any], path: Path) -> None:
+    """bench.json: settings, versions, per-configuration figures, headline ratios."""
+    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+
+
+def render_chart(configs: Sequence[dict[str, Any]], path: Path) -> None:
+    """A PNG comparing model calls and input tokens per configuration (matplotlib, no display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [c["name"] for c in configs]
+    colours = {
+        "never": "#9e9e9e",
+        "return_direct": "#e57373",
+        "hard": "#43a047",
+        "polish": "#1e88e5",
+    }
+    colour = [colours.get(c["behaviour"], "#777777") for c in configs]
+    figure, axes = plt.subplots(1, 2, figsize=(12, 4.8))
+    for axis, key, title in (
+        (axes[0], "model_calls", "Model calls"),
+        (axes[1], "input_tokens", "Input tokens"),
+    ):
+        values = [c[key] for c in configs]
+        bars = axis.bar(range(len(names)), values, color=colour)
+        axis.set_title(title)
+        axis.set_xticks(range(len(names)), names, rotation=35, ha="right", fontsize=8)
+        axis.bar_label(bars, labels=[f"{v:,}" for v in values], fontsize=7)
+        axis.spines[["top", "right"]].set_visible(False)
+    queries = configs[0]["queries"] if configs else 0
+    figure.suptitle(f"toolstop bench: {queries} queries per configuration")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def render_html(document: dict[str, Any], chart: Path | None, path: Path) -> None:
+    """report.html: one file with the chart inlined, the table and the rules fired (no CDN)."""
+    configs = document["configs"]
+    head = "".join(f"<th>{html.escape(title)}</th>" for _, title in COLUMNS)
+    body = []
+    for c in configs:
+        name = html.escape(c["name"])
+        cells = "".join(
+            f'<td data-config="{name}" data-metric="{key}">{html.escape(_cell(c[key]))}</td>'
+            for key, _ in COLUMNS
+        )
+        body.append(f"<tr>{cells}</tr>")
+    rules = []
+    for c in configs:
+        fired = ", ".join(
+            f'<span data-config="{html.escape(c["name"])}" data-rule="{html.escape(rule)}">'
+            f"{html.escape(rule)}: {count}</span>"
+            for rule, count in c["rules"].items()
+        )
+        rules.append(f"<li><b>{html.escape(c['name'])}</b>: {fired}</li>")
+    ratios = []
+    for router, figures in document.get("headline", {}).items():
+        for key, value in figures.items():
+            ratios.append(
+                f'<li data-router="{router}" data-ratio="{key}">{router} {key.replace("_", " ")}: '
+                f"<b>{_cell(value)}</b></li>"
+            )
+    image = ""
+    if chart is not None and chart.exists():
+        encoded = base64.b64encode(chart.read_bytes()).decode("ascii")
+        alt = "model calls and tokens per configuration"
+        image = f'<img id="chart" alt="{alt}" src="data:image/png;base64,{encoded}">'
+    settings = html.escape(json.dumps(document["settings"]))
+    versions = html.escape(", ".join(f"{k} {v}" for k, v in document["versions"].items()))
+    page = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>toolstop bench</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2rem; color: #222; }}
+table {{ border-collapse: collapse; }}
+th, td {{ padding: .3rem .7rem; border-bottom: 1px solid #ddd; }}
+td {{ text-align: right; }} td:first-child {{ text-align: left; }}
+img {{ max-width: 100%; }} code {{ background: #f4f4f4; padding: 0 .2rem; }}
+</style></head><body>
+<h1>toolstop bench: the savings of stopping per call</h1>
+<p>Settings <code>{settings}</code>; {versions}.</p>
+<h2>Headline</h2><ul id="headline">{"".join(ratios)}</ul>
+{image}
+<h2>Per configuration</h2>
+<table id="figures"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>
+<p>A <i>wrong stop</i> ends a run on a transient failure; a <i>missed stop</i> goes back to the
+model (tools offered) after the final result. The minimum is one model call per tool turn a
+perfect router needs.</p>
+<h2>Stop rules that fired</h2><ul id="rules">{"".join(rules)}</ul>
+</body></html>
+"""
+    path.write_text(page, encoding="utf-8")

@@ -1,0 +1,168 @@
+"""Run the query set through each configuration side by side and count what each one cost."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from toolstop.bench.workload import Query, SimulatedChatModel, make_tools
+from toolstop.graph import build_react_graph
+from toolstop.policy import StopPolicy
+from toolstop.testing.routers import has_agents
+
+__all__ = ["CONFIGS", "Config", "Totals", "available_configs", "run_bench"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    """One way to run the agent: a router and a stop behaviour."""
+
+    name: str
+    router: str
+    behaviour: str
+    """`never`, `return_direct`, `hard` or `polish`."""
+
+    def build(self, model: SimulatedChatModel, tools: list[Any]) -> Any:
+        if self.behaviour == "return_direct":
+            for tool in tools:
+                tool.return_direct = True
+            return _static(self.router, model, tools)
+        policy = StopPolicy(mode=self.behaviour)  # type: ignore[arg-type]
+        if self.router == "graph":
+            return build_react_graph(model, tools, policy=policy)
+        from langchain.agents import create_agent
+
+        from toolstop.middleware import StopOnArtifact
+
+        return create_agent(model, tools, middleware=[StopOnArtifact(policy)])
+
+
+def _static(router: str, model: SimulatedChatModel, tools: list[Any]) -> Any:
+    """The static flag as users have it today: legacy create_react_agent, or create_agent."""
+    if router == "graph":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # create_react_agent is deprecated in langgraph 1.x
+            from langgraph.prebuilt import create_react_agent
+
+            return create_react_agent(model, tools)
+    from langchain.agents import create_agent
+
+    return create_agent(model, tools)
+
+
+CONFIGS = [
+    Config(name=f"{router}-{behaviour}", router=router, behaviour=behaviour)
+    for router in ("graph", "middleware")
+    for behaviour in ("never", "return_direct", "hard", "polish")
+]
+"""Every configuration; `graph-return_direct` is legacy `create_react_agent` (stops if *any*
+call of the turn has the flag), `middleware-return_direct` is `create_agent` (only if *all* do)."""
+
+
+def available_configs() -> list[Config]:
+    """The configurations the installed versions can run."""
+    return [c for c in CONFIGS if c.router == "graph" or has_agents()]
+
+
+@dataclass
+class Totals:
+    """What one configuration cost over the query set."""
+
+    config: Config
+    queries: int = 0
+    model_calls: int = 0
+    narration_calls: int = 0
+    min_model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    wall_s: float = 0.0
+    wrong_stops: int = 0
+    missed_stops: int = 0
+    rules: Counter[str] = field(default_factory=Counter)
+    at_minimum: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON for bench.json."""
+        return {
+            "name": self.config.name,
+            "router": self.config.router,
+            "behaviour": self.config.behaviour,
+            "queries": self.queries,
+            "model_calls": self.model_calls,
+            "narration_calls": self.narration_calls,
+            "min_model_calls": self.min_model_calls,
+            "ratio_to_min": round(self.model_calls / self.min_model_calls, 4)
+            if self.min_model_calls
+            else None,
+            "queries_at_minimum": self.at_minimum,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "wall_s": round(self.wall_s, 4),
+            "wall_ms_per_query": round(1000 * self.wall_s / self.queries, 3)
+            if self.queries
+            else None,
+            "wrong_stops": self.wrong_stops,
+            "missed_stops": self.missed_stops,
+            "rules": dict(sorted(self.rules.items())),
+        }
+
+
+def _tool_turns(messages: Sequence[Any]) -> int:
+    return sum(1 for m in messages if isinstance(m, AIMessage) and m.tool_calls)
+
+
+def _run_one(config: Config, query: Query, page: str, latency_s: float, totals: Totals) -> None:
+    tool_names = tuple(query.plans)
+    model = SimulatedChatModel(latency_s=latency_s, tool_names=tool_names)
+    agent = config.build(model, make_tools(query, page))
+    start = time.perf_counter()
+    state = agent.invoke({"messages": [HumanMessage(content=f"query {query.index}")]})
+    totals.wall_s += time.perf_counter() - start
+    messages = state["messages"]
+    turns = _tool_turns(messages)
+    totals.queries += 1
+    totals.model_calls += model.calls_with_tools + model.calls_without_tools
+    totals.narration_calls += model.calls_without_tools
+    totals.min_model_calls += query.min_turns
+    if model.calls_with_tools + model.calls_without_tools == query.min_turns:
+        totals.at_minimum += 1
+    input_tokens, output_tokens = model.tokens
+    totals.input_tokens += input_tokens
+    totals.output_tokens += output_tokens
+    # A wrong stop ends the run before the plan's final outcomes (it stopped on a transient).
+    if turns < query.min_turns:
+        totals.wrong_stops += 1
+    # A missed stop: the loop went back to the model (tools offered) after the final outcomes.
+    if model.calls_with_tools > query.min_turns:
+        totals.missed_stops += 1
+    record = state.get("stop_record")
+    if isinstance(record, dict):
+        totals.rules[str(record.get("rule"))] += 1
+    elif isinstance(messages[-1], ToolMessage):
+        totals.rules["return_direct"] += 1
+    else:
+        totals.rules["none"] += 1
+
+
+def run_bench(
+    queries: Sequence[Query],
+    configs: Sequence[Config],
+    *,
+    page: str,
+    latency_s: float,
+    on_query: Callable[[], None] | None = None,
+) -> list[Totals]:
+    """Run every query through every configuration, interleaved query by query."""
+    totals = {c.name: Totals(config=c) for c in configs}
+    for query in queries:
+        for config in configs:
+            _run_one(config, query, page, latency_s, totals[config.name])
+        if on_query is not None:
+            on_query()
+    return list(totals.values())

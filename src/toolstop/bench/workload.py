@@ -1,0 +1,236 @@
+"""The bench's query set and its simulated model.
+
+A query is a plan: for each tool the model calls, the outcomes of its successive calls (drawn
+from the outcome mix, ending at the first success or fatal failure). The simulated model behaves
+like a diligent real one: it calls the tools, retries what failed transiently, and answers (a
+paraphrase) once every call has a final result. It costs simulated latency and reports tokens from
+langchain-core's approximate counter, so savings in calls, tokens and time show as they would with
+a provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages.utils import count_tokens_approximately
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import BaseTool, StructuredTool
+from pydantic import PrivateAttr
+
+from toolstop.outcome import Outcome, signal
+
+__all__ = ["MAX_TRANSIENT", "Query", "SimulatedChatModel", "make_queries", "make_tools"]
+
+MAX_TRANSIENT = 3
+"""At most this many transient failures in a row per tool: the next outcome is final, so no plan
+runs into the retry budget (a budget stop would blur the wrong/missed-stop counts)."""
+
+TOOLS = ("search", "lookup")
+TRANSIENT_TEXT = "The service timed out (503). Try again."
+FATAL_TEXT = "The index rejected this query permanently; retrying will not help."
+ANSWER = (
+    "Based on the tool result: the request is answered above. In short, the policy applies as "
+    "stated, with the conditions and time limits the document lists."
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Query:
+    """One planned question: per tool, the outcomes of its successive calls."""
+
+    index: int
+    plans: Mapping[str, tuple[str, ...]]
+
+    @property
+    def parallel(self) -> bool:
+        """True when the model calls two tools in one turn."""
+        return len(self.plans) > 1
+
+    @property
+    def min_turns(self) -> int:
+        """Tool turns a perfect router needs: one per call until each tool's final outcome."""
+        return max(len(p) for p in self.plans.values())
+
+
+def _plan(rng: random.Random, mix: Mapping[str, float]) -> tuple[str, ...]:
+    names = list(mix)
+    weights = [mix[n] for n in names]
+    outcomes: list[str] = []
+    while True:
+        outcome = rng.choices(names, weights=weights)[0]
+        if outcome == "retryable" and outcomes.count("retryable") >= MAX_TRANSIENT:
+            final = [n for n in names if n != "retryable"]
+            outcome = rng.choices(final, weights=[mix[n] for n in final])[0]
+        outcomes.append(outcome)
+        if outcome != "retryable":
+            return tuple(outcomes)
+
+
+def make_queries(
+    count: int, *, mix: Mapping[str, float], parallel_share: float, seed: int
+) -> list[Query]:
+    """A deterministic query set for `seed`."""
+    rng = random.Random(seed)
+    queries = []
+    for index in range(count):
+        parallel = rng.random() < parallel_share
+        tools = TOOLS if parallel else TOOLS[:1]
+        queries.append(Query(index=index, plans={tool: _plan(rng, mix) for tool in tools}))
+    return queries
+
+
+def payload(kilobytes: float, seed: int) -> str:
+    """A JSON search page of about `kilobytes` KB (what a successful call returns verbatim)."""
+    rng = random.Random(seed)
+    words = ["refund", "order", "shipping", "invoice", "customer", "policy", "days", "account"]
+    hits: list[dict[str, Any]] = []
+    while len(json.dumps(hits)) < kilobytes * 1024:
+        text = " ".join(rng.choice(words) for _ in range(24))
+        hits.append({"id": f"doc-{len(hits)}", "score": round(rng.random(), 3), "snippet": text})
+    return json.dumps({"query": "refund policy", "hits": hits})
+
+
+def make_tools(query: Query, page: str) -> list[BaseTool]:
+    """Fresh tools for one query, each following its plan (the last outcome repeats)."""
+    tools = []
+    for name, plan in query.plans.items():
+        tools.append(_planned_tool(name, plan, page))
+    return tools
+
+
+def _planned_tool(name: str, plan: tuple[str, ...], page: str) -> BaseTool:
+    lock = threading.Lock()
+    used = [0]
+
+    def run(query: str = "") -> tuple[str, dict[str, Any]]:
+        with lock:
+            outcome = plan[min(used[0], len(plan) - 1)]
+            used[0] += 1
+        if outcome == "retryable":
+            return TRANSIENT_TEXT, signal(Outcome.TRANSIENT)
+        if outcome == "fatal":
+            return FATAL_TEXT, signal(Outcome.FATAL)
+        return page, signal(Outcome.COMPLETED)
+
+    return StructuredTool.from_function(
+        run,
+        name=name,
+        description=f"The {name} tool: finds documents for a query.",
+        response_format="content_and_artifact",
+    )
+
+
+@dataclass
+class _Log:
+    """What the simulated model was asked, shared by its bound copies."""
+
+    calls_with_tools: int = 0
+    calls_without_tools: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class SimulatedChatModel(BaseChatModel):
+    """A model that reads tool results like a diligent real model and costs simulated latency.
+
+    After the question it calls every planned tool; after a turn it retries the calls that failed
+    transiently, and answers once none did. With no tools bound it narrates (polish mode).
+    """
+
+    latency_s: float = 0.0
+    tool_names: tuple[str, ...] = ()
+    bound: tuple[str, ...] = ()
+    _log: _Log = PrivateAttr(default_factory=_Log)
+
+    @property
+    def _llm_type(self) -> str:
+        return "toolstop-bench-simulated"
+
+    @property
+    def calls_with_tools(self) -> int:
+        """Model calls that offered tools (the loop went back to the model)."""
+        return self._log.calls_with_tools
+
+    @property
+    def calls_without_tools(self) -> int:
+        """Model calls with no tools offered (polish narration)."""
+        return self._log.calls_without_tools
+
+    @property
+    def tokens(self) -> tuple[int, int]:
+        """Input and output tokens of every call so far."""
+        return self._log.input_tokens, self._log.output_tokens
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
+        names = tuple(getattr(t, "name", "") for t in tools)
+        return self.model_copy(update={"bound": names})
+
+    def _answer(self, messages: list[BaseMessage]) -> AIMessage:
+        turn: list[ToolMessage] = []
+        for message in reversed(messages):
+            if not isinstance(message, ToolMessage):
+                break
+            turn.append(message)
+        if not self.bound:
+            response = AIMessage(content=ANSWER)
+        elif not turn:
+            calls = [
+                {"name": n, "args": {"query": "refund policy"}, "id": f"{n}-1"}
+                for n in self.tool_names
+            ]
+            response = AIMessage(content="", tool_calls=calls)
+        else:
+            failed = sorted({m.name or "" for m in turn if m.content == TRANSIENT_TEXT})
+            if failed:
+                depth = sum(1 for m in messages if isinstance(m, AIMessage) and m.tool_calls) + 1
+                calls = [
+                    {"name": n, "args": {"query": "refund policy"}, "id": f"{n}-{depth}"}
+                    for n in failed
+                ]
+                response = AIMessage(content="", tool_calls=calls)
+            else:
+                response = AIMessage(content=ANSWER)
+        input_tokens = count_tokens_approximately(messages)
+        output_tokens = count_tokens_approximately([response])
+        response.usage_metadata = {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": input_tokens + output_tokens,
+        }
+        with self._log.lock:
+            if self.bound:
+                self._log.calls_with_tools += 1
+            else:
+                self._log.calls_without_tools += 1
+            self._log.input_tokens += input_tokens
+            self._log.output_tokens += output_tokens
+        return response
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        return ChatResult(generations=[ChatGeneration(message=self._answer(messages))])
+
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        return ChatResult(generations=[ChatGeneration(message=self._answer(messages))])

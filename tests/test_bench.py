@@ -1,0 +1,171 @@
+"""`toolstop bench`: the figures are right, deterministic, and the report shows the same figures."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolstop.bench.command import parse_mix
+from toolstop.bench.workload import MAX_TRANSIENT, make_queries
+from toolstop.cli import main
+from toolstop.errors import ToolstopConfigError
+
+pytest.importorskip("matplotlib", reason="the bench chart needs the `bench` extra")
+
+
+def bench(out: Path, *extra: str) -> tuple[dict[str, Any], str]:
+    buffer = io.StringIO()
+    argv = ["bench", "--queries", "30", "--latency-ms", "0", "--out", str(out), *extra]
+    assert main(argv, out=buffer) == 0
+    return json.loads((out / "bench.json").read_text()), buffer.getvalue()
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str, Path]:
+    out = tmp_path_factory.mktemp("bench")
+    document, text = bench(out)
+    return document, text, out
+
+
+def by_name(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in document["configs"]}
+
+
+def test_hard_mode_uses_the_minimum_and_never_stops_wrongly(result: Any) -> None:
+    document, _, _ = result
+    configs = by_name(document)
+    for router in {c["router"] for c in document["configs"]}:
+        hard, never = configs[f"{router}-hard"], configs[f"{router}-never"]
+        assert hard["ratio_to_min"] == 1.0
+        assert hard["queries_at_minimum"] == hard["queries"] == 30
+        assert (hard["wrong_stops"], hard["missed_stops"]) == (0, 0)
+        assert never["missed_stops"] == 30  # the baseline never stops by design
+        assert never["model_calls"] == hard["model_calls"] + 30  # one paraphrase per query
+        assert hard["input_tokens"] < never["input_tokens"]
+        static = configs[f"{router}-return_direct"]
+        assert static["wrong_stops"] > 0  # it stops on transient failures
+        assert static["model_calls"] == 30  # one call each: it ends on the first tool result
+        polish = configs[f"{router}-polish"]
+        assert polish["narration_calls"] == 30
+        assert polish["missed_stops"] == 0
+
+
+def test_headline_ratios_and_table(result: Any) -> None:
+    document, text, _ = result
+    for router, figures in document["headline"].items():
+        configs = by_name(document)
+        expected = (
+            configs[f"{router}-hard"]["model_calls"] / configs[f"{router}-never"]["model_calls"]
+        )
+        assert figures["model_calls_hard_vs_never"] == round(expected, 4)
+    assert text.splitlines()[0].split()[:3] == ["configuration", "model", "calls"]
+    assert "graph-hard" in text
+
+
+def test_deterministic_for_a_seed(tmp_path: Path, result: Any) -> None:
+    document, _, _ = result
+    again, _ = bench(tmp_path)
+
+    def strip(d: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in c.items() if not k.startswith("wall")} for c in d["configs"]]
+
+    assert strip(again) == strip(document)
+
+
+def test_outputs_are_written_and_self_contained(result: Any) -> None:
+    _, _, out = result
+    assert (out / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = (out / "report.html").read_text()
+    assert 'src="data:image/png;base64,' in page
+    assert not re.search(r'(src|href)="(https?:)?//', page)  # nothing loaded from the network
+
+
+def test_bad_options_are_clear_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--mix", "60/40", "--out", str(tmp_path)], out=io.StringIO()) == 2
+    assert "--mix takes three" in capsys.readouterr().err
+    with pytest.raises(ToolstopConfigError, match="some success or fatal"):
+        parse_mix("0/100/0")
+    assert parse_mix("6/3/1") == {"success": 6.0, "retryable": 3.0, "fatal": 1.0}
+
+
+def test_plans_end_on_a_final_outcome_within_the_transient_cap() -> None:
+    queries = make_queries(
+        500, mix={"success": 1, "retryable": 8, "fatal": 1}, parallel_share=0.5, seed=3
+    )
+    for query in queries:
+        for plan in query.plans.values():
+            assert plan[-1] in ("success", "fatal")
+            assert plan.count("retryable") <= MAX_TRANSIENT
+    assert any(q.parallel for q in queries)
+
+
+class Cells(HTMLParser):
+    """Collects `data-config`/`data-metric` cells and `data-ratio` items from the rendered DOM."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cells: dict[tuple[str, str], str] = {}
+        self._open: tuple[str, str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "td" and found.get("data-config") and found.get("data-metric"):
+            self._open = (str(found["data-config"]), str(found["data-metric"]))
+
+    def handle_data(self, data: str) -> None:
+        if self._open is not None:
+            self.cells[self._open] = self.cells.get(self._open, "") + data
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "td":
+            self._open = None
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="headless Chromium is not installed (.ci/run installs it)"
+)
+def test_report_renders_in_chromium_with_the_figures_of_bench_json(
+    result: Any, tmp_path: Path
+) -> None:
+    document, _, out = result
+    profile = tmp_path / "profile"
+    url = (out / "report.html").resolve().as_uri()
+    dom = subprocess.run(
+        [str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", "--dump-dom", url],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout  # fmt: skip
+    parser = Cells()
+    parser.feed(dom)
+    assert parser.cells, "the rendered page has no figures"
+    for config in document["configs"]:
+        for metric in (
+            "model_calls",
+            "input_tokens",
+            "output_tokens",
+            "wrong_stops",
+            "missed_stops",
+        ):
+            assert parser.cells[(config["name"], metric)] == str(config[metric])
+    shot = tmp_path / "report.png"
+    subprocess.run(
+        [str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", "--window-size=1300,1800",
+         f"--screenshot={shot}", url],
+        capture_output=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert shot.stat().st_size > 20_000  # a page with a chart and a table, not a blank one
