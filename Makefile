@@ -18,6 +18,7 @@ demo: $(STAMP)
 	$(BIN)/toolstop demo --outcome fatal
 	$(BIN)/toolstop demo --outcome success --mode polish
 	$(BIN)/toolstop demo --outcome success --mode never
+	$(BIN)/toolstop demo --job
 	$(BIN)/toolstop check
 
 lint: $(STAMP)

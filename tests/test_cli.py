@@ -73,3 +73,11 @@ def test_console_script_module() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert '"rule": "fatal"' in result.stdout
+
+
+def test_demo_job_progress_comes_from_the_artifact_not_the_model() -> None:
+    code, text = demo("--job")
+    assert code == 0
+    bars = [line for line in text.splitlines() if line.startswith("job export-42")]
+    assert [line.split()[-1] for line in bars] == ["20%", "40%", "60%", "80%", "100%"]
+    assert "rule: completed" in text

@@ -1,0 +1,174 @@
+"""`toolstop demo`: the seed article's search agent on the scripted model, explained."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, TextIO
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from toolstop.examples._forced import OutcomePicker
+from toolstop.examples.business import make_poll_job_tool
+from toolstop.examples.search import make_search_tool
+from toolstop.graph import build_react_graph
+from toolstop.policy import StopPolicy
+from toolstop.testing import ScriptedChatModel, ScriptStep, call
+
+__all__ = ["add_demo_parser", "run_demo"]
+
+DEFAULT_QUESTION = "How do refunds work?"
+DEFAULT_WEIGHTS = {"success": 60.0, "retryable": 25.0, "fatal": 15.0}
+_PREVIEW = 600
+
+
+def _outcomes(outcome: str | None, seed: int, budget: int | None) -> list[str]:
+    """The search outcomes the demo will see, call by call, ending at the first stop.
+
+    With no `--outcome` they are drawn from the article's 60/25/15 mix with `seed`, so the scripted
+    model can be given exactly as many turns as the run needs.
+    """
+    if outcome == "retryable":
+        drawn = ["retryable", "success"]
+    elif outcome is not None:
+        drawn = [outcome]
+    else:
+        picker = OutcomePicker(
+            tuple(DEFAULT_WEIGHTS), force=None, weights=DEFAULT_WEIGHTS, seed=seed
+        )
+        drawn = [picker.next()]
+        while drawn[-1] == "retryable" and len(drawn) < 50:
+            drawn.append(picker.next())
+    if budget is not None and drawn.count("retryable") > budget:
+        drawn = drawn[: budget + 1]  # the retry budget ends the run at this call
+    return drawn
+
+
+def _script(question: str, outcomes: list[str], mode: str) -> list[ScriptStep]:
+    steps: list[ScriptStep] = [call("search", query=question) for _ in outcomes]
+    if mode == "never":
+        steps.append("Here is what the search found, in my words: see the page above.")
+    elif mode == "polish" and outcomes[-1] != "retryable":
+        steps.append("In short: the search answered your question; the details are above.")
+    return steps
+
+
+def _preview(content: Any) -> str:
+    text = content if isinstance(content, str) else json.dumps(content)
+    if len(text) <= _PREVIEW:
+        return text
+    return f"{text[:_PREVIEW]}\n... ({len(text) - _PREVIEW} more characters)"
+
+
+def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
+    policy = StopPolicy(mode=args.mode)
+    outcomes = _outcomes(args.outcome, args.seed, policy.max_transient_retries)
+    model = ScriptedChatModel(_script(args.question, outcomes, args.mode))
+    tool = make_search_tool(force_outcome=outcomes, seed=args.seed)
+    graph = build_react_graph(model, [tool], policy=policy, prompt="Answer with the search tool.")
+
+    path: list[str] = []
+    final: dict[str, Any] = {}
+    question: list[BaseMessage] = [HumanMessage(content=args.question)]
+    for mode, chunk in graph.stream({"messages": question}, stream_mode=["updates", "values"]):
+        if mode == "updates":
+            path.extend(chunk)
+        else:
+            final = chunk
+    print(f"question : {args.question}", file=out)
+    print(f"outcomes : {' -> '.join(outcomes)} (search tool, forced)", file=out)
+    print(f"mode     : {args.mode}", file=out)
+    print(f"path     : {' -> '.join(path)}", file=out)
+    print(f"model calls: {len(model.calls)}", file=out)
+    for number, seen in enumerate(model.calls, start=1):
+        tools = ", ".join(seen.tools) or "none"
+        asked = ", ".join(c["name"] for c in seen.response.tool_calls) or "answer"
+        print(
+            f"  {number}. saw [{', '.join(seen.message_types)}], tools: {tools} -> {asked}",
+            file=out,
+        )
+    answer = final["messages"][-1]
+    kind = "AIMessage" if isinstance(answer, AIMessage) else type(answer).__name__
+    print(f"final ({kind}):", file=out)
+    print(_preview(answer.content), file=out)
+    print("stop record:", file=out)
+    print(json.dumps(final.get("stop_record"), indent=2), file=out)
+    try:
+        model.assert_complete()
+    except AssertionError as error:
+        print(f"error: the run used fewer model calls than scripted: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def add_demo_parser(commands: Any) -> None:
+    """Register `toolstop demo` on the CLI's subparsers."""
+    demo = commands.add_parser(
+        "demo",
+        help="run the search agent on the scripted model and show how the run ended",
+        description=(
+            "Run the seed article's search agent on a scripted model (no API key needed) and "
+            "print the node path, every model call, the final answer and the stop record. "
+            "success and fatal stop after one model call; retryable goes back to the model once."
+        ),
+    )
+    demo.add_argument("question", nargs="?", default=DEFAULT_QUESTION, help="what to ask")
+    demo.add_argument(
+        "--outcome",
+        choices=["success", "retryable", "fatal"],
+        help="force the search outcome (default: drawn from a 60/25/15 mix with --seed)",
+    )
+    demo.add_argument(
+        "--mode", choices=["hard", "polish", "never"], default="hard", help="stop mode"
+    )
+    demo.add_argument("--seed", type=int, default=0, help="seed for drawn outcomes and texts")
+    demo.add_argument(
+        "--job",
+        action="store_true",
+        help="instead: poll an export job; its progress (artifact only) drives a progress bar",
+    )
+
+
+def run_demo(args: argparse.Namespace, out: TextIO) -> int:
+    """Run `toolstop demo` with parsed `args`; return the exit code."""
+    if args.job:
+        return _run_job(args, out)
+    return _run_demo(args, out)
+
+
+def _bar(fraction: float, width: int = 30) -> str:
+    done = round(fraction * width)
+    return f"[{'#' * done}{'.' * (width - done)}] {fraction:4.0%}"
+
+
+def _run_job(args: argparse.Namespace, out: TextIO) -> int:
+    """Poll a job until done; the UI's progress comes from the artifact via the stream."""
+    steps = 5
+    model = ScriptedChatModel([call("poll_job", job_id="export-42")] * steps)
+    graph = build_react_graph(
+        model, [make_poll_job_tool(steps=steps)], policy=StopPolicy(mode=args.mode)
+    )
+    question: list[BaseMessage] = [
+        HumanMessage(content="Export my data and tell me when it is ready.")
+    ]
+    final: dict[str, Any] = {}
+    interactive = out.isatty()
+    for mode, chunk in graph.stream({"messages": question}, stream_mode=["custom", "values"]):
+        if mode == "values":
+            final = chunk
+            continue
+        if chunk.get("toolstop") != "turn":
+            continue
+        for signal in chunk["signals"]:
+            if "progress" in signal:
+                line = f"job export-42 {_bar(signal['progress'])}"
+                print(
+                    f"\r{line}" if interactive else line, end="" if interactive else "\n", file=out
+                )
+    if interactive:
+        print(file=out)
+    print(f"final (model calls: {len(model.calls)}): {final['messages'][-1].content}", file=out)
+    print(f"rule: {final['stop_record']['rule']}", file=out)
+    model.assert_complete()
+    return 0
