@@ -5,24 +5,18 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
-import os
 import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from toolstop.testing.harness import CheckResult, check, goldens_dir, write_golden
+from toolstop.errors import ToolstopConfigError
+from toolstop.models import chat_model
+from toolstop.testing.harness import CheckResult, check, compare, goldens_dir, write_golden
 from toolstop.testing.routers import ROUTERS, available_routers, has_agents
 from toolstop.testing.scenarios import Scenario, scenario_matrix
 
 __all__ = ["add_check_parser", "run_check"]
 
-_KEY_ENV = {
-    "openai": "OPENAI_API_KEY",
-    "groq": "GROQ_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-    "mistralai": "MISTRAL_API_KEY",
-    "google_genai": "GOOGLE_API_KEY",
-}
 # Scenarios whose meaning survives a real model (it decides the calls, not a script).
 _LIVE = ("success.hard", "retryable-then-success.hard", "fatal.hard", "policy-block.hard")
 
@@ -62,6 +56,9 @@ def add_check_parser(commands: Any) -> None:
         metavar="PROVIDER:NAME",
         help="run against a real model (init_chat_model), checking invariants only",
     )
+    parser.add_argument(
+        "--base-url", help="an OpenAI-compatible server for --model (Ollama, vLLM, a proxy)"
+    )
 
 
 def _select_scenarios(names: list[str] | None) -> list[Scenario]:
@@ -77,26 +74,12 @@ def _select_scenarios(names: list[str] | None) -> list[Scenario]:
     return chosen
 
 
-def _real_model(spec: str) -> Any:
+def _real_model(spec: str, base_url: str | None) -> Any:
     """A chat model from `provider:name`, or SystemExit with one clear sentence."""
-    provider = spec.split(":", 1)[0] if ":" in spec else ""
-    env = _KEY_ENV.get(provider)
-    if env and not os.environ.get(env):
-        msg = (
-            f"toolstop check --model {spec}: {env} is not set. Set it to check a real model, "
-            "or leave out --model to check on the scripted model."
-        )
-        raise SystemExit(msg)
     try:
-        from langchain.chat_models import init_chat_model
-    except ImportError:
-        msg = "--model needs langchain's init_chat_model: pip install 'toolstop[agents]'"
-        raise SystemExit(msg) from None
-    try:
-        return init_chat_model(spec)
-    except Exception as error:  # missing provider package, bad name, bad key format
-        msg = f"toolstop check --model {spec}: cannot create the model ({error})"
-        raise SystemExit(msg) from None
+        return chat_model(spec, base_url=base_url)
+    except ToolstopConfigError as error:
+        raise SystemExit(f"toolstop check --model {spec}: {error}") from None
 
 
 def _progress(
@@ -166,7 +149,7 @@ def run_check(args: argparse.Namespace, out: TextIO) -> int:
             if args.update_goldens:
                 print("--update-goldens cannot be combined with --model", file=sys.stderr)
                 return 2
-            model = _real_model(args.model)
+            model = _real_model(args.model, args.base_url)
             scenarios = [s for s in scenarios if s.key in _LIVE]
     except SystemExit as error:
         print(error, file=sys.stderr)
@@ -224,6 +207,4 @@ def _update(results: list[CheckResult], out: TextIO) -> int:
 
 def _golden_only(result: CheckResult) -> set[str]:
     """Breaches that come only from comparing with the (old) golden."""
-    from toolstop.testing.harness import compare
-
     return set(compare(result.expected, result.actual))

@@ -5,20 +5,25 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import ExitStack
 from typing import Any, TextIO
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from toolstop.checkpoints import default_db_path, open_checkpointer
+from toolstop.errors import ToolstopConfigError
 from toolstop.examples._forced import OutcomePicker
 from toolstop.examples.business import make_poll_job_tool
 from toolstop.examples.search import make_search_tool
 from toolstop.graph import build_react_graph
+from toolstop.models import chat_model
 from toolstop.policy import StopPolicy
 from toolstop.testing import ScriptedChatModel, ScriptStep, call
 
 __all__ = ["add_demo_parser", "run_demo"]
 
 DEFAULT_QUESTION = "How do refunds work?"
+PROMPT = "Answer with the search tool. Call it with the user's question."
 DEFAULT_WEIGHTS = {"success": 60.0, "retryable": 25.0, "fatal": 15.0}
 _PREVIEW = 600
 
@@ -61,27 +66,56 @@ def _preview(content: Any) -> str:
     return f"{text[:_PREVIEW]}\n... ({len(text) - _PREVIEW} more characters)"
 
 
-def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
-    policy = StopPolicy(mode=args.mode)
-    outcomes = _outcomes(args.outcome, args.seed, policy.max_transient_retries)
-    model = ScriptedChatModel(_script(args.question, outcomes, args.mode))
-    tool = make_search_tool(force_outcome=outcomes, seed=args.seed)
-    graph = build_react_graph(model, [tool], policy=policy, prompt="Answer with the search tool.")
-
+def _stream(graph: Any, question: str, config: Any) -> tuple[list[str], dict[str, Any]]:
     path: list[str] = []
     final: dict[str, Any] = {}
-    question: list[BaseMessage] = [HumanMessage(content=args.question)]
-    for mode, chunk in graph.stream({"messages": question}, stream_mode=["updates", "values"]):
+    inputs = {"messages": [HumanMessage(content=question)]}
+    for mode, chunk in graph.stream(inputs, config, stream_mode=["updates", "values"]):
         if mode == "updates":
             path.extend(chunk)
         else:
             final = chunk
+    return path, final
+
+
+def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
+    policy = StopPolicy(mode=args.mode)
+    outcomes = _outcomes(args.outcome, args.seed, policy.max_transient_retries)
+    tool = make_search_tool(force_outcome=outcomes, seed=args.seed)
+    scripted = (
+        None if args.model else ScriptedChatModel(_script(args.question, outcomes, args.mode))
+    )
+    with ExitStack() as stack:
+        try:
+            model = scripted or chat_model(args.model, base_url=args.base_url)
+            checkpointer = None
+            if args.thread:
+                checkpointer = stack.enter_context(open_checkpointer(args.db))
+        except ToolstopConfigError as error:
+            print(f"toolstop demo: {error}", file=sys.stderr)
+            return 2
+        graph = build_react_graph(
+            model, [tool], policy=policy, prompt=PROMPT, checkpointer=checkpointer
+        )
+        config = {"configurable": {"thread_id": args.thread}} if args.thread else None
+        try:
+            path, final = _stream(graph, args.question, config)
+        except Exception as error:  # a provider down, a bad key: one sentence, no traceback
+            print(
+                f"toolstop demo: the run failed: {type(error).__name__}: {error}", file=sys.stderr
+            )
+            return 1
+    record = final.get("stop_record") or {}
     print(f"question : {args.question}", file=out)
     print(f"outcomes : {' -> '.join(outcomes)} (search tool, forced)", file=out)
     print(f"mode     : {args.mode}", file=out)
+    print(f"model    : {args.model or 'scripted'}", file=out)
+    if args.thread:
+        where = args.db or default_db_path()
+        print(f"thread   : {args.thread} ({len(final['messages'])} messages in {where})", file=out)
     print(f"path     : {' -> '.join(path)}", file=out)
-    print(f"model calls: {len(model.calls)}", file=out)
-    for number, seen in enumerate(model.calls, start=1):
+    print(f"model calls: {record.get('model_calls')}", file=out)
+    for number, seen in enumerate(scripted.calls if scripted else [], start=1):
         tools = ", ".join(seen.tools) or "none"
         asked = ", ".join(c["name"] for c in seen.response.tool_calls) or "answer"
         print(
@@ -93,11 +127,12 @@ def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
     print(f"final ({kind}):", file=out)
     print(_preview(answer.content), file=out)
     print("stop record:", file=out)
-    print(json.dumps(final.get("stop_record"), indent=2), file=out)
-    try:
-        model.assert_complete()
-    except AssertionError as error:
-        print(f"error: the run used fewer model calls than scripted: {error}", file=sys.stderr)
+    print(json.dumps(record, indent=2), file=out)
+    if scripted is not None and scripted.remaining:
+        print(
+            f"error: the run used fewer model calls than scripted ({scripted.remaining} left)",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -123,6 +158,14 @@ def add_demo_parser(commands: Any) -> None:
         "--mode", choices=["hard", "polish", "never"], default="hard", help="stop mode"
     )
     demo.add_argument("--seed", type=int, default=0, help="seed for drawn outcomes and texts")
+    demo.add_argument("--model", metavar="PROVIDER:NAME", help="a real model instead of the script")
+    demo.add_argument("--base-url", help="an OpenAI-compatible server for --model")
+    demo.add_argument(
+        "--thread", help="keep the conversation under this id (SQLite, or --db) and continue it"
+    )
+    demo.add_argument(
+        "--db", help="SQLite file or postgresql:// URL for --thread (default: the user data dir)"
+    )
     demo.add_argument(
         "--job",
         action="store_true",

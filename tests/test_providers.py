@@ -1,0 +1,208 @@
+"""Real provider clients (ChatOpenAI, ChatGroq) over real HTTP against the loopback provider."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from routers import ROUTERS, Router
+from toolstop import Outcome, StopPolicy, signal
+from toolstop.testing import assert_valid_history, forced_tool
+from toolstop.testing.loopback import LoopbackProvider, message_order_problems, reply
+
+ARTIFACT_SECRET = "ARTIFACT-SENTINEL-91c2"
+PAGE = "Refunds are paid within 5 business days."
+DONE = (PAGE, signal(Outcome.COMPLETED, secret=ARTIFACT_SECRET))
+RETRY = ("The service timed out.", signal(Outcome.TRANSIENT, secret=ARTIFACT_SECRET))
+FATAL = ("The card was declined.", signal(Outcome.FATAL, secret=ARTIFACT_SECRET))
+BLOCK = ("blocked", signal(Outcome.POLICY_BLOCK, secret=ARTIFACT_SECRET))
+LOOKUP = reply(None, ("lookup", {"query": "refunds"}))
+
+
+CLOSE: list[Any] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Any:
+    """Close the HTTP clients the models opened (no unclosed-socket warnings at exit)."""
+    yield
+    while CLOSE:
+        model = CLOSE.pop()
+        for name in ("root_client", "client", "async_client", "root_async_client"):
+            inner = getattr(model, name, None)
+            inner = getattr(inner, "_client", inner)
+            close = getattr(inner, "close", None)
+            if callable(close) and not name.startswith(("async", "root_async")):
+                close()
+
+
+def client(kind: str, provider: LoopbackProvider, streaming: bool) -> Any:
+    model = _client(kind, provider, streaming)
+    CLOSE.append(model)
+    return model
+
+
+def _client(kind: str, provider: LoopbackProvider, streaming: bool) -> Any:
+    if kind == "openai":
+        openai = pytest.importorskip("langchain_openai", reason="needs the `openai` extra")
+        return openai.ChatOpenAI(
+            model="gpt-loopback",
+            base_url=provider.base_url,
+            api_key="test-key",
+            streaming=streaming,
+            stream_usage=True,
+            max_retries=0,
+        )
+    groq = pytest.importorskip("langchain_groq", reason="needs the `groq` extra")
+    return groq.ChatGroq(
+        model="llama-loopback",
+        base_url=f"http://127.0.0.1:{provider.port}",
+        api_key="test-key",
+        streaming=streaming,
+        max_retries=0,
+    )
+
+
+CLIENTS = [
+    pytest.param(kind, streaming, id=f"{kind}-{'stream' if streaming else 'plain'}")
+    for kind in ("openai", "groq")
+    for streaming in (False, True)
+]
+
+
+@pytest.fixture(params=ROUTERS, ids=lambda r: r.name)
+def router(request: pytest.FixtureRequest) -> Router:
+    return request.param  # type: ignore[no-any-return]
+
+
+def no_artifact_reached(provider: LoopbackProvider) -> None:
+    assert provider.raw_requests
+    assert not any(ARTIFACT_SECRET.encode() in body for body in provider.raw_requests)
+
+
+@pytest.mark.parametrize(("kind", "streaming"), CLIENTS)
+def test_hard_stop_sends_no_request_after_the_tool_result(
+    router: Router, kind: str, streaming: bool
+) -> None:
+    with LoopbackProvider([LOOKUP]) as provider:
+        agent = router.build(
+            client(kind, provider, streaming),
+            [forced_tool("lookup", DONE)],
+            policy=None,
+            checkpointer=None,
+        )
+        state = agent.invoke({"messages": [HumanMessage("How do refunds work?")]})
+    assert len(provider.requests) == 1  # nothing after the tool result
+    assert provider.remaining == 0
+    assert state["messages"][-1].content == PAGE
+    record = state["stop_record"]
+    assert (record["rule"], record["model_calls"]) == ("completed", 1)
+    assert record["input_tokens"] > 0  # the provider's usage
+    assert record["output_tokens"] > 0
+    no_artifact_reached(provider)
+
+
+@pytest.mark.parametrize(("kind", "streaming"), CLIENTS)
+def test_transient_goes_back_as_content_only(router: Router, kind: str, streaming: bool) -> None:
+    with LoopbackProvider([LOOKUP, LOOKUP]) as provider:
+        tools = [forced_tool("lookup", RETRY, DONE)]
+        agent = router.build(
+            client(kind, provider, streaming), tools, policy=None, checkpointer=None
+        )
+        state = agent.invoke({"messages": [HumanMessage("q")]})
+    assert len(provider.requests) == 2
+    tool_messages = [m for m in provider.requests[1]["messages"] if m["role"] == "tool"]
+    assert [m["content"] for m in tool_messages] == ["The service timed out."]
+    assert state["stop_record"]["rule"] == "completed"
+    assert provider.rejected == []
+    no_artifact_reached(provider)
+
+
+@pytest.mark.parametrize(("kind", "streaming"), CLIENTS)
+def test_polish_sends_exactly_one_request_with_no_tools(
+    router: Router, kind: str, streaming: bool
+) -> None:
+    with LoopbackProvider([LOOKUP, "Refunds take five days."]) as provider:
+        model = client(kind, provider, streaming)
+        agent = router.build(
+            model,
+            [forced_tool("lookup", DONE)],
+            policy=StopPolicy(mode="polish"),
+            checkpointer=None,
+        )
+        state = agent.invoke({"messages": [HumanMessage("q")]})
+    assert len(provider.requests) == 2
+    assert provider.requests[0].get("tools")
+    assert not provider.requests[1].get("tools")  # narrated with no tools offered
+    assert provider.requests[1]["messages"][-1]["role"] == "tool"
+    assert state["messages"][-1].content == "Refunds take five days."
+    no_artifact_reached(provider)
+
+
+STOPS = {
+    "completed": ([LOOKUP], [DONE], {}),
+    "fatal": ([LOOKUP], [FATAL], {}),
+    "policy_block": ([LOOKUP], [BLOCK], {}),
+    "retry_budget": ([LOOKUP, LOOKUP], [RETRY], {"max_transient_retries": 1}),
+}
+
+
+@pytest.mark.parametrize("stop", list(STOPS))
+@pytest.mark.parametrize(("kind", "streaming"), [CLIENTS[0], CLIENTS[3]])
+def test_a_second_user_turn_is_accepted_after_every_kind_of_stop(
+    router: Router, stop: str, kind: str, streaming: bool
+) -> None:
+    script, results, settings = STOPS[stop]
+    with LoopbackProvider([*script, "You're welcome."]) as provider:
+        policy = StopPolicy(**settings)
+        agent = router.build(
+            client(kind, provider, streaming),
+            [forced_tool("lookup", *results)],
+            policy=policy,
+            checkpointer=InMemorySaver(),
+        )
+        config = {"configurable": {"thread_id": f"{router.name}-{stop}"}}
+        first = agent.invoke({"messages": [HumanMessage("q")]}, config)
+        assert first["stop_record"]["rule"] == stop
+        second = agent.invoke({"messages": [HumanMessage("thanks")]}, config)
+    assert provider.rejected == []  # the provider accepted the thread's history
+    assert second["messages"][-1].content == "You're welcome."
+    assert_valid_history(second["messages"])
+    no_artifact_reached(provider)
+
+
+def test_the_loopback_rejects_what_providers_reject() -> None:
+    orphan = [
+        {"role": "user", "content": "q"},
+        {"role": "tool", "tool_call_id": "x", "content": "r"},
+    ]
+    unanswered = [
+        {"role": "user", "content": "q"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        },
+        {"role": "user", "content": "again"},
+    ]  # fmt: skip
+    assert message_order_problems(orphan)
+    assert message_order_problems(unanswered)
+    with LoopbackProvider(["never served"]) as provider:
+        request = urllib.request.Request(
+            f"{provider.base_url}/chat/completions",
+            data=json.dumps({"model": "m", "messages": orphan}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with pytest.raises(urllib.error.HTTPError) as error:
+            urllib.request.urlopen(request, timeout=5)
+        assert error.value.code == 400
+        error.value.close()
+        assert provider.remaining == 1
