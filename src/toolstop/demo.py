@@ -78,6 +78,14 @@ def _stream(graph: Any, question: str, config: Any) -> tuple[list[str], dict[str
     return path, final
 
 
+def _failure(error: Exception, args: argparse.Namespace) -> str:
+    name = type(error).__name__
+    if "Connection" in name or "Timeout" in name:
+        where = args.base_url or f"the {str(args.model).split(':')[0]} API"
+        return f"cannot reach the model at {where} ({name}: {error})"
+    return f"the run failed: {name}: {error}"
+
+
 def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
     policy = StopPolicy(mode=args.mode)
     outcomes = _outcomes(args.outcome, args.seed, policy.max_transient_retries)
@@ -101,9 +109,7 @@ def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
         try:
             path, final = _stream(graph, args.question, config)
         except Exception as error:  # a provider down, a bad key: one sentence, no traceback
-            print(
-                f"toolstop demo: the run failed: {type(error).__name__}: {error}", file=sys.stderr
-            )
+            print(f"toolstop demo: {_failure(error, args)}", file=sys.stderr)
             return 1
     record = final.get("stop_record") or {}
     print(f"question : {args.question}", file=out)

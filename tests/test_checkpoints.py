@@ -1,0 +1,107 @@
+"""Threads persist in SQLite and PostgreSQL: records and artifacts survive a new process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import ToolMessage
+from pydantic import BaseModel
+
+from toolstop import build_react_graph, signal
+from toolstop.checkpoints import open_checkpointer
+from toolstop.errors import ToolstopConfigError
+from toolstop.testing import ScriptedChatModel, assert_valid_history, call, forced_tool
+
+pytest.importorskip("langgraph.checkpoint.sqlite", reason="needs the `sqlite` extra")
+
+POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def postgres_available() -> bool:
+    try:
+        import psycopg
+
+        with psycopg.connect(POSTGRES_URL, connect_timeout=3):
+            return True
+    except Exception:
+        return False
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "threads.sqlite")
+    pytest.importorskip("langgraph.checkpoint.postgres", reason="needs the `postgres` extra")
+    if not postgres_available():
+        pytest.skip(f"no PostgreSQL at {POSTGRES_URL}")
+    return POSTGRES_URL
+
+
+def demo(*argv: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "toolstop", "demo", *argv],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_a_thread_continues_after_a_stop_across_processes(db: str) -> None:
+    thread = f"t-{uuid.uuid4().hex[:8]}"
+    first = demo("--thread", thread, "--db", db, "--outcome", "fatal")
+    assert "4 messages" in first
+    second = demo("And shipping?", "--thread", thread, "--db", db, "--outcome", "success")
+    assert "8 messages" in second
+    assert "saw [system, human, ai, tool, ai, human]" in second  # the history came back
+    with open_checkpointer(db) as saver:
+        graph = build_react_graph(
+            ScriptedChatModel([]), [forced_tool("search", ("x", None))], checkpointer=saver
+        )
+        state = graph.get_state({"configurable": {"thread_id": thread}}).values
+    assert state["stop_record"]["rule"] == "completed"  # the latest run's record
+    tools = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert [m.artifact["reason"] for m in tools] == ["fatal", "completed"]
+    assert_valid_history(state["messages"])
+
+
+class Receipt(BaseModel):
+    id: str
+    amount: float
+
+
+def test_which_artifact_types_round_trip(db: str) -> None:
+    artifact = signal("completed", pair=(1, 2), receipt=Receipt(id="r1", amount=2.5), n=None)
+    thread = f"types-{uuid.uuid4().hex[:8]}"
+    config: dict[str, Any] = {"configurable": {"thread_id": thread}}
+    with open_checkpointer(db) as saver:
+        graph = build_react_graph(
+            ScriptedChatModel([call("lookup")]),
+            [forced_tool("lookup", ("page", artifact))],
+            checkpointer=saver,
+        )
+        graph.invoke({"messages": [("user", "q")]}, config)
+    with open_checkpointer(db) as saver:  # a fresh connection, as a new process would have
+        graph = build_react_graph(
+            ScriptedChatModel([]), [forced_tool("lookup", ("x", None))], checkpointer=saver
+        )
+        state = graph.get_state(config).values
+    stored = next(m for m in state["messages"] if isinstance(m, ToolMessage)).artifact
+    assert stored["pair"] == [1, 2]  # tuples come back as lists
+    assert stored["receipt"] == {"id": "r1", "amount": 2.5}  # pydantic models as dicts
+    assert stored["stop"] is True
+    assert stored["n"] is None
+    assert state["stop_record"]["rule"] == "completed"
+
+
+def test_unreachable_postgres_is_one_sentence() -> None:
+    pytest.importorskip("langgraph.checkpoint.postgres", reason="needs the `postgres` extra")
+    with (
+        pytest.raises(ToolstopConfigError, match="cannot connect"),
+        open_checkpointer("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2"),
+    ):
+        pass  # pragma: no cover
