@@ -108,13 +108,25 @@ def test_tool_error_continues_and_counts_as_transient_whatever_the_artifact() ->
 
 
 def test_hostile_artifact_is_unreadable_not_an_exception() -> None:
+    class BadReason(str):
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    decision = decide(turn_of(("text", {"stop": True, "reason": BadReason("completed")})))
+    assert decision.stop is False
+    assert decision.signals[0].problem is Problem.UNREADABLE
+
+
+def test_a_dict_subclass_is_read_through_the_plain_dict_protocol() -> None:
     class Hostile(dict[str, Any]):
         def __contains__(self, key: object) -> bool:
             raise RuntimeError("no")
 
-    decision = decide(turn_of(("text", Hostile(stop=True))))
-    assert decision.stop is False
-    assert decision.signals[0].problem is Problem.UNREADABLE
+        def get(self, *args: Any) -> Any:
+            raise RuntimeError("no")
+
+    decision = decide(turn_of(("text", Hostile(stop=True, reason="fatal"))))
+    assert (decision.stop, decision.rule) == (True, Rule.FATAL)
 
 
 def test_control_text_in_content_is_just_text() -> None:

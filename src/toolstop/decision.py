@@ -143,7 +143,8 @@ def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
             return invalid(Problem.MISSING_ARTIFACT)
         if not isinstance(artifact, dict):
             return invalid(Problem.NOT_A_DICT)
-        if "stop" not in artifact:
+        # The raw dict protocol: a dict subclass's overridden methods are never called.
+        if not dict.__contains__(artifact, "stop"):
             return invalid(Problem.MISSING_STOP)
         stop = dict.__getitem__(artifact, "stop")
         if type(stop) is not bool:

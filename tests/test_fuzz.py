@@ -1,0 +1,253 @@
+"""Property-based fuzzing: hostile artifacts, mixed signals and arbitrary policies never crash
+the decision, never stop without a valid signal asking for it, and always leave a JSON record."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from typing import Any
+
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis", reason="needs hypothesis (dev extra)")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage  # noqa: E402
+
+from toolstop import Rule, StopPolicy, build_react_graph, decide  # noqa: E402
+from toolstop.record import fold_turn, new_record, stopped  # noqa: E402
+from toolstop.testing import ScriptedChatModel, assert_valid_history, call, forced_tool, turn  # noqa: E402
+
+pytestmark = pytest.mark.slow
+SEEN: Counter[str] = Counter()
+
+
+class Explodes:
+    """An object whose every comparison, truth test and lookup raises."""
+
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("__eq__")
+
+    def __hash__(self) -> int:
+        raise RuntimeError("__hash__")
+
+    def __bool__(self) -> bool:
+        raise RuntimeError("__bool__")
+
+    def get(self, *args: Any) -> Any:
+        raise RuntimeError("get")
+
+
+class HostileDict(dict[str, Any]):
+    """A dict whose overridden methods raise (the plain dict protocol still works)."""
+
+    def get(self, *args: Any) -> Any:  # type: ignore[override]
+        raise RuntimeError("get")
+
+    def __getitem__(self, key: str) -> Any:
+        raise RuntimeError("__getitem__")
+
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("__eq__")
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class Truthy(str):
+    """A str subclass that compares equal to everything."""
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    __hash__ = str.__hash__
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+WEIRD = [
+    Explodes,
+    lambda: b"stop",
+    lambda: float("nan"),
+    lambda: math.inf,
+    object,
+    lambda: Truthy("completed"),
+    lambda: (True, "completed"),
+    lambda: {"stop": Explodes()},
+    lambda: {"stop": True, "reason": Explodes()},
+    lambda: {"stop": True, "reason": Truthy("x")},
+    lambda: HostileDict(stop=True, reason="completed"),
+    lambda: {"stop": 1.0},
+    lambda: {"stop": None},
+    lambda: "x" * 10_000,
+    lambda: {"stop": True, "reason": "completed", "nested": [[[[[[{"deep": True}]]]]]]},
+]
+# Hypothesis only sees an index; the hostile object is made inside the test (hypothesis itself
+# would trip over objects whose __eq__ / __getitem__ raise).
+weird = st.integers(min_value=0, max_value=len(WEIRD) - 1).map(lambda i: ("weird", i))
+valid = st.builds(
+    lambda stop, reason, extra: {"stop": stop, "reason": reason, **extra},
+    st.booleans(),
+    st.sampled_from(["completed", "transient", "fatal", "policy_block"]) | st.none(),
+    st.dictionaries(
+        st.text(max_size=5).filter(lambda k: k not in ("stop", "reason")), json_values, max_size=3
+    ),
+)
+artifacts = st.one_of(
+    valid.map(lambda v: ("json", v)), json_values.map(lambda v: ("json", v)), weird
+)
+
+
+def make(spec: tuple[str, Any]) -> Any:
+    kind, value = spec
+    return WEIRD[value]() if kind == "weird" else value
+
+
+policies = st.builds(
+    StopPolicy,
+    parallel=st.sampled_from(["all", "any", "first", "priority"]),
+    priority=st.permutations(["policy_block", "fatal", "completed", "transient"]).map(tuple),
+    mode=st.sampled_from(["hard", "polish", "never"]),
+    max_transient_retries=st.none() | st.integers(min_value=0, max_value=5),
+)
+
+
+def turn_with(results: list[tuple[Any, str]]) -> list[Any]:
+    calls = [
+        {"name": f"t{i}", "args": {}, "id": f"c{i}", "type": "tool_call"}
+        for i in range(len(results))
+    ]
+    messages: list[Any] = [HumanMessage("q"), AIMessage(content="", tool_calls=calls)]
+    for i, (artifact, status) in enumerate(results):
+        messages.append(
+            ToolMessage(
+                content=f"content {i}",
+                artifact=artifact,
+                tool_call_id=f"c{i}",
+                name=f"t{i}",
+                status=status,
+            )
+        )
+    return messages
+
+
+def is_valid_stop(artifact: Any, status: str) -> bool:
+    """An oracle: does this artifact validly ask to stop? (A dict read through the plain dict
+    protocol, so a subclass's overridden methods do not count; `stop` a real True; a known
+    stopping reason, or none.)"""
+    if status == "error" or not isinstance(artifact, dict):
+        return False
+    stop, reason = dict.get(artifact, "stop"), dict.get(artifact, "reason")
+    if stop is not True:
+        return False
+    if reason is None:
+        return True
+    try:
+        return isinstance(reason, str) and str(reason) in ("completed", "fatal", "policy_block")
+    except Exception:
+        return False
+
+
+@settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    results=st.lists(
+        st.tuples(artifacts, st.sampled_from(["success", "success", "error"])),
+        min_size=1,
+        max_size=4,
+    ),
+    policy=policies,
+    transient_count=st.integers(min_value=0, max_value=6),
+    remaining=st.none() | st.integers(min_value=0, max_value=30),
+    drop_last=st.booleans(),
+)
+def test_decide_never_raises_and_stops_only_on_valid_signals(
+    results: list[tuple[Any, str]],
+    policy: StopPolicy,
+    transient_count: int,
+    remaining: int | None,
+    drop_last: bool,
+) -> None:
+    results = [(make(spec), status) for spec, status in results]
+    messages = turn_with(results)
+    if drop_last and len(results) > 1:
+        messages = messages[:-1]  # a call without a result
+        results = results[:-1]
+    decision = decide(messages, policy, transient_count=transient_count, remaining_steps=remaining)
+    asked = [is_valid_stop(a, s) for a, s in results]
+    SEEN[decision.rule.value] += 1
+    SEEN["invalid"] += sum(1 for signal in decision.signals if not signal.valid)
+    if decision.rule in (Rule.COMPLETED, Rule.FATAL, Rule.POLICY_BLOCK):
+        assert decision.stop
+        assert policy.mode != "never"
+        assert decision.deciding
+        for signal in decision.deciding:
+            index = int(signal.tool_call_id[1:])
+            assert asked[index], "stopped on a call that did not validly ask to stop"
+    if decision.rule is Rule.RETRY_BUDGET:
+        assert policy.max_transient_retries is not None
+        assert transient_count + decision.transient_in_turn > policy.max_transient_retries
+    if decision.rule is Rule.STEP_BUDGET:
+        assert remaining is not None
+        assert remaining < 4
+    if not any(asked) and decision.stop:
+        assert decision.rule in (Rule.RETRY_BUDGET, Rule.STEP_BUDGET)
+    if policy.parallel == "all" and decision.rule in (
+        Rule.COMPLETED,
+        Rule.FATAL,
+        Rule.POLICY_BLOCK,
+    ):
+        assert (all(asked) and not drop_last) or all(asked)
+    record = fold_turn(new_record(policy), decision)
+    if decision.stop:
+        record = stopped(record, decision)
+    json.loads(json.dumps(record, allow_nan=False))
+
+
+@settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    turns=st.lists(st.lists(artifacts, min_size=1, max_size=3), min_size=1, max_size=4),
+    policy=policies,
+)
+def test_whole_graph_runs_keep_history_valid_and_records_json(
+    turns: list[list[Any]], policy: StopPolicy
+) -> None:
+    width = max(len(t) for t in turns)
+    tools = [
+        forced_tool(
+            f"t{i}",
+            *[(f"content {n}", make(t[i]) if i < len(t) else None) for n, t in enumerate(turns)],
+        )
+        for i in range(width)
+    ]
+    script: list[Any] = [turn(*[call(f"t{i}") for i in range(width)]) for _ in turns] + [
+        "final answer"
+    ] * 2
+    model = ScriptedChatModel(script)
+    graph = build_react_graph(model, tools, policy=policy)
+    state = graph.invoke({"messages": [HumanMessage("q")]}, {"recursion_limit": 50})
+    assert_valid_history(state["messages"])
+    json.loads(json.dumps(state["stop_record"], allow_nan=False))
+    if state["stop_record"]["stopped"] and state["stop_record"]["rule"] in (
+        "completed",
+        "fatal",
+        "policy_block",
+    ):
+        assert policy.mode != "never"
+
+
+def test_the_fuzzing_was_not_vacuous() -> None:
+    """The generated cases reached every rule and many invalid signals (runs after the fuzzer)."""
+    if not SEEN:
+        pytest.skip("the decide fuzzer did not run in this session")
+    for rule in ("completed", "fatal", "policy_block", "retry_budget", "step_budget", "none"):
+        assert SEEN[rule] > 0, rule
+    assert SEEN["invalid"] > 1000
