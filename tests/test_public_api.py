@@ -25,12 +25,14 @@ def test_toolstop_all() -> None:
             "StopOnArtifactState",
             "StopPolicy",
             "StopRecord",
+            "ToolTimeoutError",
             "ToolstopConfigError",
             "ToolstopError",
             "__version__",
             "build_react_graph",
             "decide",
             "signal",
+            "with_timeout",
         ]
     )
     for name in toolstop.__all__:
@@ -39,10 +41,13 @@ def test_toolstop_all() -> None:
 
 def test_every_exception_is_exported() -> None:
     import toolstop.errors
+    import toolstop.tools
 
-    for name, value in vars(toolstop.errors).items():
-        if inspect.isclass(value) and issubclass(value, Exception):
-            assert name in toolstop.__all__, name
+    for module in (toolstop.errors, toolstop.tools):
+        for name, value in vars(module).items():
+            ours = inspect.isclass(value) and value.__module__ == module.__name__
+            if ours and issubclass(value, Exception):
+                assert name in toolstop.__all__, name
     assert issubclass(toolstop.ToolstopConfigError, ValueError)
     assert "ScriptExhaustedError" in toolstop.testing.__all__
 

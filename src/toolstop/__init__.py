@@ -13,6 +13,7 @@ from toolstop.graph import ReactState, build_react_graph
 from toolstop.outcome import Outcome, signal
 from toolstop.policy import Mode, Parallel, StopPolicy
 from toolstop.record import InvalidSignal, StopRecord
+from toolstop.tools import ToolTimeoutError, with_timeout
 
 __version__ = "0.1.0"
 
@@ -40,10 +41,12 @@ __all__ = [
     "StopOnArtifactState",
     "StopPolicy",
     "StopRecord",
+    "ToolTimeoutError",
     "ToolstopConfigError",
     "ToolstopError",
     "__version__",
     "build_react_graph",
     "decide",
     "signal",
+    "with_timeout",
 ]
