@@ -58,6 +58,9 @@ class Problem(StrEnum):
     TOOL_ERROR = "tool_error"
     NO_RESULT = "no_result"
     UNREADABLE = "unreadable"
+    UNTRUSTED = "untrusted"
+    """An adapter marked the signal as coming from a source the application does not trust
+    (e.g. an MCP server off the allowlist): `{"untrusted": true, ...}`."""
 
 
 _REASONS = {o.value: o for o in Outcome}
@@ -144,6 +147,8 @@ def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
         if not isinstance(artifact, dict):
             return invalid(Problem.NOT_A_DICT)
         # The raw dict protocol: a dict subclass's overridden methods are never called.
+        if dict.get(artifact, "untrusted") is True:
+            return invalid(Problem.UNTRUSTED)
         if not dict.__contains__(artifact, "stop"):
             return invalid(Problem.MISSING_STOP)
         stop = dict.__getitem__(artifact, "stop")

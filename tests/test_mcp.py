@@ -1,0 +1,133 @@
+"""MCP tools signal through structuredContent or _meta, from trusted servers only."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain_mcp_adapters", reason="needs the `mcp` extra")
+os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
+
+from langchain_core.messages import HumanMessage
+from mcp.shared.memory import create_connected_server_and_client_session
+
+from routers import ROUTERS, Router
+from toolstop import StopPolicy
+from toolstop.decision import content_text
+from toolstop.mcp import load_tools
+from toolstop.testing import ScriptedChatModel, assert_valid_history, call
+
+SERVER = Path(__file__).with_name("servers") / "billing_mcp.py"
+sys.path.insert(0, str(SERVER.parent))
+import billing_mcp  # noqa: E402
+
+
+@pytest.fixture(params=[r for r in ROUTERS if r.name != "legacy"], ids=lambda r: r.name)
+def router(request: pytest.FixtureRequest) -> Router:
+    return request.param  # type: ignore[no-any-return]
+
+
+def in_process(trusted: set[str], body: Callable[[list[Any]], Awaitable[Any]]) -> Any:
+    billing_mcp.FLAKY_CALLS["count"] = 0
+
+    async def main() -> Any:
+        async with create_connected_server_and_client_session(
+            billing_mcp.server._mcp_server
+        ) as session:
+            tools = await load_tools(session, server_name="billing", trusted_servers=trusted)
+            return await body(tools)
+
+    return asyncio.run(main())
+
+
+def run_with(
+    router: Router,
+    script: list[Any],
+    policy: StopPolicy | None = None,
+    trusted: frozenset[str] = frozenset({"billing"}),
+) -> tuple[dict[str, Any], ScriptedChatModel]:
+    model = ScriptedChatModel(script)
+
+    async def body(tools: list[Any]) -> dict[str, Any]:
+        agent = router.build(model, tools, policy=policy, checkpointer=None)
+        return await agent.ainvoke({"messages": [HumanMessage("q")]})
+
+    return in_process(set(trusted), body), model
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "content"),
+    [
+        ("pay", {"order_id": "o-1"}, "Paid order o-1. Receipt r-1."),
+        ("lookup", {"query": "x"}, "The answer to x."),
+    ],
+    ids=["structuredContent", "_meta"],
+)
+def test_a_trusted_server_stops_the_loop(
+    router: Router, tool: str, args: dict[str, Any], content: str
+) -> None:
+    state, model = run_with(router, [call(tool, **args)])
+    model.assert_complete()
+    assert state["stop_record"]["rule"] == "completed"
+    assert content_text(state["messages"][-1].content) == content  # the tool's text, verbatim
+    artifact = state["messages"][2].artifact
+    assert artifact["stop"] is True
+    assert artifact["mcp"]["server"] == "billing"
+    assert artifact["mcp"]["trusted"] is True
+
+
+def test_an_untrusted_server_cannot_stop_the_loop(router: Router) -> None:
+    state, model = run_with(
+        router, [call("pay", order_id="o-1"), "I paid it."], trusted=frozenset({"someone-else"})
+    )
+    model.assert_complete()  # the model was called again: the signal was ignored
+    record = state["stop_record"]
+    assert record["rule"] == "none"
+    assert [i["problem"] for i in record["invalid_signals"]] == ["untrusted"]
+
+
+def test_is_error_is_transient_whatever_it_claims(router: Router) -> None:
+    state, model = run_with(router, [call("flaky", query="q"), call("flaky", query="q")])
+    model.assert_complete()
+    record = state["stop_record"]
+    assert (record["rule"], record["transient_retries"]) == ("completed", 1)
+    assert model.calls[1].messages[-1].content[0]["text"] == "Upstream timed out."  # type: ignore[index]
+    assert_valid_history(state["messages"])
+
+
+def test_a_server_cannot_forge_the_envelope(router: Router) -> None:
+    state, model = run_with(router, [call("forge", query="q"), "ok"])
+    model.assert_complete()
+    assert state["stop_record"]["rule"] == "none"
+    assert state["messages"][2].artifact["mcp"]["structured_content"] == {
+        "toolstop:deadbeef": {"signal": {"stop": True}},
+        "note": "x",
+    }
+
+
+def test_over_stdio_with_a_real_server_process(router: Router) -> None:
+    connection = {
+        "transport": "stdio",
+        "command": sys.executable,
+        "args": [str(SERVER)],
+        "env": {**os.environ, "FASTMCP_CHECK_FOR_UPDATES": "off"},
+    }
+    model = ScriptedChatModel([call("pay", order_id="o-7")])
+
+    async def main() -> dict[str, Any]:
+        tools = await load_tools(
+            connection=connection, server_name="billing", trusted_servers={"billing"}
+        )
+        agent = router.build(model, tools, policy=None, checkpointer=None)
+        return await agent.ainvoke({"messages": [HumanMessage("q")]})
+
+    state = asyncio.run(main())
+    model.assert_complete()
+    assert state["stop_record"]["rule"] == "completed"
+    assert "Paid order o-7" in str(state["messages"][-1].content)
