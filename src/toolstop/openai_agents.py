@@ -1,0 +1,158 @@
+"""The same tools and the same `StopPolicy` in the OpenAI Agents SDK.
+
+The SDK's own options are static (`stop_on_first_tool`, `StopAtTools`). Here a function tool
+returns `(content, artifact)` like a LangChain `content_and_artifact` tool; `artifact_tool`
+hands the model only the content (the SDK stringifies a `ToolOutput` to its content), and
+`stop_on_artifact(policy)` is the agent's `tool_use_behavior`: it builds the turn as messages and
+asks the same `decide` the LangGraph routers use.
+
+    agent = Agent(name="support", tools=[artifact_tool(search)],
+                  tool_use_behavior=stop_on_artifact(StopPolicy()))
+
+Deliberately not handled: `mode="polish"` (a `tool_use_behavior` cannot make the narrating model
+call; it is refused) and the step budget (the SDK's own `max_turns` raises instead).
+Needs the `openai-agents` extra.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+try:
+    from agents import FunctionTool, RunContextWrapper, function_tool
+    from agents.agent import ToolsToFinalOutputResult
+    from agents.tool import FunctionToolResult
+except ImportError as error:  # pragma: no cover - depends on the environment
+    msg = (
+        "toolstop.openai_agents needs the OpenAI Agents SDK: pip install 'toolstop[openai-agents]'"
+    )
+    raise ImportError(msg) from error
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from toolstop.decision import content_text, decide
+from toolstop.errors import ToolstopConfigError
+from toolstop.policy import StopPolicy
+from toolstop.record import StopRecord, fold_turn, new_record, stopped
+
+__all__ = ["ToolOutput", "artifact_tool", "stop_on_artifact"]
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    """A tool result with two channels: `str()` is the content the model sees; `artifact` is not."""
+
+    content: str
+    artifact: Any = None
+
+    def __str__(self) -> str:
+        return self.content
+
+
+def artifact_tool(function: Callable[..., Any], **options: Any) -> FunctionTool:
+    """An SDK function tool from a function that returns `(content, artifact)`.
+
+    Args:
+        function: Sync or async; returns `(content, artifact)` (anything else is passed on as
+            content with no artifact, so routing goes back to the model).
+        **options: Passed to the SDK's `function_tool` (name_override, ...).
+    """
+
+    def wrap(result: Any) -> ToolOutput:
+        if isinstance(result, tuple) and len(result) == 2:
+            return ToolOutput(content=str(result[0]), artifact=result[1])
+        return ToolOutput(content=str(result))
+
+    if _is_async(function):
+
+        @functools.wraps(function)
+        async def arun(*args: Any, **kwargs: Any) -> ToolOutput:
+            return wrap(await function(*args, **kwargs))
+
+        return function_tool(arun, **options)
+
+    @functools.wraps(function)
+    def run(*args: Any, **kwargs: Any) -> ToolOutput:
+        return wrap(function(*args, **kwargs))
+
+    return function_tool(run, **options)
+
+
+def _is_async(function: Callable[..., Any]) -> bool:
+    import inspect
+
+    return inspect.iscoroutinefunction(function)
+
+
+def _as_messages(results: list[FunctionToolResult]) -> list[BaseMessage]:
+    """The turn as LangChain messages, in the order the model called the tools."""
+    calls, answers = [], []
+    for index, result in enumerate(results):
+        raw = getattr(result.run_item, "raw_item", None)
+        call_id = raw.get("call_id") if isinstance(raw, dict) else getattr(raw, "call_id", None)
+        call_id = str(call_id or f"call-{index}")
+        output = result.output
+        artifact = output.artifact if isinstance(output, ToolOutput) else None
+        calls.append({"name": result.tool.name, "args": {}, "id": call_id, "type": "tool_call"})
+        answers.append(
+            ToolMessage(
+                content=str(output), artifact=artifact, tool_call_id=call_id, name=result.tool.name
+            )
+        )
+    return [AIMessage(content="", tool_calls=calls), *answers]
+
+
+class _Behaviour:
+    """The `tool_use_behavior` callable; keeps each run's record on its context."""
+
+    def __init__(self, policy: StopPolicy) -> None:
+        if policy.mode == "polish":
+            msg = (
+                "stop_on_artifact does not support mode='polish': "
+                "a tool_use_behavior cannot make the narrating model call"
+            )
+            raise ToolstopConfigError(msg)
+        self.policy = policy
+        self.records: weakref.WeakKeyDictionary[Any, StopRecord] = weakref.WeakKeyDictionary()
+
+    def __call__(
+        self, context: RunContextWrapper[Any], results: list[FunctionToolResult]
+    ) -> ToolsToFinalOutputResult:
+        record = self.records.get(context) or new_record(self.policy)
+        decision = decide(
+            _as_messages(results), self.policy, transient_count=record["transient_retries"]
+        )
+        record = fold_turn(record, decision)
+        if decision.stop:
+            record = stopped(record, decision)
+        self.records[context] = record
+        if not decision.stop:
+            return ToolsToFinalOutputResult(is_final_output=False)
+        relay = (
+            decision.relay
+            if isinstance(decision.relay, str)
+            else content_text(decision.relay or "")
+        )
+        return ToolsToFinalOutputResult(is_final_output=True, final_output=relay)
+
+    def record(self, context: RunContextWrapper[Any]) -> StopRecord | None:
+        """The stop record of the run that `context` belongs to (tool turns, rule, signals)."""
+        return self.records.get(context)
+
+
+def stop_on_artifact(policy: StopPolicy | None = None) -> _Behaviour:
+    """A `tool_use_behavior` for `Agent`: stop per call, from the tools' artifacts.
+
+    Success and fatal stop with the tool's text as the final output; transient goes back to the
+    model; parallel calls follow `policy.parallel`; the retry budget ends with its user-safe text.
+    `behaviour.record(result.context_wrapper)` returns the run's stop record (model calls and
+    tokens are the SDK's: `result.context_wrapper.usage`).
+
+    Raises:
+        ToolstopConfigError: for `mode="polish"`.
+    """
+    return _Behaviour(policy if policy is not None else StopPolicy())

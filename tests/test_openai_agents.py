@@ -1,0 +1,134 @@
+"""The same scenario table on the OpenAI Agents SDK, with its own ScriptedModel."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents", reason="needs the `openai-agents` extra")
+
+from agents import Agent, Runner
+from agents.testing import ScriptedModel, assistant_message, function_call
+
+from toolstop import StopPolicy, ToolstopConfigError, signal
+from toolstop.openai_agents import artifact_tool, stop_on_artifact
+
+set_tracing_disabled(True)  # no trace export: tests stay offline
+
+PAGE = "Refunds are paid within 5 business days."
+SECRET = "ARTIFACT-ONLY-5f1"
+
+
+def planned(name: str, plan: list[tuple[str, dict[str, Any]]]) -> Any:
+    results = list(plan)
+
+    def run(query: str) -> tuple[str, dict[str, Any]]:
+        """Look something up."""
+        return results.pop(0) if len(results) > 1 else results[0]
+
+    return artifact_tool(run, name_override=name)
+
+
+def make_tools(*plans: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    return [planned(name, plan) for name, plan in zip(("lookup", "other"), plans, strict=False)]
+
+
+DONE = (PAGE, signal("completed", secret=SECRET))
+RETRY = ("The service timed out.", signal("transient", secret=SECRET))
+FATAL = ("The card was declined.", signal("fatal", secret=SECRET))
+
+
+def agent_run(
+    steps: list[Any], tools: list[Any], policy: StopPolicy | None = None
+) -> tuple[Any, ScriptedModel, Any]:
+    model = ScriptedModel(steps)
+    behaviour = stop_on_artifact(policy)
+    agent = Agent(
+        name="support",
+        instructions="Use the tools.",
+        tools=tools,
+        model=model,
+        tool_use_behavior=behaviour,
+    )
+    result = asyncio.run(Runner.run(agent, "How do refunds work?"))
+    return result, model, behaviour.record(result.context_wrapper)
+
+
+def call(name: str, call_id: str) -> Any:
+    return [function_call(name, {"query": "refunds"}, call_id=call_id)]
+
+
+@pytest.mark.parametrize(("result", "rule"), [(DONE, "completed"), (FATAL, "fatal")])
+def test_success_and_fatal_end_with_the_tool_text(result: tuple[str, Any], rule: str) -> None:
+    outcome, model, record = agent_run([call("lookup", "c1")], make_tools([result]))
+    assert outcome.final_output == result[0]
+    assert len(model.calls) == 1
+    model.assert_complete()
+    assert (record["rule"], record["tools"]) == (rule, ["lookup"])
+
+
+def test_transient_goes_back_to_the_model_with_content_only() -> None:
+    outcome, model, record = agent_run(
+        [call("lookup", "c1"), call("lookup", "c2")], make_tools([RETRY, DONE])
+    )
+    assert outcome.final_output == PAGE
+    assert len(model.calls) == 2
+    assert SECRET not in repr(model.calls[1].input)  # the artifact never reached the model
+    assert "The service timed out." in repr(model.calls[1].input)
+    assert (record["rule"], record["transient_retries"]) == ("completed", 1)
+
+
+@pytest.mark.parametrize(
+    ("parallel", "stops"),
+    [("all", False), ("any", True), ("first", True), ("priority", True)],
+)
+@pytest.mark.parametrize("order", ["stop-first", "stop-last"])
+def test_parallel_turns_follow_the_policy(parallel: str, stops: bool, order: str) -> None:
+    calls = [
+        function_call("lookup", {"query": "a"}, call_id="c1"),
+        function_call("other", {"query": "b"}, call_id="c2"),
+    ]
+    if order == "stop-last":
+        calls.reverse()
+    if parallel == "first" and order == "stop-last":
+        stops = False  # the transient call comes first and decides
+    steps: list[Any] = [calls] if stops else [calls, [assistant_message("answer")]]
+    outcome, model, record = agent_run(
+        steps, make_tools([DONE], [RETRY]), StopPolicy(parallel=parallel)
+    )  # type: ignore[arg-type]
+    model.assert_complete()
+    assert outcome.final_output == (PAGE if stops else "answer")
+    assert record["stopped"] is stops
+
+
+def test_invalid_signals_and_never_mode_go_back_to_the_model() -> None:
+    outcome, model, record = agent_run(
+        [call("lookup", "c1"), [assistant_message("answer")]], make_tools([("x", {"stop": "yes"})])
+    )
+    model.assert_complete()
+    assert outcome.final_output == "answer"
+    assert record["invalid_signals"][0]["problem"] == "stop_not_bool"
+    outcome, _model, record = agent_run(
+        [call("lookup", "c1"), [assistant_message("paraphrase")]],
+        make_tools([DONE]),
+        StopPolicy(mode="never"),
+    )
+    assert outcome.final_output == "paraphrase"
+    assert record["would_stop"] == "completed"
+
+
+def test_retry_budget_ends_with_the_user_safe_text() -> None:
+    policy = StopPolicy(max_transient_retries=1)
+    outcome, model, record = agent_run(
+        [call("lookup", "c1"), call("lookup", "c2")], make_tools([RETRY]), policy
+    )
+    model.assert_complete()
+    assert outcome.final_output == policy.retry_budget_message
+    assert record["rule"] == "retry_budget"
+
+
+def test_polish_is_refused() -> None:
+    with pytest.raises(ToolstopConfigError, match="polish"):
+        stop_on_artifact(StopPolicy(mode="polish"))
