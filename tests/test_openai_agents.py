@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("agents", reason="needs the `openai-agents` extra")
 
-from agents import Agent, Runner
+from agents import Agent, Runner, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from toolstop import StopPolicy, ToolstopConfigError, signal
