@@ -58,6 +58,8 @@ class Problem(StrEnum):
     TOOL_ERROR = "tool_error"
     NO_RESULT = "no_result"
     UNREADABLE = "unreadable"
+    MALFORMED_ENVELOPE = "malformed_envelope"
+    """A plain-text tool's envelope could not be read; its text went to the model as is."""
     UNTRUSTED = "untrusted"
     """An adapter marked the signal as coming from a source the application does not trust
     (e.g. an MCP server off the allowlist): `{"untrusted": true, ...}`."""
@@ -149,6 +151,8 @@ def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
         # The raw dict protocol: a dict subclass's overridden methods are never called.
         if dict.get(artifact, "untrusted") is True:
             return invalid(Problem.UNTRUSTED)
+        if dict.__contains__(artifact, "envelope_error"):
+            return invalid(Problem.MALFORMED_ENVELOPE)
         if not dict.__contains__(artifact, "stop"):
             return invalid(Problem.MISSING_STOP)
         stop = dict.__getitem__(artifact, "stop")
