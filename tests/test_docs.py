@@ -1,0 +1,40 @@
+"""Every Python block in the README and docs/ runs; the drawn graphs match the code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def blocks(page: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.S)
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if blocks(p)], ids=lambda p: p.name)
+def test_every_python_block_runs_in_order(page: Path) -> None:
+    """A page's blocks run top to bottom in one namespace, as a reader pasting them would."""
+    pytest.importorskip("langchain.agents", reason="the docs' middleware examples need langchain")
+    namespace: dict[str, object] = {"__name__": f"docs.{page.stem}"}
+    for index, block in enumerate(blocks(page)):
+        exec(compile(block, f"{page.name} python block {index}", "exec"), namespace)
+
+
+def test_the_docs_link_to_pages_that_exist() -> None:
+    for page in PAGES:
+        for target in re.findall(r"\]\(((?:docs/)?[\w./-]+\.(?:md|json|png))\)", page.read_text()):
+            assert (page.parent / target).exists(), f"{page.name} links to missing {target}"
+
+
+def test_the_drawn_graphs_match_the_compiled_graphs() -> None:
+    pytest.importorskip("langchain.agents", reason="the page draws create_agent too")
+    from toolstop.diagrams import page
+
+    committed = (ROOT / "docs" / "graphs.md").read_text(encoding="utf-8")
+    assert committed == page(), (
+        "docs/graphs.md is stale: python -m toolstop.diagrams > docs/graphs.md"
+    )
