@@ -92,3 +92,27 @@ def test_public_names_have_docstrings() -> None:
             value = getattr(module, name)
             if inspect.isclass(value) or inspect.isfunction(value):
                 assert inspect.getdoc(value), f"{module.__name__}.{name} has no docstring"
+
+
+def test_every_public_name_of_every_module_has_a_docstring() -> None:
+    import importlib
+    import pkgutil
+
+    missing = []
+    for info in pkgutil.walk_packages(toolstop.__path__, "toolstop."):
+        if info.name.endswith("__main__"):
+            continue
+        try:
+            module = importlib.import_module(info.name)
+        except ImportError:  # an optional extra is not installed here
+            continue
+        for name in getattr(module, "__all__", []):
+            value = getattr(module, name)
+            if (inspect.isclass(value) or inspect.isfunction(value)) and not inspect.getdoc(value):
+                missing.append(f"{info.name}.{name}")
+            if inspect.isclass(value):
+                for attribute, function in vars(value).items():
+                    public = inspect.isfunction(function) and not attribute.startswith("_")
+                    if public and not inspect.getdoc(function):
+                        missing.append(f"{info.name}.{name}.{attribute}")
+    assert missing == []

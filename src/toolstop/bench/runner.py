@@ -29,6 +29,7 @@ class Config:
     """`never`, `return_direct`, `hard` or `polish`."""
 
     def build(self, model: SimulatedChatModel, tools: list[Any]) -> Any:
+        """The compiled agent of this configuration (tools get `return_direct` for that one)."""
         if self.behaviour == "return_direct":
             for tool in tools:
                 tool.return_direct = True
