@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import sys
-from collections.abc import Callable
 from typing import Any, TextIO
 
+from toolstop._console import progress, versions
 from toolstop.errors import ToolstopConfigError
 from toolstop.models import chat_model
 from toolstop.testing.harness import CheckResult, check, compare, goldens_dir, write_golden
@@ -82,37 +81,6 @@ def _real_model(spec: str, base_url: str | None) -> Any:
         raise SystemExit(f"toolstop check --model {spec}: {error}") from None
 
 
-def _progress(
-    total: int, enabled: bool
-) -> tuple[Callable[[CheckResult], None], Callable[[], None]]:
-    if not enabled:
-        return (lambda result: None), (lambda: None)
-    try:
-        from rich.progress import Progress
-    except ImportError:
-        done = [0]
-
-        def plain(result: CheckResult) -> None:
-            done[0] += 1
-            print(f"\r{done[0]}/{total} checked", end="", file=sys.stderr, flush=True)
-
-        return plain, lambda: print(file=sys.stderr)
-    progress = Progress(transient=True)
-    task = progress.add_task("toolstop check", total=total)
-    progress.start()
-    return (lambda result: progress.advance(task)), progress.stop
-
-
-def _versions() -> dict[str, str]:
-    versions = {}
-    for name in ("toolstop", "langgraph", "langchain-core", "langchain"):
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
-
-
 def _table(results: list[CheckResult], out: TextIO) -> None:
     header = ("scenario", "router", "mode", "expected path", "actual path", "calls", "result")
     rows: list[tuple[str, ...]] = [header]
@@ -155,9 +123,9 @@ def run_check(args: argparse.Namespace, out: TextIO) -> int:
         print(error, file=sys.stderr)
         return 2
     interactive = not args.json and sys.stderr.isatty()
-    advance, stop = _progress(len(scenarios) * len(routers), interactive)
+    advance, stop = progress("toolstop check", len(scenarios) * len(routers), interactive)
     try:
-        results = check(scenarios, routers, model=model, on_result=advance)
+        results = check(scenarios, routers, model=model, on_result=lambda result: advance())
     finally:
         stop()
     if args.update_goldens:
@@ -166,7 +134,7 @@ def run_check(args: argparse.Namespace, out: TextIO) -> int:
     summary = f"{len(results) - len(failed)} passed, {len(failed)} failed"
     if args.json:
         document = {
-            "versions": _versions(),
+            "versions": versions(),
             "model": args.model or "scripted",
             "results": [r.summary() for r in results],
             "passed": len(results) - len(failed),
@@ -174,8 +142,8 @@ def run_check(args: argparse.Namespace, out: TextIO) -> int:
         }
         print(json.dumps(document, indent=2), file=out)
         return 1 if failed else 0
-    versions = ", ".join(f"{k} {v}" for k, v in _versions().items())
-    print(f"toolstop check on {versions}; model: {args.model or 'scripted'}", file=out)
+    stack = ", ".join(f"{k} {v}" for k, v in versions().items())
+    print(f"toolstop check on {stack}; model: {args.model or 'scripted'}", file=out)
     _table(results, out)
     if failed:
         print("\nbreaches:", file=out)

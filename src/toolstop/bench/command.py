@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from toolstop._console import progress, versions
 from toolstop.errors import ToolstopConfigError
 
 __all__ = ["add_bench_parser", "parse_mix", "run_bench_command"]
@@ -66,35 +65,6 @@ def add_bench_parser(commands: Any) -> None:
     )
 
 
-def _progress(total: int, enabled: bool) -> tuple[Callable[[], None], Callable[[], None]]:
-    if not enabled:
-        return (lambda: None), (lambda: None)
-    try:
-        from rich.progress import Progress
-    except ImportError:
-        done = [0]
-
-        def plain() -> None:
-            done[0] += 1
-            print(f"\r{done[0]}/{total} queries", end="", file=sys.stderr, flush=True)
-
-        return plain, lambda: print(file=sys.stderr)
-    progress = Progress(transient=True)
-    task = progress.add_task("toolstop bench", total=total)
-    progress.start()
-    return (lambda: progress.advance(task)), progress.stop
-
-
-def _versions() -> dict[str, str]:
-    found = {}
-    for name in ("toolstop", "langgraph", "langchain-core", "langchain"):
-        try:
-            found[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            found[name] = "not installed"
-    return found
-
-
 def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
     """Run `toolstop bench` with parsed `args`; return the exit code."""
     from toolstop.bench.report import headline, render_chart, render_html, render_table, write_json
@@ -114,7 +84,7 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
         return 2
     queries = make_queries(args.queries, mix=mix, parallel_share=args.parallel, seed=args.seed)
     configs = available_configs()
-    advance, stop = _progress(len(queries), sys.stderr.isatty())
+    advance, stop = progress("toolstop bench", len(queries), sys.stderr.isatty())
     try:
         totals = run_bench(
             queries,
@@ -135,7 +105,7 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
             "latency_ms": args.latency_ms,
             "seed": args.seed,
         },
-        "versions": _versions(),
+        "versions": versions(),
         "configs": rows,
         "headline": headline(rows),
     }
