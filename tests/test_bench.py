@@ -169,3 +169,33 @@ def test_report_renders_in_chromium_with_the_figures_of_bench_json(
     )  # fmt: skip
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert shot.stat().st_size > 20_000  # a page with a chart and a table, not a blank one
+
+
+def test_bench_with_a_real_client_over_http(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("langchain_openai", reason="needs the `openai` extra")
+    from toolstop.testing.loopback import LoopbackProvider, reply
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    search = reply(None, ("search", {"query": "refund policy"}))
+    # one all-success query: never and polish cost 2 requests, return_direct and hard 1
+    per_config = {
+        "never": [search, "answer"],
+        "return_direct": [search],
+        "hard": [search],
+        "polish": [search, "narration"],
+    }
+    script = [step for _ in ("graph", "middleware") for b in per_config.values() for step in b]
+    with LoopbackProvider(script) as provider:
+        argv = ["bench", "--queries", "1", "--mix", "1/0/0", "--parallel", "0", "--out",
+                str(tmp_path), "--model", "openai:gpt-loopback", "--base-url", provider.base_url]  # fmt: skip
+        assert main(argv, out=io.StringIO()) == 0
+    assert provider.remaining == 0
+    assert provider.rejected == []
+    configs = by_name(json.loads((tmp_path / "bench.json").read_text()))
+    for router in ("graph", "middleware"):
+        assert configs[f"{router}-hard"]["model_calls"] == 1
+        assert configs[f"{router}-never"]["model_calls"] == 2
+        assert configs[f"{router}-polish"]["narration_calls"] == 1
+        assert configs[f"{router}-hard"]["input_tokens"] > 0  # the provider's usage

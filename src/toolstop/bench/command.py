@@ -9,6 +9,7 @@ from typing import Any, TextIO
 
 from toolstop._console import progress, versions
 from toolstop.errors import ToolstopConfigError
+from toolstop.models import chat_model
 
 __all__ = ["add_bench_parser", "parse_mix", "run_bench_command"]
 
@@ -59,6 +60,10 @@ def add_bench_parser(commands: Any) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("bench-out"), help="output folder")
     parser.add_argument(
+        "--model", metavar="PROVIDER:NAME", help="a real model instead of the simulated one"
+    )
+    parser.add_argument("--base-url", help="an OpenAI-compatible server for --model")
+    parser.add_argument(
         "--overhead",
         action="store_true",
         help="also measure hook overhead, decide() scaling, concurrent throughput and RSS",
@@ -79,6 +84,7 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
         if args.payload_kb <= 0:
             msg = "--payload-kb must be > 0"
             raise ToolstopConfigError(msg)
+        model = chat_model(args.model, base_url=args.base_url) if args.model else None
     except ToolstopConfigError as error:
         print(f"toolstop bench: {error}", file=sys.stderr)
         return 2
@@ -91,8 +97,12 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
             configs,
             page=payload(args.payload_kb, args.seed),
             latency_s=args.latency_ms / 1000,
+            model=model,
             on_query=advance,
         )
+    except Exception as error:  # a provider down mid-run: one sentence, no traceback
+        print(f"toolstop bench: the run failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
     finally:
         stop()
     rows = [t.as_dict() for t in totals]
@@ -102,7 +112,8 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
             "mix": mix,
             "payload_kb": args.payload_kb,
             "parallel": args.parallel,
-            "latency_ms": args.latency_ms,
+            "latency_ms": args.latency_ms if model is None else None,
+            "model": args.model or "simulated",
             "seed": args.seed,
         },
         "versions": versions(),

@@ -11,7 +11,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from toolstop.bench.workload import Query, SimulatedChatModel, make_tools
+from toolstop.bench.workload import CallCounter, Query, SimulatedChatModel, make_tools
 from toolstop.graph import build_react_graph
 from toolstop.policy import StopPolicy
 from toolstop.testing.routers import has_agents
@@ -118,29 +118,32 @@ def _tool_turns(messages: Sequence[Any]) -> int:
     return sum(1 for m in messages if isinstance(m, AIMessage) and m.tool_calls)
 
 
-def _run_one(config: Config, query: Query, page: str, latency_s: float, totals: Totals) -> None:
-    tool_names = tuple(query.plans)
-    model = SimulatedChatModel(latency_s=latency_s, tool_names=tool_names)
+def _run_one(
+    config: Config, query: Query, page: str, latency_s: float, totals: Totals, model: Any
+) -> None:
+    model = model or SimulatedChatModel(latency_s=latency_s, tool_names=tuple(query.plans))
+    counter = CallCounter()
     agent = config.build(model, make_tools(query, page))
     start = time.perf_counter()
-    state = agent.invoke({"messages": [HumanMessage(content=f"query {query.index}")]})
+    question = HumanMessage(content=f"query {query.index}: use the tools {sorted(query.plans)}")
+    state = agent.invoke({"messages": [question]}, {"callbacks": [counter]})
     totals.wall_s += time.perf_counter() - start
     messages = state["messages"]
     turns = _tool_turns(messages)
     totals.queries += 1
-    totals.model_calls += model.calls_with_tools + model.calls_without_tools
-    totals.narration_calls += model.calls_without_tools
+    calls = counter.calls_with_tools + counter.calls_without_tools
+    totals.model_calls += calls
+    totals.narration_calls += counter.calls_without_tools
     totals.min_model_calls += query.min_turns
-    if model.calls_with_tools + model.calls_without_tools == query.min_turns:
+    if calls == query.min_turns:
         totals.at_minimum += 1
-    input_tokens, output_tokens = model.tokens
-    totals.input_tokens += input_tokens
-    totals.output_tokens += output_tokens
+    totals.input_tokens += counter.input_tokens
+    totals.output_tokens += counter.output_tokens
     # A wrong stop ends the run before the plan's final outcomes (it stopped on a transient).
     if turns < query.min_turns:
         totals.wrong_stops += 1
     # A missed stop: the loop went back to the model (tools offered) after the final outcomes.
-    if model.calls_with_tools > query.min_turns:
+    if counter.calls_with_tools > query.min_turns:
         totals.missed_stops += 1
     record = state.get("stop_record")
     if isinstance(record, dict):
@@ -157,13 +160,18 @@ def run_bench(
     *,
     page: str,
     latency_s: float,
+    model: Any = None,
     on_query: Callable[[], None] | None = None,
 ) -> list[Totals]:
-    """Run every query through every configuration, interleaved query by query."""
+    """Run every query through every configuration, interleaved query by query.
+
+    `model=None` uses the simulated model (with `latency_s`); a real chat model is measured the
+    same way, through a callback that counts its calls and provider-reported tokens.
+    """
     totals = {c.name: Totals(config=c) for c in configs}
     for query in queries:
         for config in configs:
-            _run_one(config, query, page, latency_s, totals[config.name])
+            _run_one(config, query, page, latency_s, totals[config.name], model)
         if on_query is not None:
             on_query()
     return list(totals.values())

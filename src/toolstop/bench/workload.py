@@ -16,20 +16,26 @@ import random
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.callbacks import BaseCallbackHandler, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import BaseTool, StructuredTool
-from pydantic import PrivateAttr
 
 from toolstop.outcome import Outcome, signal
 
-__all__ = ["MAX_TRANSIENT", "Query", "SimulatedChatModel", "make_queries", "make_tools"]
+__all__ = [
+    "MAX_TRANSIENT",
+    "CallCounter",
+    "Query",
+    "SimulatedChatModel",
+    "make_queries",
+    "make_tools",
+]
 
 MAX_TRANSIENT = 3
 """At most this many transient failures in a row per tool: the next outcome is final, so no plan
@@ -130,15 +136,42 @@ def _planned_tool(name: str, plan: tuple[str, ...], page: str) -> BaseTool:
     )
 
 
-@dataclass
-class _Log:
-    """What the simulated model was asked, shared by its bound copies."""
+class CallCounter(BaseCallbackHandler):
+    """Counts chat-model calls (with and without tools offered) and their tokens, for any model.
 
-    calls_with_tools: int = 0
-    calls_without_tools: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    Tools offered are read from the call's invocation parameters (`bind_tools` puts them there),
+    tokens from each answer's `usage_metadata`; so a real provider is measured like the
+    simulated model.
+    """
+
+    def __init__(self) -> None:
+        self.calls_with_tools = 0
+        self.calls_without_tools = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self._lock = threading.Lock()
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+        """Count one call, by whether tools were offered."""
+        offered = bool((kwargs.get("invocation_params") or {}).get("tools"))
+        with self._lock:
+            if offered:
+                self.calls_with_tools += 1
+            else:
+                self.calls_without_tools += 1
+
+    def on_llm_end(self, response: Any, **kwargs: Any) -> None:
+        """Add the answer's provider-reported tokens."""
+        for generations in response.generations:
+            for generation in generations:
+                usage = getattr(getattr(generation, "message", None), "usage_metadata", None) or {}
+                with self._lock:
+                    self.input_tokens += int(usage.get("input_tokens", 0))
+                    self.output_tokens += int(usage.get("output_tokens", 0))
+
+
+def _call(name: str, depth: int) -> dict[str, Any]:
+    return {"name": name, "args": {"query": "refund policy"}, "id": f"{name}-{depth}"}
 
 
 class SimulatedChatModel(BaseChatModel):
@@ -150,55 +183,32 @@ class SimulatedChatModel(BaseChatModel):
 
     latency_s: float = 0.0
     tool_names: tuple[str, ...] = ()
-    bound: tuple[str, ...] = ()
-    _log: _Log = PrivateAttr(default_factory=_Log)
 
     @property
     def _llm_type(self) -> str:
         return "toolstop-bench-simulated"
 
-    @property
-    def calls_with_tools(self) -> int:
-        """Model calls that offered tools (the loop went back to the model)."""
-        return self._log.calls_with_tools
-
-    @property
-    def calls_without_tools(self) -> int:
-        """Model calls with no tools offered (polish narration)."""
-        return self._log.calls_without_tools
-
-    @property
-    def tokens(self) -> tuple[int, int]:
-        """Input and output tokens of every call so far."""
-        return self._log.input_tokens, self._log.output_tokens
-
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
-        names = tuple(getattr(t, "name", "") for t in tools)
-        return self.model_copy(update={"bound": names})
+        """Offer `tools`: they travel as the `tools` call parameter, as with real providers."""
+        specs = [{"type": "function", "function": {"name": getattr(t, "name", "")}} for t in tools]
+        return self.bind(tools=specs)
 
-    def _answer(self, messages: list[BaseMessage]) -> AIMessage:
+    def _answer(self, messages: list[BaseMessage], offered: bool) -> AIMessage:
         turn: list[ToolMessage] = []
         for message in reversed(messages):
             if not isinstance(message, ToolMessage):
                 break
             turn.append(message)
-        if not self.bound:
+        if not offered:
             response = AIMessage(content=ANSWER)
         elif not turn:
-            calls = [
-                {"name": n, "args": {"query": "refund policy"}, "id": f"{n}-1"}
-                for n in self.tool_names
-            ]
+            calls = [_call(name, 1) for name in self.tool_names]
             response = AIMessage(content="", tool_calls=calls)
         else:
             failed = sorted({m.name or "" for m in turn if m.content == TRANSIENT_TEXT})
             if failed:
                 depth = sum(1 for m in messages if isinstance(m, AIMessage) and m.tool_calls) + 1
-                calls = [
-                    {"name": n, "args": {"query": "refund policy"}, "id": f"{n}-{depth}"}
-                    for n in failed
-                ]
-                response = AIMessage(content="", tool_calls=calls)
+                response = AIMessage(content="", tool_calls=[_call(n, depth) for n in failed])
             else:
                 response = AIMessage(content=ANSWER)
         input_tokens = count_tokens_approximately(messages)
@@ -208,13 +218,6 @@ class SimulatedChatModel(BaseChatModel):
             "output_tokens": output_tokens,
             "total_tokens": input_tokens + output_tokens,
         }
-        with self._log.lock:
-            if self.bound:
-                self._log.calls_with_tools += 1
-            else:
-                self._log.calls_without_tools += 1
-            self._log.input_tokens += input_tokens
-            self._log.output_tokens += output_tokens
         return response
 
     def _generate(
@@ -226,11 +229,13 @@ class SimulatedChatModel(BaseChatModel):
     ) -> ChatResult:
         if self.latency_s:
             time.sleep(self.latency_s)
-        return ChatResult(generations=[ChatGeneration(message=self._answer(messages))])
+        answer = self._answer(messages, bool(kwargs.get("tools")))
+        return ChatResult(generations=[ChatGeneration(message=answer)])
 
     async def _agenerate(
         self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
     ) -> ChatResult:
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
-        return ChatResult(generations=[ChatGeneration(message=self._answer(messages))])
+        answer = self._answer(messages, bool(kwargs.get("tools")))
+        return ChatResult(generations=[ChatGeneration(message=answer)])
