@@ -188,8 +188,9 @@ def test_bench_with_a_real_client_over_http(
     }
     script = [step for _ in ("graph", "middleware") for b in per_config.values() for step in b]
     with LoopbackProvider(script) as provider:
-        argv = ["bench", "--queries", "1", "--mix", "1/0/0", "--parallel", "0", "--out",
-                str(tmp_path), "--model", "openai:gpt-loopback", "--base-url", provider.base_url]  # fmt: skip
+        model = ["--model", "openai:gpt-loopback", "--base-url", provider.base_url]
+        shape = ["--queries", "1", "--mix", "1/0/0", "--parallel", "0"]
+        argv = ["bench", *shape, "--out", str(tmp_path), *model]
         assert main(argv, out=io.StringIO()) == 0
     assert provider.remaining == 0
     assert provider.rejected == []
