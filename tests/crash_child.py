@@ -11,8 +11,8 @@ from collections.abc import Iterator, MutableMapping
 from typing import Any
 
 from langchain_core.messages import HumanMessage
-from langgraph.checkpoint.sqlite import SqliteSaver
 
+from toolstop.checkpoints import open_checkpointer
 from toolstop.examples import make_write_record_tool
 from toolstop.testing import ScriptedChatModel, call
 from toolstop.testing.routers import ROUTERS
@@ -59,7 +59,8 @@ def pause(where: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--db", required=True)
+    parser.add_argument("--db", required=True, help="a SQLite path or a postgresql:// URL")
+    parser.add_argument("--thread", default="crash")
     parser.add_argument("--store", required=True)
     parser.add_argument("--router", default="graph")
     parser.add_argument("--resume", action="store_true")
@@ -67,8 +68,8 @@ def main() -> None:
     router = ROUTERS[args.router]
     model = ScriptedChatModel([call("write_record", key="order-1", value="paid")])
     tool = make_write_record_tool(RecordStore(args.store))
-    config: Any = {"configurable": {"thread_id": "crash"}}
-    with SqliteSaver.from_conn_string(args.db) as saver:
+    config: Any = {"configurable": {"thread_id": args.thread}}
+    with open_checkpointer(args.db) as saver:
         agent = router.build(model, [tool], policy=None, checkpointer=saver)
         inputs = None if args.resume else {"messages": [HumanMessage("Save order-1 as paid.")]}
         for update in agent.stream(inputs, config, stream_mode="updates", durability="sync"):

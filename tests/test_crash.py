@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +24,17 @@ CHILD = Path(__file__).with_name("crash_child.py")
 
 
 def drive(
-    db: Path, store: Path, router: str, *, kill_at: str | None, resume: bool = False
+    db: str,
+    store: Path,
+    router: str,
+    *,
+    kill_at: str | None,
+    resume: bool = False,
+    thread: str = "crash",
 ) -> dict[str, Any] | None:
     """Run the child; answer `go` at every pause except `kill_at`, where it gets SIGKILL."""
-    argv = [sys.executable, str(CHILD), "--db", str(db), "--store", str(store), "--router", router]
+    argv = [sys.executable, str(CHILD), "--db", db, "--store", str(store), "--router", router]
+    argv += ["--thread", thread]
     child = subprocess.Popen(
         [*argv, *(["--resume"] if resume else [])],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -71,16 +79,45 @@ BOUNDARIES = {
 }
 
 
+POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def postgres_available() -> bool:
+    try:
+        import psycopg
+
+        with psycopg.connect(POSTGRES_URL, connect_timeout=3):
+            return True
+    except Exception:
+        return False
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """A function point -> database for one crash scenario (a file, or a fresh thread in PG)."""
+    if request.param == "postgres":
+        pytest.importorskip("langgraph.checkpoint.postgres", reason="needs the `postgres` extra")
+        if not postgres_available():
+            pytest.skip(f"no PostgreSQL at {POSTGRES_URL}")
+        return lambda point: POSTGRES_URL
+    return lambda point: str(tmp_path / f"{point}.sqlite")
+
+
 @pytest.mark.parametrize("router", ROUTER_NAMES)
-def test_resume_after_kill_minus_nine_at_each_boundary(router: str, tmp_path: Path) -> None:
-    baseline = drive(tmp_path / "base.sqlite", tmp_path / "base-store.sqlite", router, kill_at=None)
+def test_resume_after_kill_minus_nine_at_each_boundary(
+    router: str, tmp_path: Path, backend: Any
+) -> None:
+    run = uuid.uuid4().hex[:8]
+    baseline = drive(
+        backend("base"), tmp_path / "base-store.sqlite", router, kill_at=None, thread=f"{run}-base"
+    )
     assert baseline is not None
     assert baseline["record"]["rule"] == "completed"
     survived = 0
     for point in BOUNDARIES[router]:
-        db, store = tmp_path / f"{point}.sqlite", tmp_path / f"{point}-store.sqlite"
-        assert drive(db, store, router, kill_at=point) is None  # killed
-        resumed = drive(db, store, router, kill_at=None, resume=True)
+        db, store, thread = backend(point), tmp_path / f"{point}-store.sqlite", f"{run}-{point}"
+        assert drive(db, store, router, kill_at=point, thread=thread) is None  # killed
+        resumed = drive(db, store, router, kill_at=None, resume=True, thread=thread)
         assert resumed is not None, point
         assert writes(store) == 1, f"{point}: the record was applied {writes(store)} times"
         assert resumed["record"]["rule"] == baseline["record"]["rule"] == "completed"
