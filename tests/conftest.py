@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -38,3 +39,20 @@ def _no_network(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(socket.socket, "connect", guarded)
     yield
+
+
+POSTGRES_URL = os.environ.get("TOOLSTOP_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """The test PostgreSQL (127.0.0.1:5432, database `test`); skips cleanly where there is none."""
+    pytest.importorskip("langgraph.checkpoint.postgres", reason="needs the `postgres` extra")
+    try:
+        import psycopg
+
+        with psycopg.connect(POSTGRES_URL, connect_timeout=3):
+            pass
+    except Exception as error:
+        pytest.skip(f"no PostgreSQL at {POSTGRES_URL}: {error}")
+    return POSTGRES_URL

@@ -19,27 +19,12 @@ from toolstop.testing import ScriptedChatModel, assert_valid_history, call, forc
 
 pytest.importorskip("langgraph.checkpoint.sqlite", reason="needs the `sqlite` extra")
 
-POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
-
-
-def postgres_available() -> bool:
-    try:
-        import psycopg
-
-        with psycopg.connect(POSTGRES_URL, connect_timeout=3):
-            return True
-    except Exception:
-        return False
-
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return str(tmp_path / "threads.sqlite")
-    pytest.importorskip("langgraph.checkpoint.postgres", reason="needs the `postgres` extra")
-    if not postgres_available():
-        pytest.skip(f"no PostgreSQL at {POSTGRES_URL}")
-    return POSTGRES_URL
+    return str(request.getfixturevalue("postgres_url"))
 
 
 def demo(*argv: str) -> str:

@@ -79,27 +79,12 @@ BOUNDARIES = {
 }
 
 
-POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
-
-
-def postgres_available() -> bool:
-    try:
-        import psycopg
-
-        with psycopg.connect(POSTGRES_URL, connect_timeout=3):
-            return True
-    except Exception:
-        return False
-
-
 @pytest.fixture(params=["sqlite", "postgres"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     """A function point -> database for one crash scenario (a file, or a fresh thread in PG)."""
     if request.param == "postgres":
-        pytest.importorskip("langgraph.checkpoint.postgres", reason="needs the `postgres` extra")
-        if not postgres_available():
-            pytest.skip(f"no PostgreSQL at {POSTGRES_URL}")
-        return lambda point: POSTGRES_URL
+        url = str(request.getfixturevalue("postgres_url"))
+        return lambda point: url
     return lambda point: str(tmp_path / f"{point}.sqlite")
 
 

@@ -13,7 +13,7 @@ from toolstop.graph import build_react_graph
 from toolstop.legacy import create_react_agent
 from toolstop.policy import StopPolicy
 
-__all__ = ["ROUTERS", "Router", "available_routers", "has_agents", "run_agent"]
+__all__ = ["ROUTERS", "Router", "arun_agent", "available_routers", "has_agents", "run_agent"]
 
 Builder = Callable[..., Any]
 """`build(model, tools, *, policy, checkpointer) -> compiled graph`."""
@@ -109,8 +109,27 @@ def run_agent(
     final: dict[str, Any] = {}
     inputs = {"messages": [HumanMessage(content=question)]}
     for mode, chunk in agent.stream(inputs, config, stream_mode=["updates", "values"]):
-        if mode == "updates":
-            path.extend(n for n in chunk if not path or path[-1] != n)
-        else:
-            final = chunk
+        final = _collect(path, final, mode, chunk)
     return path, final
+
+
+async def arun_agent(
+    agent: Any,
+    question: str = "q",
+    config: dict[str, Any] | None = None,
+) -> tuple[list[str], dict[str, Any]]:
+    """`run_agent`, through `astream`."""
+    path: list[str] = []
+    final: dict[str, Any] = {}
+    inputs = {"messages": [HumanMessage(content=question)]}
+    async for mode, chunk in agent.astream(inputs, config, stream_mode=["updates", "values"]):
+        final = _collect(path, final, mode, chunk)
+    return path, final
+
+
+def _collect(path: list[str], final: dict[str, Any], mode: str, chunk: Any) -> dict[str, Any]:
+    """Extend `path` with an update's nodes (a step once); return the latest values."""
+    if mode == "updates":
+        path.extend(node for node in chunk if not path or path[-1] != node)
+        return final
+    return dict(chunk)
