@@ -19,6 +19,9 @@ def blocks(page: Path) -> list[str]:
 def test_every_python_block_runs_in_order(page: Path) -> None:
     """A page's blocks run top to bottom in one namespace, as a reader pasting them would."""
     pytest.importorskip("langchain.agents", reason="the docs' middleware examples need langchain")
+    required = re.search(r"<!-- requires: ([\w. ]+) -->", page.read_text(encoding="utf-8"))
+    for module in required.group(1).split() if required else []:
+        pytest.importorskip(module, reason=f"{page.name} needs {module}")
     namespace: dict[str, object] = {"__name__": f"docs.{page.stem}"}
     for index, block in enumerate(blocks(page)):
         exec(compile(block, f"{page.name} python block {index}", "exec"), namespace)
