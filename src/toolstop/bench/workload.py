@@ -22,11 +22,11 @@ from typing import Any
 from langchain_core.callbacks import BaseCallbackHandler, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import BaseTool, StructuredTool
 
 from toolstop.outcome import Outcome, signal
+from toolstop.testing.scripted import approximate_usage
 
 __all__ = [
     "MAX_TRANSIENT",
@@ -211,13 +211,7 @@ class SimulatedChatModel(BaseChatModel):
                 response = AIMessage(content="", tool_calls=[_call(n, depth) for n in failed])
             else:
                 response = AIMessage(content=ANSWER)
-        input_tokens = count_tokens_approximately(messages)
-        output_tokens = count_tokens_approximately([response])
-        response.usage_metadata = {
-            "input_tokens": input_tokens,
-            "output_tokens": output_tokens,
-            "total_tokens": input_tokens + output_tokens,
-        }
+        response.usage_metadata = approximate_usage(messages, response)
         return response
 
     def _generate(

@@ -10,6 +10,7 @@ from typing import Any
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, ToolCall
+from langchain_core.messages.ai import UsageMetadata
 from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
@@ -17,7 +18,15 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import PrivateAttr
 
-__all__ = ["ModelCall", "ScriptExhaustedError", "ScriptStep", "ScriptedChatModel", "call", "turn"]
+__all__ = [
+    "ModelCall",
+    "ScriptExhaustedError",
+    "ScriptStep",
+    "ScriptedChatModel",
+    "approximate_usage",
+    "call",
+    "turn",
+]
 
 ScriptStep = AIMessage | str | ToolCall | Sequence[ToolCall]
 """One scripted answer: an AIMessage, a final text, one tool call, or a parallel turn of calls."""
@@ -75,6 +84,17 @@ class _Script:
     position: int = 0
     calls: list[ModelCall] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def approximate_usage(messages: Sequence[BaseMessage], response: AIMessage) -> UsageMetadata:
+    """`usage_metadata` for a simulated answer, from langchain-core's approximate counter."""
+    input_tokens = count_tokens_approximately(messages)
+    output_tokens = count_tokens_approximately([response])
+    return UsageMetadata(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        total_tokens=input_tokens + output_tokens,
+    )
 
 
 def _as_message(step: ScriptStep, index: int) -> AIMessage:
@@ -174,13 +194,7 @@ class ScriptedChatModel(BaseChatModel):
                 raise ScriptExhaustedError(msg, messages=messages, tools=self.bound_tools)
             response = script.steps[script.position].model_copy(deep=True)
             script.position += 1
-            input_tokens = count_tokens_approximately(messages)
-            output_tokens = count_tokens_approximately([response])
-            response.usage_metadata = {
-                "input_tokens": input_tokens,
-                "output_tokens": output_tokens,
-                "total_tokens": input_tokens + output_tokens,
-            }
+            response.usage_metadata = approximate_usage(messages, response)
             script.calls.append(
                 ModelCall(messages=tuple(messages), tools=self.bound_tools, response=response)
             )
