@@ -212,9 +212,13 @@ def test_retry_budget() -> None:
 
 def test_step_budget() -> None:
     messages = turn_of(("timeout", RETRY))
-    assert decide(messages, remaining_steps=4).stop is False
-    decision = decide(messages, remaining_steps=3)
+    # the next model call has 3 steps left: a tool turn (tools, a stop node) still ends at 1
+    assert decide(messages, remaining_steps=3).stop is False
+    decision = decide(messages, remaining_steps=2)
     assert (decision.stop, decision.rule) == (True, Rule.STEP_BUDGET)
+    # a longer loop (other middleware's nodes) needs more steps
+    assert decide(messages, remaining_steps=5, loop_steps=4).stop is False
+    assert decide(messages, remaining_steps=4, loop_steps=4).rule is Rule.STEP_BUDGET
     # an artifact stop wins over the step budget
     assert decide(turn_of(("page", DONE)), remaining_steps=2).rule is Rule.COMPLETED
 

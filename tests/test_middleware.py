@@ -69,7 +69,7 @@ def test_a_refusal_is_recorded_as_policy_block_never_as_completed(guard_first: b
     agent = create_agent(model, tools, middleware=middleware)
     path, state = run(agent)
     model.assert_complete()
-    assert path == ["model", "tools", "model"]
+    assert path == ["model", "tools", "model", "StopOnArtifact.after_agent"]
     assert state["stop_record"]["rule"] == "policy_block"
     assert state["messages"][-1].content == StopPolicy().policy_block_message
     assert all(SECRET_PAGE not in str(m.content) for m in state["messages"])

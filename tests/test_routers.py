@@ -14,7 +14,7 @@ from langgraph.errors import GraphRecursionError
 
 from helpers import arun, run
 from routers import ROUTERS, Router
-from toolstop import Outcome, StopPolicy, signal
+from toolstop import Outcome, StopPolicy, ToolstopConfigError, signal
 from toolstop.examples import make_search_tool
 from toolstop.testing import ScriptedChatModel, assert_valid_history, call, forced_tool, turn
 
@@ -230,7 +230,7 @@ def test_transient_forever_ends_with_the_retry_budget(router: Router) -> None:
     agent, model = build(router, [call("lookup")] * 4, forced_tool("lookup", RETRY), policy=policy)
     path, state = run(agent)
     model.assert_complete()  # 4 calls: the first try and 3 retries
-    assert path[-1] == router.stop_node
+    assert path == router.path(*["model", "tools"] * 4, "stop")
     record = state["stop_record"]
     assert (record["rule"], record["transient_retries"], record["model_calls"]) == (
         "retry_budget",
@@ -245,6 +245,10 @@ def test_transient_forever_ends_with_the_retry_budget(router: Router) -> None:
 def test_step_budget_ends_before_the_recursion_limit(router: Router, limit: int) -> None:
     policy = StopPolicy(max_transient_retries=None)
     agent, _ = build(router, [call("lookup")] * 20, forced_tool("lookup", RETRY), policy=policy)
+    if router.end_nodes and limit < 3:  # model, after_agent: no run fits; a named error
+        with pytest.raises(ToolstopConfigError, match="recursion_limit of at least 3"):
+            agent.invoke({"messages": [HumanMessage("q")]}, {"recursion_limit": limit})
+        return
     try:
         state = agent.invoke({"messages": [HumanMessage("q")]}, {"recursion_limit": limit})
     except GraphRecursionError:  # pragma: no cover - this is the failure being tested

@@ -1,8 +1,8 @@
 """`decide`: the one pure function every router is a thin shell around.
 
-It reads the current turn from the end of the message list (the ToolMessages answering the last
-AIMessage's tool calls) and never the rest, so its cost is O(tool calls in the turn), independent
-of how long the conversation is.
+It reads the current turn from the end of the message list (the last AIMessage and the
+ToolMessages after it that answer its tool calls) and never the rest, so its cost is O(messages
+since the last AIMessage), independent of how long the conversation is.
 """
 
 from __future__ import annotations
@@ -18,21 +18,17 @@ from toolstop.outcome import Outcome
 from toolstop.policy import StopPolicy
 
 __all__ = [
-    "LOOP_STEPS",
+    "PROBLEMS_NOT_INVALID",
     "CallSignal",
     "Decision",
     "Problem",
     "Rule",
+    "Turn",
+    "current_turn",
     "decide",
+    "decide_turn",
     "read_signal",
 ]
-
-LOOP_STEPS = 4
-"""Graph steps a further loop needs from the tools step: agent, tools, and a stop node, plus one.
-
-A router that sees fewer `remaining_steps` than this stops with rule `step_budget` instead of
-letting LangGraph raise `GraphRecursionError` one loop later.
-"""
 
 
 class Rule(StrEnum):
@@ -63,6 +59,13 @@ class Problem(StrEnum):
     UNTRUSTED = "untrusted"
     """An adapter marked the signal as coming from a source the application does not trust
     (e.g. an MCP server off the allowlist): `{"untrusted": true, ...}`."""
+    REJECTED = "rejected"
+    """A human reviewer rejected the call (langchain's `HumanInTheLoopMiddleware`); the tool never
+    ran. A decision, not a failure: it goes back to the model and spends no retry budget."""
+
+
+PROBLEMS_NOT_INVALID = frozenset({Problem.REJECTED})
+"""Problems that are not a tool's bug: recorded by what they are, not in `invalid_signals`."""
 
 
 _REASONS = {o.value: o for o in Outcome}
@@ -141,7 +144,7 @@ def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
         return CallSignal(tool=name, tool_call_id=call_id, reason=None, stop=False, problem=problem)
 
     if getattr(message, "status", "success") == "error":
-        return invalid(Problem.TOOL_ERROR)
+        return invalid(Problem.REJECTED if _human_rejected(message) else Problem.TOOL_ERROR)
     try:
         artifact = message.artifact
         if artifact is None:
@@ -172,21 +175,83 @@ def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
     return CallSignal(tool=name, tool_call_id=call_id, reason=reason, stop=stop)
 
 
-def _current_turn(messages: Sequence[BaseMessage]) -> tuple[CallSignal, ...]:
-    """Signals of the trailing ToolMessages, in the order of the AIMessage's tool calls."""
-    end = len(messages)
-    start = end
-    while start > 0 and isinstance(messages[start - 1], ToolMessage):
-        start -= 1
-    results = [m for m in messages[start:end] if isinstance(m, ToolMessage)]
+_REJECTION_TEXT = "User rejected the tool call for `"
+
+
+def _human_rejected(message: ToolMessage) -> bool:
+    """True for the error ToolMessage langchain's `HumanInTheLoopMiddleware` adds on a reject.
+
+    langchain >= 1.5 marks it (`additional_kwargs["lc_source"] == "hitl_interrupt_decision"`,
+    `lc_data["decision"] == "reject"`). Earlier releases add an unmarked message; it is known by
+    the text langchain writes into it and by carrying no artifact (the tool never ran). This only
+    changes what a call that goes back to the model is counted as; it can never cause a stop.
+    """
+    extra = message.additional_kwargs
+    if extra.get("lc_source") == "hitl_interrupt_decision":
+        data = extra.get("lc_data")
+        return isinstance(data, dict) and data.get("decision") == "reject"
+    content = message.content
+    return (
+        message.artifact is None
+        and isinstance(content, str)
+        and content.startswith(_REJECTION_TEXT)
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Turn:
+    """The current tool turn: the last AIMessage and the ToolMessages after it.
+
+    Attributes:
+        asking: The AIMessage whose tool calls the turn answers (`None` when the results follow
+            no AIMessage, e.g. a hand-made message list).
+        results: The ToolMessages after it, in message order. Messages of other types between
+            them (a hook's reminder, a summary) are skipped.
+    """
+
+    asking: AIMessage | None
+    results: tuple[ToolMessage, ...]
+
+    @property
+    def id(self) -> str | None:
+        """The asking AIMessage's id: which turn this is (`None` when unknown)."""
+        return self.asking.id if self.asking is not None else None
+
+
+def current_turn(messages: Sequence[BaseMessage]) -> Turn | None:
+    """The tool turn at the end of `messages`, or `None` when there is none.
+
+    Scans back to the last AIMessage and no further. The turn exists when that AIMessage asked
+    for tool calls (or, with no AIMessage at all, when ToolMessages are present); messages of
+    other types after the results (a `before_model` hook's reminder) do not hide it.
+    """
+    results: list[ToolMessage] = []
+    index = len(messages) - 1
+    while index >= 0:
+        message = messages[index]
+        if isinstance(message, AIMessage):
+            if not message.tool_calls:
+                return None
+            results.reverse()
+            return Turn(asking=message, results=tuple(results))
+        if isinstance(message, ToolMessage):
+            results.append(message)
+        index -= 1
     if not results:
+        return None
+    results.reverse()
+    return Turn(asking=None, results=tuple(results))
+
+
+def _signals(turn: Turn | None) -> tuple[CallSignal, ...]:
+    """Signals of the turn's results, in the order of the AIMessage's tool calls."""
+    if turn is None or not turn.results:
         return ()
-    asking = messages[start - 1] if start > 0 else None
-    calls = asking.tool_calls if isinstance(asking, AIMessage) else []
+    calls = turn.asking.tool_calls if turn.asking is not None else []
     if not calls:
-        return tuple(read_signal(m) for m in results)
+        return tuple(read_signal(m) for m in turn.results)
     by_id: dict[str, ToolMessage] = {}
-    for m in results:
+    for m in turn.results:
         by_id.setdefault(m.tool_call_id, m)
     signals: list[CallSignal] = []
     for call in calls:
@@ -229,19 +294,13 @@ def _stopping(signals: tuple[CallSignal, ...], policy: StopPolicy) -> tuple[Call
     )
 
 
-def _relay(
-    messages: Sequence[BaseMessage], deciding: tuple[CallSignal, ...]
-) -> str | list[str | dict[str, Any]]:
+def _relay(turn: Turn | None, deciding: tuple[CallSignal, ...]) -> str | list[str | dict[str, Any]]:
     """The deciding calls' content: verbatim for one, text joined in tool-call order for several."""
     wanted = {s.tool_call_id for s in deciding}
     contents: dict[str, str | list[str | dict[str, Any]]] = {}
-    index = len(messages) - 1
-    while index >= 0 and isinstance(messages[index], ToolMessage):
-        message = messages[index]
-        assert isinstance(message, ToolMessage)
+    for message in turn.results if turn is not None else ():
         if message.tool_call_id in wanted:
-            contents[message.tool_call_id] = message.content
-        index -= 1
+            contents.setdefault(message.tool_call_id, message.content)
     ordered = [contents.get(s.tool_call_id, "") for s in deciding]
     if len(ordered) == 1:
         return ordered[0]
@@ -267,17 +326,23 @@ def decide(
     *,
     transient_count: int = 0,
     remaining_steps: int | None = None,
+    loop_steps: int = 2,
 ) -> Decision:
     """Decide whether the run stops after the current tool turn.
 
     Args:
-        messages: The thread's whole message list. Only the trailing ToolMessages and the
-            AIMessage whose tool calls they answer are read.
+        messages: The thread's whole message list. Only the current turn is read: the last
+            AIMessage and the ToolMessages after it (see `current_turn`).
         policy: The stop policy; `StopPolicy()` when omitted.
         transient_count: Transient failures already sent back to the model in this run (before
             this turn). With this turn's they are checked against `max_transient_retries`.
-        remaining_steps: LangGraph's `remaining_steps` as seen after the tools step, or `None`
-            when unknown (no step budget).
+        remaining_steps: LangGraph's remaining steps at the node that would call the model next,
+            or `None` when unknown (no step budget). A run can only end at a node that still has
+            at least one step left.
+        loop_steps: The nodes a further tool turn needs after that node until the run can end
+            (2 for `agent -> tools -> finalize`; more when other nodes run in the loop or after
+            the final answer). With no more steps than this left, the run stops with
+            `step_budget` instead of letting LangGraph raise `GraphRecursionError`.
 
     Returns:
         A `Decision`. Precedence: a stop asked for by the signals (per `policy.parallel`), then
@@ -287,11 +352,27 @@ def decide(
     Deliberately not handled: the content of tool messages is never parsed (text that looks like
     `{"stop": true}` is just text), and messages before the current turn are never read.
     """
-    policy = policy if policy is not None else StopPolicy()
-    signals = _current_turn(messages)
-    transient = sum(
-        1 for s in signals if s.reason is Outcome.TRANSIENT or s.problem is Problem.TOOL_ERROR
+    return decide_turn(
+        current_turn(messages),
+        policy,
+        transient_count=transient_count,
+        remaining_steps=remaining_steps,
+        loop_steps=loop_steps,
     )
+
+
+def decide_turn(
+    turn: Turn | None,
+    policy: StopPolicy | None = None,
+    *,
+    transient_count: int = 0,
+    remaining_steps: int | None = None,
+    loop_steps: int = 2,
+) -> Decision:
+    """`decide` for a turn already found with `current_turn` (the routers' entry point)."""
+    policy = policy if policy is not None else StopPolicy()
+    signals = _signals(turn)
+    transient = sum(1 for s in signals if _is_transient(s))
     rule = Rule.NONE
     deciding = _stopping(signals, policy)
     if deciding:
@@ -304,13 +385,11 @@ def decide(
         and transient_count + transient > policy.max_transient_retries
     ):
         rule = Rule.RETRY_BUDGET
-        deciding = tuple(
-            s for s in signals if s.reason is Outcome.TRANSIENT or s.problem is Problem.TOOL_ERROR
-        )
+        deciding = tuple(s for s in signals if _is_transient(s))
     would_stop = None
     if rule is not Rule.NONE and policy.mode == "never":
         would_stop, rule = rule, Rule.NONE
-    out_of_steps = remaining_steps is not None and remaining_steps < LOOP_STEPS
+    out_of_steps = remaining_steps is not None and remaining_steps <= loop_steps
     if rule is Rule.NONE and signals and out_of_steps:
         rule = Rule.STEP_BUDGET
     if rule is Rule.NONE:
@@ -330,13 +409,18 @@ def decide(
         signals=signals,
         deciding=deciding,
         transient_in_turn=transient,
-        relay=_relay_for(rule, messages, deciding, policy),
+        relay=_relay_for(rule, turn, deciding, policy),
     )
+
+
+def _is_transient(signal: CallSignal) -> bool:
+    """Counts against the retry budget: a transient failure, or a tool exception."""
+    return signal.reason is Outcome.TRANSIENT or signal.problem is Problem.TOOL_ERROR
 
 
 def _relay_for(
     rule: Rule,
-    messages: Sequence[BaseMessage],
+    turn: Turn | None,
     deciding: tuple[CallSignal, ...],
     policy: StopPolicy,
 ) -> str | list[str | dict[str, Any]]:
@@ -347,4 +431,4 @@ def _relay_for(
         return policy.retry_budget_message
     if rule is Rule.STEP_BUDGET:
         return policy.step_budget_message
-    return _relay(messages, deciding)
+    return _relay(turn, deciding)

@@ -31,7 +31,7 @@ def diagrams() -> dict[str, str]:
 
         from toolstop.middleware import StopOnArtifact
 
-        drawn["create_agent + StopOnArtifact (no node added)"] = create_agent(
+        drawn["create_agent + StopOnArtifact (one node per run)"] = create_agent(
             ScriptedChatModel([]), [tool], middleware=[StopOnArtifact()]
         )
     return {title: graph.get_graph().draw_mermaid() for title, graph in drawn.items()}

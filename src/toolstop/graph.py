@@ -15,13 +15,17 @@ from langgraph.managed import RemainingSteps
 from langgraph.prebuilt import ToolNode
 
 from toolstop._shell import (
-    after_model,
+    RUN_KEY,
+    RunState,
+    answered,
+    begin_turn,
+    finish,
+    open_run,
     plain_answer,
-    publish_run_end,
     relay_message,
-    turn_start,
+    turn_event,
 )
-from toolstop.decision import Decision, decide
+from toolstop.decision import Decision, Turn, current_turn, decide
 from toolstop.errors import ToolstopConfigError
 from toolstop.policy import StopPolicy
 from toolstop.record import StopRecord, count_model_call
@@ -32,21 +36,38 @@ try:  # private, but stable across langgraph 0.6.6 - 1.2; a fallback keeps us wo
 except ImportError:  # pragma: no cover - depends on the langgraph version
     _RunnableCallable = None
 
-__all__ = ["ReactState", "build_react_graph", "reject_return_direct", "route_after_agent"]
+__all__ = [
+    "ReactIO",
+    "ReactState",
+    "build_react_graph",
+    "compile_react_graph",
+    "reject_return_direct",
+    "route_after_agent",
+]
 
 
-class ReactState(TypedDict):
-    """State of the hand-built graph.
+class ReactIO(TypedDict):
+    """What the hand-built graph takes and returns.
 
     Attributes:
         messages: The conversation (LangGraph's `add_messages` reducer).
-        remaining_steps: LangGraph's managed step counter (read for the step budget).
-        stop_record: The record of the latest run (see `toolstop.StopRecord`).
+        stop_record: The record of the thread's latest finished run (see `toolstop.StopRecord`).
     """
 
     messages: Annotated[list[AnyMessage], add_messages]
-    remaining_steps: RemainingSteps
     stop_record: NotRequired[StopRecord]
+
+
+class ReactState(ReactIO):
+    """State of the hand-built graph: its input and output, plus toolstop's private keys.
+
+    Attributes:
+        remaining_steps: LangGraph's managed step counter (read for the step budget).
+        toolstop_run: The run in progress (see `toolstop._shell.RunState`); not in the output.
+    """
+
+    remaining_steps: RemainingSteps
+    toolstop_run: NotRequired[RunState]
 
 
 def _node(func: Callable[..., Any], afunc: Callable[..., Any], name: str) -> Runnable[Any, Any]:
@@ -97,6 +118,11 @@ def _prompt_messages(prompt: str | SystemMessage | None) -> list[BaseMessage]:
     raise ToolstopConfigError(msg)
 
 
+GRAPH_LOOP_STEPS = 2
+"""Nodes a tool turn needs on the hand-built graph after `agent` until the run can end: `tools`,
+then `finalize` (or `polish`, or `agent` answering without tools)."""
+
+
 class _Nodes:
     """The graph's nodes and its tools router, sharing one policy. Each is a thin shell."""
 
@@ -106,85 +132,111 @@ class _Nodes:
         tools: Sequence[BaseTool],
         policy: StopPolicy,
         prompt: str | SystemMessage | None,
+        name: str | None,
     ) -> None:
         self.policy = policy
         self.prompt = _prompt_messages(prompt)
         self.model = model
+        self.name = name
         self.bound: Runnable[Any, Any] = model.bind_tools(list(tools))
 
-    def _start(self, state: ReactState) -> tuple[Decision | None, StopRecord]:
-        return turn_start(
-            state["messages"],
-            state.get("stop_record"),
+    def _begin(self, state: ReactState) -> tuple[Decision | None, RunState, Turn | None]:
+        """The run this node belongs to, with the tool turn just executed folded in."""
+        turn = current_turn(state["messages"])
+        run = open_run(state.get("toolstop_run"), state.get("stop_record"), self.policy, turn)
+        decision, run = begin_turn(
+            run,
+            turn,
             self.policy,
             remaining_steps=state.get("remaining_steps"),
+            loop_steps=GRAPH_LOOP_STEPS,
         )
+        return decision, run, turn
 
-    def _answer(
-        self, state: ReactState, record: StopRecord, response: AIMessage, config: RunnableConfig
-    ) -> dict[str, Any]:
-        answer, record = after_model(
-            record,
-            response,
-            self.policy,
-            remaining_steps=state.get("remaining_steps"),
-            config=config,
-        )
-        return {"messages": [answer], "stop_record": record}
-
-    def _stop(self, state: ReactState) -> tuple[Decision, StopRecord]:
-        decision, record = self._start(state)
+    def _stop(self, state: ReactState) -> tuple[Decision, RunState, Turn | None]:
+        decision, run, turn = self._begin(state)
         if decision is None or not decision.stop:  # pragma: no cover - routers share `decide`
             msg = "toolstop bug: a stop node ran for a turn that does not stop"
             raise AssertionError(msg)
-        return decision, record
+        turn_event(decision, turn, run)
+        return decision, run, turn
+
+    def _messages(self, state: ReactState) -> list[BaseMessage]:
+        return self.prompt + list(state["messages"])
+
+    def _named(self, answer: BaseMessage) -> BaseMessage:
+        if self.name is not None and isinstance(answer, AIMessage):
+            answer.name = self.name
+        return answer
+
+    def _end(self, run: RunState, answer: AIMessage, config: RunnableConfig) -> dict[str, Any]:
+        record, run = finish(run, config)
+        return {"messages": [answer], "stop_record": record, RUN_KEY: run}
+
+    def _answer(
+        self, state: ReactState, run: RunState, response: AIMessage, config: RunnableConfig
+    ) -> dict[str, Any]:
+        answer, run = answered(
+            run,
+            self._named(response),  # type: ignore[arg-type]
+            self.policy,
+            remaining_steps=state.get("remaining_steps"),
+            loop_steps=GRAPH_LOOP_STEPS,
+            name=self.name,
+        )
+        if answer.tool_calls:
+            return {"messages": [answer], RUN_KEY: run}
+        return self._end(run, answer, config)
 
     # -- nodes -----------------------------------------------------------------------------
     def agent(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
-        _, record = self._start(state)
-        response = self.bound.invoke(self.prompt + list(state["messages"]), config)
-        return self._answer(state, record, response, config)
+        decision, run, turn = self._begin(state)
+        turn_event(decision, turn, run)
+        response = self.bound.invoke(self._messages(state), config)
+        return self._answer(state, run, response, config)
 
     async def aagent(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
-        _, record = self._start(state)
-        response = await self.bound.ainvoke(self.prompt + list(state["messages"]), config)
-        return self._answer(state, record, response, config)
+        decision, run, turn = self._begin(state)
+        turn_event(decision, turn, run)
+        response = await self.bound.ainvoke(self._messages(state), config)
+        return self._answer(state, run, response, config)
 
     def finalize(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
-        decision, record = self._stop(state)
-        publish_run_end(record, config)
-        return {"messages": [relay_message(decision.relay, decision.rule)], "stop_record": record}
+        decision, run, _ = self._stop(state)
+        return self._end(run, relay_message(decision.relay, decision.rule, name=self.name), config)
 
     async def afinalize(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
         return self.finalize(state, config)
 
     def polish(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
-        _, record = self._stop(state)
-        response = self.model.invoke(self.prompt + list(state["messages"]), config)
-        return self._polished(record, response, config)
+        _, run, _ = self._stop(state)
+        response = self.model.invoke(self._messages(state), config)
+        return self._polished(run, response, config)
 
     async def apolish(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
-        _, record = self._stop(state)
-        response = await self.model.ainvoke(self.prompt + list(state["messages"]), config)
-        return self._polished(record, response, config)
+        _, run, _ = self._stop(state)
+        response = await self.model.ainvoke(self._messages(state), config)
+        return self._polished(run, response, config)
 
     def _polished(
-        self, record: StopRecord, response: BaseMessage, config: RunnableConfig
+        self, run: RunState, response: BaseMessage, config: RunnableConfig
     ) -> dict[str, Any]:
-        answer = plain_answer(response)
-        record = count_model_call(record, answer)
-        publish_run_end(record, config)
-        return {"messages": [answer], "stop_record": record}
+        answer = plain_answer(self._named(response))
+        run = {**run, "record": count_model_call(run["record"], answer)}
+        return self._end(run, answer, config)
 
     # -- router ----------------------------------------------------------------------------
     def route_after_tools(self, state: ReactState) -> Literal["agent", "finalize", "polish"]:
         """Back to `agent`, or to the stop node the policy's mode asks for."""
-        record = state.get("stop_record")
+        run = state.get("toolstop_run")
+        remaining = state.get("remaining_steps")
         decision = decide(
             state["messages"],
             self.policy,
-            transient_count=record["transient_retries"] if record else 0,
-            remaining_steps=state.get("remaining_steps"),
+            transient_count=run["record"]["transient_retries"] if run else 0,
+            # the node after `tools` runs one step later
+            remaining_steps=None if remaining is None else remaining - 1,
+            loop_steps=GRAPH_LOOP_STEPS,
         )
         if not decision.stop:
             return "agent"
@@ -223,11 +275,14 @@ def build_react_graph(
         interrupt_before: Node names to interrupt before, passed to `compile`.
         interrupt_after: Node names to interrupt after, passed to `compile`.
         debug: LangGraph's debug flag, passed to `compile`.
-        name: The compiled graph's name.
+        name: The agent's name: the compiled graph's name (default `"toolstop"`) and, when
+            given, the `name` of every AIMessage it adds (model answers and relays), as
+            LangGraph's `create_react_agent` does, so multi-agent setups can attribute them.
 
     Returns:
-        The compiled graph (`invoke`, `ainvoke`, `stream`, `astream`). Its state holds
-        `messages`, `remaining_steps` and `stop_record`.
+        The compiled graph (`invoke`, `ainvoke`, `stream`, `astream`). It takes and returns
+        `messages` and `stop_record`; its state also holds LangGraph's `remaining_steps` and
+        toolstop's private `toolstop_run` (the run in progress).
 
     Raises:
         ToolstopConfigError: if a tool has `return_direct=True`, or the prompt is of a wrong type.
@@ -235,15 +290,42 @@ def build_react_graph(
     Deliberately not handled: callable or dynamic prompts, structured responses, dynamic models
     (use `create_agent` with `StopOnArtifact` for those).
     """
+    return compile_react_graph(
+        model,
+        tools,
+        policy=policy,
+        prompt=prompt,
+        compile_kwargs={
+            "checkpointer": checkpointer,
+            "store": store,
+            "interrupt_before": interrupt_before,
+            "interrupt_after": interrupt_after,
+            "debug": debug,
+            "name": name or "toolstop",
+        },
+        agent_name=name,
+    )
+
+
+def compile_react_graph(
+    model: BaseChatModel,
+    tools: Sequence[BaseTool | Callable[..., Any]] | ToolNode,
+    *,
+    policy: StopPolicy | None,
+    prompt: str | SystemMessage | None,
+    compile_kwargs: dict[str, Any],
+    agent_name: str | None,
+) -> Any:
+    """`build_react_graph` with the compile arguments and the agent's name given separately."""
     policy = policy if policy is not None else StopPolicy()
     if isinstance(tools, ToolNode):
         tool_node = tools
     else:
         tool_node = ToolNode(list(tools), handle_tool_errors=True)
     reject_return_direct(list(tool_node.tools_by_name.values()), "build_react_graph")
-    nodes = _Nodes(model, list(tool_node.tools_by_name.values()), policy, prompt)
+    nodes = _Nodes(model, list(tool_node.tools_by_name.values()), policy, prompt, agent_name)
 
-    graph = StateGraph(ReactState)
+    graph = StateGraph(ReactState, input_schema=ReactIO, output_schema=ReactIO)
     graph.add_node("agent", _node(nodes.agent, nodes.aagent, "agent"))
     graph.add_node("tools", tool_node)
     graph.add_node("finalize", _node(nodes.finalize, nodes.afinalize, "finalize"))
@@ -256,11 +338,4 @@ def build_react_graph(
     graph.add_conditional_edges("agent", route_after_agent, ["tools", END])
     graph.add_conditional_edges("tools", nodes.route_after_tools, targets)
     graph.add_edge("finalize", END)
-    return graph.compile(
-        checkpointer=checkpointer,
-        store=store,
-        interrupt_before=interrupt_before,
-        interrupt_after=interrupt_after,
-        debug=debug,
-        name=name or "toolstop",
-    )
+    return graph.compile(**compile_kwargs)

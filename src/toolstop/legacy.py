@@ -17,7 +17,7 @@ from langchain_core.tools import BaseTool
 from langgraph.prebuilt import ToolNode
 
 from toolstop.errors import ToolstopConfigError
-from toolstop.graph import build_react_graph
+from toolstop.graph import compile_react_graph
 from toolstop.policy import StopPolicy
 
 __all__ = ["create_react_agent"]
@@ -78,7 +78,8 @@ def create_react_agent(
         debug: LangGraph's debug flag.
         version: Accepted for compatibility; tool calls of a turn always run in one `tools` step
             (langgraph's "v1" layout), which the turn-wide decision needs.
-        name: The graph's name.
+        name: The agent's name: the graph's name (default `"LangGraph"`) and, when given, the
+            `name` of every AIMessage it adds (model answers and relays), like LangGraph's own.
         policy: toolstop's `StopPolicy`.
         **unsupported: `response_format`, `pre_model_hook`, `post_model_hook`, `state_schema`,
             `context_schema` and `config_schema` are refused with a clear error.
@@ -102,15 +103,18 @@ def create_react_agent(
     if version not in ("v1", "v2"):
         msg = f"version must be 'v1' or 'v2', got {version!r}"
         raise ToolstopConfigError(msg)
-    return build_react_graph(
+    return compile_react_graph(
         _resolve_model(model),
         tools,
         policy=policy,
         prompt=prompt,
-        checkpointer=checkpointer,
-        store=store,
-        interrupt_before=interrupt_before,
-        interrupt_after=interrupt_after,
-        debug=debug,
-        name=name or "LangGraph",
+        compile_kwargs={
+            "checkpointer": checkpointer,
+            "store": store,
+            "interrupt_before": interrupt_before,
+            "interrupt_after": interrupt_after,
+            "debug": debug,
+            "name": name or "LangGraph",
+        },
+        agent_name=name,
     )

@@ -1,20 +1,25 @@
-"""`StopOnArtifact`: the stop contract as `create_agent` middleware (langchain >= 1.4).
+"""`StopOnArtifact`: the stop contract as `create_agent` middleware.
 
 It decides in `wrap_model_call`, just before the model would be called after a tool turn: when
 the turn says stop it answers with the relay *instead of* calling the model, and the agent ends
-because the "model" answered without tool calls. That adds no graph node. The article's
+because the "model" answered without tool calls. That adds no node to the loop. The article's
 alternative, a `before_model` hook with `@hook_config(can_jump_to=["end"])`, adds a node to every
 loop; it measured slower (see the README), so it is not used.
+
+One `after_agent` hook (a node per run, not per loop) ends each run: it writes and publishes the
+run's `stop_record`, and delivers a stop that `ModelCallLimitMiddleware` would otherwise swallow
+(the limit ends the run before the model node, where the relay would have been given).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, NotRequired
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Annotated, Any, NotRequired
 
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
-    from langchain.agents.middleware.types import ExtendedModelResponse
+    from langchain.agents.middleware.types import ExtendedModelResponse, PrivateStateAttr
 except ImportError as error:  # pragma: no cover - exercised in the legacy environment
     msg = (
         "toolstop.StopOnArtifact needs langchain>=1.4 (create_agent middleware). "
@@ -22,20 +27,25 @@ except ImportError as error:  # pragma: no cover - exercised in the legacy envir
     )
     raise ImportError(msg) from error
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
+from langgraph.managed.is_last_step import RemainingStepsManager
 from langgraph.types import Command
 
 from toolstop._shell import (
-    after_model,
+    RUN_KEY,
+    RunState,
+    answered,
+    begin_turn,
+    finish,
+    open_run,
     plain_answer,
-    publish_run_end,
     relay_message,
-    remaining_from_config,
-    turn_start,
+    turn_event,
 )
-from toolstop.decision import Decision
+from toolstop.decision import Decision, Turn, current_turn
+from toolstop.errors import ToolstopConfigError
 from toolstop.graph import reject_return_direct
 from toolstop.policy import StopPolicy
 from toolstop.record import StopRecord, count_model_call
@@ -45,11 +55,29 @@ __all__ = ["StopOnArtifact", "StopOnArtifactState"]
 Handler = Callable[[ModelRequest], ModelResponse]
 AsyncHandler = Callable[[ModelRequest], Awaitable[ModelResponse]]
 
+STEPS_KEY = "toolstop_remaining_steps"
+"""LangGraph's managed remaining-steps value, under a name no other middleware uses."""
+
+_LIMIT_KEYS = ("thread_model_call_count", "run_model_call_count")
+"""`ModelCallLimitMiddleware`'s counters (it counts every answer of the model node)."""
+
+_LIMIT_TEXT = "Model call limits exceeded"
+"""How `ModelCallLimitMiddleware` (exit_behavior="end") begins the message it ends a run with."""
+
+_EDITS_KEY = "hitl_edited_tool_calls"
+"""`HumanInTheLoopMiddleware`'s state key: tool call id -> the call a reviewer ran instead."""
+
 
 class StopOnArtifactState(AgentState[Any]):
-    """The agent state plus the run's `stop_record` (kept in checkpoints like any state key)."""
+    """The agent state plus the run's `stop_record` (kept in checkpoints like any state key).
+
+    `toolstop_run` (the run in progress) and `toolstop_remaining_steps` (LangGraph's managed step
+    counter) are private: they are neither input nor output of the agent.
+    """
 
     stop_record: NotRequired[StopRecord]
+    toolstop_run: NotRequired[Annotated[RunState, PrivateStateAttr]]
+    toolstop_remaining_steps: NotRequired[Annotated[int, PrivateStateAttr, RemainingStepsManager]]
 
 
 def _config() -> Any:
@@ -59,8 +87,100 @@ def _config() -> Any:
         return None
 
 
-def _remaining_steps() -> int | None:
-    return remaining_from_config(_config())
+def _agent_name(config: Any) -> str | None:
+    name = ((config or {}).get("metadata") or {}).get("lc_agent_name")
+    return name if isinstance(name, str) else None
+
+
+def _graph_shape(config: Any) -> tuple[int, int] | None:
+    """`(loop, tail)` steps of the running `create_agent` graph, read from its node names.
+
+    loop: from one model call to the next (`before_model` hooks, model, `after_model` hooks,
+    tools); tail: from the final model call to the end (`after_model` and `after_agent` hooks).
+    Reads LangGraph's private channel map; `None` when that is not possible (the run then
+    measures its loop instead).
+    """
+    try:
+        read = config["configurable"]["__pregel_read"]
+        channels = read.args[1]
+        names = [n for n in channels if isinstance(n, str) and n.startswith("branch:to:")]
+    except Exception:
+        return None
+    if "branch:to:model" not in names:
+        return None
+    before = sum(1 for n in names if n.endswith(".before_model"))
+    after = sum(1 for n in names if n.endswith(".after_model"))
+    ends = sum(1 for n in names if n.endswith(".after_agent"))
+    return before + after + 2, after + ends
+
+
+def _steps_needed(run: RunState, remaining: int | None, config: Any) -> tuple[RunState, int]:
+    """The steps a further tool turn needs from this model call until the run can end.
+
+    Raises:
+        ToolstopConfigError: when the recursion limit leaves too few steps for even a final
+            answer (the nodes after the model call could not run: LangGraph would raise
+            `GraphRecursionError`).
+    """
+    if run.get("loop") is None or run.get("tail") is None:
+        shape = _graph_shape(config)
+        if shape is not None:
+            run = {**run, "loop": shape[0], "tail": shape[1]}
+    loop, tail = run.get("loop"), run.get("tail")
+    if loop is None:  # nothing read or measured yet: twice the steps this invocation took so far
+        limit = (config or {}).get("recursion_limit")
+        used = limit - 1 - remaining if isinstance(limit, int) and remaining is not None else 0
+        loop = 2 * max(used, 0) + 2
+    if tail is None:
+        tail = loop - 1
+    if remaining is not None and remaining <= tail:
+        limit = (config or {}).get("recursion_limit")
+        msg = (
+            f"recursion_limit={limit} is too low for this agent: after a model call {tail} more "
+            f"node(s) run ({'after_model and ' if tail > 1 else ''}after_agent hooks), so a run "
+            f"needs a recursion_limit of at least {limit + tail + 1 - remaining}"
+            if isinstance(limit, int)
+            else "the recursion limit is too low for this agent"
+        )
+        raise ToolstopConfigError(msg)
+    return run, loop + tail
+
+
+def _original_content(message: ToolMessage, executed: Any) -> ToolMessage:
+    """The ToolMessage without the note `HumanInTheLoopMiddleware` prepends to an edited call.
+
+    The note is meant for the model ("a human reviewer replaced this tool call ..."); the user
+    gets the tool's own text. langchain writes it as `<notice> Executed instead: NAME with
+    arguments ARGS.` followed by `\\n\\nTool response:\\n` and the content (or as a first block).
+    """
+    if not isinstance(executed, Mapping):
+        return message
+    marker = (
+        f" Executed instead: {executed.get('name')} with arguments "
+        f"{json.dumps(executed.get('args'), default=str)}."
+    )
+    content = message.content
+    if isinstance(content, str):
+        at = content.find(marker)
+        if at < 0:
+            return message
+        rest = content[at + len(marker) :]
+        rest = rest.removeprefix("\n\nTool response:").removeprefix("\n")
+        return message.model_copy(update={"content": rest})
+    first = content[0] if content else None
+    text = first if isinstance(first, str) else (first or {}).get("text", "")
+    if isinstance(text, str) and marker in text:
+        return message.model_copy(update={"content": content[1:]})
+    return message
+
+
+def _as_the_tool_said(turn: Turn | None, state: Mapping[str, Any]) -> Turn | None:
+    """The turn with reviewer notes removed from results a human edited (rarely any)."""
+    edited = state.get(_EDITS_KEY)
+    if turn is None or not edited or not isinstance(edited, Mapping):
+        return turn
+    results = tuple(_original_content(m, edited.get(m.tool_call_id)) for m in turn.results)
+    return Turn(asking=turn.asking, results=results)
 
 
 def _first_ai(messages: list[BaseMessage]) -> tuple[int, AIMessage] | None:
@@ -70,6 +190,17 @@ def _first_ai(messages: list[BaseMessage]) -> tuple[int, AIMessage] | None:
     return None
 
 
+def _limit_swallowed(message: BaseMessage, state: Mapping[str, Any]) -> bool:
+    """True when `ModelCallLimitMiddleware` ended the run in place of the model node."""
+    return (
+        any(key in state for key in _LIMIT_KEYS)
+        and isinstance(message, AIMessage)
+        and not message.tool_calls
+        and isinstance(message.content, str)
+        and message.content.startswith(_LIMIT_TEXT)
+    )
+
+
 class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
     """End a `create_agent` run per call, from the tool results' artifacts.
 
@@ -77,22 +208,31 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
     Modes: `hard` answers with the relay (no model call), `polish` makes the one narrating model
     call with no tools offered, `never` only records.
 
-    Composition: hooks that refuse (`wrap_tool_call` middleware rewriting a ToolMessage as
-    `policy_block`, `before_model` guards) act before this middleware decides, whatever their
-    position in the list, because it reads the tool results from state when the model is next
-    due. `wrap_model_call` middleware listed *before* it wraps its short circuit and sees the relay
-    as the model's answer; `after_model` hooks (output guards, redaction, call counters) see the
-    relay like any model answer (`ModelCallLimitMiddleware` counts it as a call).
+    Composition (tested with langchain's own middleware; see the README for the table):
+    - Hooks that refuse (`wrap_tool_call` middleware rewriting a ToolMessage as `policy_block`,
+      `before_model` guards) act before this middleware decides, whatever their position in the
+      list, because it reads the tool results from state when the model is next due.
+    - `wrap_model_call` middleware listed *before* it wraps its short circuit and sees the relay as
+      the model's answer; `after_model` hooks (output guards, redaction) see the relay too.
+    - A relay is not a model call: `ModelCallLimitMiddleware` does not count it, and a limit
+      reached right after a tool turn that stops does not swallow the stop (the `after_agent`
+      hook delivers it). With `exit_behavior="error"` the limit raises before any hook of this
+      middleware can run: use `"end"` next to toolstop.
+    - `HumanInTheLoopMiddleware`: a rejected call goes back to the model without spending the
+      retry budget (recorded as `rejected`); the note langchain adds to an edited call's result
+      is for the model, the relay is the tool's own text.
+    - Structured output (`response_format`): in `polish` mode the narrating call is offered only
+      the structured-output tool, so it yields `structured_response`; in `hard` mode a stop ends
+      the run with the relay and `structured_response` stays `None`.
 
     Tool exceptions: `create_agent` re-raises unexpected tool exceptions. To send them back to
     the model as error ToolMessages (which this middleware counts as transient failures against
     the retry budget, like the hand-built graph does), add langchain's own
-    `ToolErrorMiddleware(on_error=...)` or `ToolRetryMiddleware(on_failure="continue")`. This
-    middleware adds no `wrap_tool_call` of its own: that hook alone costs about 4% per run.
+    `ToolErrorMiddleware(on_error=...)` (langchain >= 1.3.14) or
+    `ToolRetryMiddleware(max_retries=0, on_failure="continue")`.
 
     Deliberately not handled: tools with `return_direct=True` are refused (the error is raised on
-    the first model call, as middleware cannot see the agent's tools earlier); structured output
-    (`response_format`) on a stop path; the relay is the tool content, not a structured response.
+    the first model call, as middleware cannot see the agent's tools earlier).
 
     Example:
         >>> from langchain.agents import create_agent
@@ -101,88 +241,146 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
 
     state_schema = StopOnArtifactState
 
-    def __init__(
-        self, policy: StopPolicy | None = None, *, handle_tool_errors: bool = True
-    ) -> None:
+    def __init__(self, policy: StopPolicy | None = None) -> None:
         """Create the middleware.
 
         Args:
             policy: The stop policy; `StopPolicy()` by default.
-            handle_tool_errors: Turn a tool's exception into an error ToolMessage that goes back
-                to the model (and counts against the retry budget), as the hand-built graph does.
-                `create_agent` re-raises such exceptions by default; `False` keeps that.
-                LangGraph interrupts always propagate.
         """
         super().__init__()
         self.policy = policy if policy is not None else StopPolicy()
-        self.handle_tool_errors = handle_tool_errors
 
     # -- the decision, shared by sync and async ---------------------------------------------
-    def _begin(self, request: ModelRequest) -> tuple[Decision | None, StopRecord, int | None]:
+    def _begin(
+        self, request: ModelRequest
+    ) -> tuple[Decision | None, RunState, Turn | None, int | None, int, Any]:
         reject_return_direct(
             [t for t in request.tools if isinstance(t, BaseTool)], "StopOnArtifact"
         )
-        remaining = _remaining_steps()
+        config = _config()
         state: Any = request.state
-        decision, record = turn_start(
-            state["messages"], state.get("stop_record"), self.policy, remaining_steps=remaining
+        remaining = state.get(STEPS_KEY)
+        turn = current_turn(state["messages"])
+        run = open_run(state.get(RUN_KEY), state.get("stop_record"), self.policy, turn)
+        run, needed = _steps_needed(run, remaining, config)
+        decision, run = begin_turn(
+            run,
+            _as_the_tool_said(turn, state),
+            self.policy,
+            remaining_steps=remaining,
+            loop_steps=needed,
         )
-        return decision, record, remaining
+        return decision, run, turn, remaining, needed, config
 
-    @staticmethod
-    def _respond(messages: list[BaseMessage], response: ModelResponse, record: StopRecord) -> Any:
-        update: Command[Any] = Command(update={"stop_record": record})
-        result = ModelResponse(result=messages, structured_response=response.structured_response)
-        return ExtendedModelResponse(model_response=result, command=update)
-
-    def _relay(self, decision: Decision, record: StopRecord) -> Any:
-        relay = relay_message(decision.relay, decision.rule)
-        publish_run_end(record, _config())
-        return self._respond([relay], ModelResponse(result=[relay]), record)
+    def _relay(
+        self,
+        request: ModelRequest,
+        decision: Decision,
+        run: RunState,
+        turn: Turn | None,
+        config: Any,
+    ) -> Any:
+        turn_event(decision, turn, run)
+        relay = relay_message(decision.relay, decision.rule, name=_agent_name(config))
+        update: dict[str, Any] = {RUN_KEY: run}
+        state: Any = request.state
+        if any(key in state for key in _LIMIT_KEYS):
+            # ModelCallLimitMiddleware counts every answer of the model node in `after_model`;
+            # a relay is not a model call, so its count is taken back here.
+            for key in _LIMIT_KEYS:
+                update[key] = state.get(key, 0) - 1
+        return ExtendedModelResponse(
+            model_response=ModelResponse(result=[relay]), command=Command(update=update)
+        )
 
     def _answered(
         self,
         response: ModelResponse,
-        record: StopRecord,
+        run: RunState,
         *,
         narrated: bool,
         remaining: int | None,
+        needed: int,
+        config: Any,
     ) -> Any:
         messages = list(response.result)
         found = _first_ai(messages)
-        if found is None:  # nothing to account for (a middleware answered with no AIMessage)
-            return self._respond(messages, response, record)
-        index, answer = found
-        if narrated:
-            answer = plain_answer(answer)
-            record = count_model_call(record, answer)
-            publish_run_end(record, _config())
-        else:
-            answer, record = after_model(
-                record, answer, self.policy, remaining_steps=remaining, config=_config()
-            )
-        messages[index] = answer
-        return self._respond(messages, response, record)
+        if found is not None:  # else nothing to account for (a middleware answered otherwise)
+            index, answer = found
+            # Calls answered in the same response (create_agent's structured-output tool) need
+            # no tool turn.
+            answered_ids = frozenset(m.tool_call_id for m in messages if isinstance(m, ToolMessage))
+            if narrated:
+                answer = plain_answer(answer, answered_ids=answered_ids)
+                run = {**run, "record": count_model_call(run["record"], answer)}
+            elif answer.tool_calls and all(c.get("id") in answered_ids for c in answer.tool_calls):
+                run = {**run, "record": count_model_call(run["record"], answer)}
+            else:
+                answer, run = answered(
+                    run,
+                    answer,
+                    self.policy,
+                    remaining_steps=remaining,
+                    loop_steps=needed,
+                    name=_agent_name(config),
+                )
+            messages[index] = answer
+        result = ModelResponse(result=messages, structured_response=response.structured_response)
+        return ExtendedModelResponse(model_response=result, command=Command(update={RUN_KEY: run}))
+
+    @staticmethod
+    def _narrating(request: ModelRequest) -> ModelRequest:
+        """The one narrating call: no tools (a structured-output tool is still offered)."""
+        return request.override(tools=[], tool_choice=None)
 
     # -- hooks ------------------------------------------------------------------------------
     def wrap_model_call(self, request: ModelRequest, handler: Handler) -> Any:
         """Answer with the relay on a stop; otherwise call the model and account for it."""
-        decision, record, remaining = self._begin(request)
+        decision, run, turn, remaining, needed, config = self._begin(request)
         if decision is not None and decision.stop and not decision.narrate:
-            return self._relay(decision, record)
+            return self._relay(request, decision, run, turn, config)
         narrated = decision is not None and decision.narrate
-        if narrated:
-            request = request.override(tools=[], tool_choice=None)
-        response = handler(request)
-        return self._answered(response, record, narrated=narrated, remaining=remaining)
+        response = handler(self._narrating(request) if narrated else request)
+        turn_event(decision, turn, run)
+        return self._answered(
+            response, run, narrated=narrated, remaining=remaining, needed=needed, config=config
+        )
 
     async def awrap_model_call(self, request: ModelRequest, handler: AsyncHandler) -> Any:
         """Async twin of `wrap_model_call`."""
-        decision, record, remaining = self._begin(request)
+        decision, run, turn, remaining, needed, config = self._begin(request)
         if decision is not None and decision.stop and not decision.narrate:
-            return self._relay(decision, record)
+            return self._relay(request, decision, run, turn, config)
         narrated = decision is not None and decision.narrate
-        if narrated:
-            request = request.override(tools=[], tool_choice=None)
-        response = await handler(request)
-        return self._answered(response, record, narrated=narrated, remaining=remaining)
+        response = await handler(self._narrating(request) if narrated else request)
+        turn_event(decision, turn, run)
+        return self._answered(
+            response, run, narrated=narrated, remaining=remaining, needed=needed, config=config
+        )
+
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """End the run: write and publish its record; deliver a stop a call limit swallowed."""
+        config = _config()
+        messages = state["messages"]
+        update: dict[str, Any] = {}
+        run = state.get(RUN_KEY)
+        if run is None or not run["open"]:  # no model call in this run (refused before it)
+            run = open_run(run, state.get("stop_record"), self.policy, current_turn(messages))
+        elif messages and _limit_swallowed(messages[-1], state):
+            turn = current_turn(messages[:-1])
+            decision, run = begin_turn(
+                run, _as_the_tool_said(turn, state), self.policy, remaining_steps=None, loop_steps=0
+            )
+            turn_event(decision, turn, run)
+            if decision is not None and decision.stop:
+                # No model call is allowed any more, so a polish stop is relayed as it is.
+                relay = relay_message(decision.relay, decision.rule, name=_agent_name(config))
+                update["messages"] = [RemoveMessage(id=messages[-1].id), relay]
+        record, run = finish(run, config)
+        update["stop_record"] = record
+        update[RUN_KEY] = run
+        return update
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Async twin of `after_agent` (it does no I/O)."""
+        return self.after_agent(state, runtime)

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import ToolMessage
 from langgraph.config import get_stream_writer
 
-from toolstop.decision import Decision
+from toolstop.decision import Decision, Turn
 from toolstop.record import StopRecord
 
 try:  # optional: OpenTelemetry is used when the application has it
@@ -71,18 +71,12 @@ def _progress(message: ToolMessage | None) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def publish_turn(decision: Decision, messages: Sequence[BaseMessage], record: StopRecord) -> None:
+def publish_turn(decision: Decision, turn: Turn, record: StopRecord) -> None:
     """Stream one tool turn's signals (and artifact `progress`) as a custom event."""
     writer = _stream_writer()
     if writer is None:
         return
-    by_id: dict[str, ToolMessage] = {}
-    index = len(messages) - 1
-    while index >= 0 and isinstance(messages[index], ToolMessage):
-        message = messages[index]
-        assert isinstance(message, ToolMessage)
-        by_id[message.tool_call_id] = message
-        index -= 1
+    by_id = {message.tool_call_id: message for message in turn.results}
     signals = []
     for signal in decision.signals:
         entry: dict[str, Any] = {

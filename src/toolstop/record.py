@@ -6,7 +6,7 @@ from typing import Any, TypedDict
 
 from langchain_core.messages import AIMessage
 
-from toolstop.decision import Decision, Rule
+from toolstop.decision import PROBLEMS_NOT_INVALID, Decision, Rule
 from toolstop.outcome import Outcome
 from toolstop.policy import StopPolicy
 
@@ -27,6 +27,9 @@ class StopRecord(TypedDict):
     It holds names, ids, counts and rules only: never tool content, never tool arguments.
     """
 
+    run: int
+    """Which run of the thread this is: 1, 2, ... (each invocation with new input is a run;
+    resuming an interrupted run continues it). Without a checkpointer every run is 1."""
     rule: str
     """`completed`, `fatal`, `policy_block`, `retry_budget`, `step_budget`, or `none`."""
     stopped: bool
@@ -40,7 +43,7 @@ class StopRecord(TypedDict):
     tool_call_ids: list[str]
     invalid_signals: list[InvalidSignal]
     outcomes: dict[str, int]
-    """Tool calls by reason, plus `invalid`."""
+    """Tool calls by reason, plus `invalid` and `rejected` (by a human reviewer)."""
     transient_retries: int
     tool_turns: int
     model_calls: int
@@ -48,9 +51,10 @@ class StopRecord(TypedDict):
     output_tokens: int
 
 
-def new_record(policy: StopPolicy) -> StopRecord:
-    """A fresh record for a run under `policy`."""
+def new_record(policy: StopPolicy, *, run: int = 1) -> StopRecord:
+    """A fresh record for run number `run` under `policy`."""
     return StopRecord(
+        run=run,
         rule=Rule.NONE.value,
         stopped=False,
         mode=policy.mode,
@@ -59,7 +63,7 @@ def new_record(policy: StopPolicy) -> StopRecord:
         tools=[],
         tool_call_ids=[],
         invalid_signals=[],
-        outcomes={o.value: 0 for o in Outcome} | {"invalid": 0},
+        outcomes={o.value: 0 for o in Outcome} | {"invalid": 0, "rejected": 0},
         transient_retries=0,
         tool_turns=0,
         model_calls=0,
@@ -73,7 +77,9 @@ def fold_turn(record: StopRecord, decision: Decision) -> StopRecord:
     outcomes = dict(record["outcomes"])
     invalid = list(record["invalid_signals"])
     for signal in decision.signals:
-        if signal.problem is not None:
+        if signal.problem is not None and signal.problem in PROBLEMS_NOT_INVALID:
+            outcomes[signal.problem.value] = outcomes.get(signal.problem.value, 0) + 1
+        elif signal.problem is not None:
             outcomes["invalid"] = outcomes.get("invalid", 0) + 1
             invalid.append(
                 InvalidSignal(

@@ -63,6 +63,8 @@ class Router:
         model_node: The node that calls the model.
         stop_node: The node that relays a stop.
         polish_node: The node that narrates a stop in polish mode.
+        end_nodes: Nodes that end every run, after its final answer (the middleware's
+            `after_agent` hook).
     """
 
     name: str
@@ -70,11 +72,13 @@ class Router:
     model_node: str
     stop_node: str
     polish_node: str
+    end_nodes: tuple[str, ...] = ()
 
     def path(self, *steps: str) -> list[str]:
-        """Node names for abstract steps: `model`, `tools`, `stop` (the relay), `polish`."""
+        """Node names of a whole run from abstract steps: `model`, `tools`, `stop` (the relay),
+        `polish`; the router's `end_nodes` follow."""
         names = {"model": self.model_node, "stop": self.stop_node, "polish": self.polish_node}
-        return [names.get(step, step) for step in steps]
+        return [names.get(step, step) for step in steps] + list(self.end_nodes)
 
 
 GRAPH = Router(
@@ -84,7 +88,12 @@ LEGACY = Router(
     name="legacy", build=_legacy, model_node="agent", stop_node="finalize", polish_node="polish"
 )
 MIDDLEWARE = Router(
-    name="middleware", build=_middleware, model_node="model", stop_node="model", polish_node="model"
+    name="middleware",
+    build=_middleware,
+    model_node="model",
+    stop_node="model",
+    polish_node="model",
+    end_nodes=("StopOnArtifact.after_agent",),
 )
 ROUTERS = {router.name: router for router in (GRAPH, MIDDLEWARE, LEGACY)}
 """toolstop's routers by name (`graph`, `middleware`, `legacy`)."""
