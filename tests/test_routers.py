@@ -241,7 +241,54 @@ def test_transient_forever_ends_with_the_retry_budget(router: Router) -> None:
     assert_valid_history(state["messages"])
 
 
-@pytest.mark.parametrize("limit", [2, 3, 4, 5, 6, 7, 8, 25])  # 1: no node can run at all
+def _turns_that_fit(router: Router, limit: int) -> int:
+    """How many tool turns fit into `limit` on the router's node layout, found by running a plain
+    LangGraph graph of that layout (no toolstop): a model node that calls a tool until told to
+    stop, a tool node, and the final node(s) after the last tool turn (`finalize`, or the model
+    answering followed by the router's `end_nodes`)."""
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    class Count(TypedDict):
+        turns: int
+
+    fitted = 0
+    for wanted in range(1, limit + 1):
+        layout = StateGraph(Count)
+        layout.add_node("model", lambda s: {"turns": s["turns"]})
+        layout.add_node("tools", lambda s: {"turns": s["turns"] + 1})
+        last = "model"
+        if router.stop_node != router.model_node:  # the graph: a stop node after the tools
+            layout.add_node("stop", lambda s: s)
+            layout.add_conditional_edges(
+                "tools", lambda s, w=wanted: "stop" if s["turns"] >= w else "model"
+            )
+            layout.add_conditional_edges("model", lambda s: "tools")
+            last = "stop"
+        else:  # the middleware: the model answers after the last turn
+            layout.add_edge("tools", "model")
+            layout.add_conditional_edges(
+                "model", lambda s, w=wanted: "end" if s["turns"] >= w else "tools",
+                {"end": router.end_nodes[0] if router.end_nodes else END, "tools": "tools"},
+            )
+            last = router.end_nodes[-1] if router.end_nodes else "model"
+            for node in router.end_nodes:
+                layout.add_node(node, lambda s: s)
+        for before, after in zip(router.end_nodes, router.end_nodes[1:], strict=False):
+            layout.add_edge(before, after)
+        layout.add_edge(START, "model")
+        if last != "model":
+            layout.add_edge(last, END)
+        try:
+            layout.compile().invoke({"turns": 0}, {"recursion_limit": limit})
+        except GraphRecursionError:
+            return fitted
+        fitted = wanted
+    return fitted
+
+
+@pytest.mark.parametrize("limit", range(2, 26))  # 1: no node can run at all
 def test_step_budget_ends_before_the_recursion_limit(router: Router, limit: int) -> None:
     policy = StopPolicy(max_transient_retries=None)
     agent, _ = build(router, [call("lookup")] * 20, forced_tool("lookup", RETRY), policy=policy)
@@ -256,6 +303,11 @@ def test_step_budget_ends_before_the_recursion_limit(router: Router, limit: int)
     assert state["stop_record"]["rule"] == "step_budget"
     assert state["messages"][-1].content == policy.step_budget_message
     assert_valid_history(state["messages"])
+    # Not one tool turn fewer than the node layout fits (and, not raising, none more), and no
+    # model call whose tool calls could not run (only the first one can be, when none fits).
+    record = state["stop_record"]
+    assert record["tool_turns"] == _turns_that_fit(router, limit)
+    assert record["model_calls"] == max(record["tool_turns"], 1)
 
 
 @pytest.mark.parametrize("result", [DONE, FATAL, ("blocked", signal("policy_block")), RETRY])

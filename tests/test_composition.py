@@ -1,0 +1,355 @@
+"""StopOnArtifact composed with langchain's own middleware and with users' own hooks.
+
+Each case runs a real `create_agent` stack, in both list orders where the order could matter, and
+checks what a user sees: the final text, the rule, one record per run (published once), model
+calls counted right, a history a real provider accepts on the next turn, and never
+`GraphRecursionError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.errors import GraphRecursionError
+
+from toolstop import Outcome, StopPolicy, ToolstopConfigError, signal
+from toolstop.testing import ScriptedChatModel, assert_valid_history, call, forced_tool
+
+agents = pytest.importorskip("langchain.agents", reason="needs the `agents` extra")
+middleware_module = pytest.importorskip("langchain.agents.middleware")
+
+from langchain.agents import create_agent  # noqa: E402
+from langchain.agents.middleware import (  # noqa: E402
+    AgentMiddleware,
+    ModelCallLimitMiddleware,
+    ToolCallLimitMiddleware,
+    after_model,
+    before_model,
+)
+
+from toolstop import StopOnArtifact  # noqa: E402
+
+pytestmark = pytest.mark.contract
+
+PAID = "Paid order o-1. Receipt r-1."
+DECLINED = "The card was declined; nothing was charged."
+TIMEOUT = "The processor timed out; nothing was charged."
+DONE = (PAID, signal(Outcome.COMPLETED, receipt_id="r-1"))
+FATAL = (DECLINED, signal(Outcome.FATAL))
+RETRY = (TIMEOUT, signal(Outcome.TRANSIENT))
+MODES = ["hard", "polish", "never"]
+ORDERS = ["first", "last"]
+
+
+def stack(middleware: Sequence[Any], policy: StopPolicy | None, order: str) -> list[Any]:
+    """StopOnArtifact first or last among the user's middleware."""
+    stop = StopOnArtifact(policy)
+    return [stop, *middleware] if order == "first" else [*middleware, stop]
+
+
+def run(agent: Any, inputs: Any, config: dict[str, Any] | None = None) -> tuple[Any, list[Any]]:
+    """Stream one invocation; the final state and toolstop's custom events."""
+    state: Any = None
+    events: list[Any] = []
+    for mode, chunk in agent.stream(inputs, config, stream_mode=["custom", "values"]):
+        if mode == "custom" and isinstance(chunk, dict) and "toolstop" in chunk:
+            events.append(chunk)
+        elif mode == "values":
+            state = chunk
+    return state, events
+
+
+def ask(question: str = "Pay order o-1") -> dict[str, Any]:
+    return {"messages": [HumanMessage(question)]}
+
+
+def run_ends(events: list[Any]) -> list[dict[str, Any]]:
+    return [e["record"] for e in events if e["toolstop"] == "run_end"]
+
+
+def turns(events: list[Any]) -> list[int]:
+    return [e["turn"] for e in events if e["toolstop"] == "turn"]
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[Any]:
+    """The loopback provider a second turn is sent to (None without langchain-openai)."""
+    try:
+        from langchain_openai import ChatOpenAI
+    except ImportError:
+        yield None
+        return
+    from toolstop.testing.loopback import LoopbackProvider
+
+    with LoopbackProvider(["ok"] * 500) as server:
+        model = ChatOpenAI(
+            model="gpt-loopback", base_url=server.base_url, api_key="test-key", max_retries=0
+        )
+        yield server, model
+        model.root_client.close()
+
+
+def assert_next_turn_accepted(provider: Any, messages: Sequence[BaseMessage]) -> None:
+    """The history is valid, and a real client's next turn on it is accepted over HTTP."""
+    assert_valid_history(list(messages))
+    if provider is None:
+        return
+    server, model = provider
+    rejected = len(server.rejected)
+    model.invoke([*messages, HumanMessage("Thanks. Anything else?")])
+    assert len(server.rejected) == rejected
+
+
+def assert_one_record(state: Any, events: list[Any], *, rule: str, run: int = 1) -> dict[str, Any]:
+    """The run left exactly one record: in state and in one run_end event."""
+    record = state["stop_record"]
+    assert (record["rule"], record["run"]) == (rule, run)
+    assert run_ends(events) == [record]
+    return dict(record)
+
+
+# -- 1. a model-call limit never swallows a stop ------------------------------------------------
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("mode", MODES)
+def test_a_run_limit_reached_by_the_tool_turn_does_not_swallow_the_stop(
+    order: str, mode: str, provider: Any
+) -> None:
+    model = ScriptedChatModel([call("pay", query="o-1")])
+    limit = ModelCallLimitMiddleware(run_limit=1)
+    policy = StopPolicy(mode=mode)  # type: ignore[arg-type]
+    agent = create_agent(model, [forced_tool("pay", DONE)], middleware=stack([limit], policy, order))
+    state, events = run(agent, ask())
+    model.assert_complete()  # the limit refuses the narrating call of polish too
+    if mode == "never":  # shadow mode: the limit's answer stands; the record says what it saved
+        assert state["messages"][-1].content.startswith("Model call limits exceeded")
+        record = assert_one_record(state, events, rule="none")
+        assert record["would_stop"] == "completed"
+    else:
+        assert state["messages"][-1].content == PAID
+        record = assert_one_record(state, events, rule="completed")
+        assert record["stopped"] is True
+    assert record["model_calls"] == 1
+    assert_next_turn_accepted(provider, state["messages"])
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_a_run_limit_after_a_retry_still_delivers_the_stop(order: str) -> None:
+    model = ScriptedChatModel([call("pay"), call("pay")])
+    limit = ModelCallLimitMiddleware(run_limit=2)
+    agent = create_agent(
+        model, [forced_tool("pay", RETRY, DONE)], middleware=stack([limit], None, order)
+    )
+    state, events = run(agent, ask())
+    model.assert_complete()
+    assert state["messages"][-1].content == PAID
+    record = assert_one_record(state, events, rule="completed")
+    assert (record["model_calls"], record["transient_retries"]) == (2, 1)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_a_relay_is_not_a_model_call_for_a_thread_limit(order: str, provider: Any) -> None:
+    # thread_limit=3: three runs of one model call each fit; relays are not counted.
+    model = ScriptedChatModel([call("pay")] * 3)
+    limit = ModelCallLimitMiddleware(thread_limit=3)
+    agent = create_agent(
+        model,
+        [forced_tool("pay", DONE)],
+        middleware=stack([limit], None, order),
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": f"thread-limit-{order}"}}
+    for number in (1, 2, 3):
+        state, events = run(agent, ask(f"Pay order o-{number}"), config)
+        assert state["messages"][-1].content == PAID
+        assert assert_one_record(state, events, rule="completed", run=number)["model_calls"] == 1
+    assert agent.get_state(config).values["thread_model_call_count"] == 3
+    model.assert_complete()
+    # The fourth run is refused before any model call; it leaves its own record, not the third's.
+    state, events = run(agent, ask("Pay order o-4"), config)
+    assert state["messages"][-1].content.startswith("Model call limits exceeded")
+    record = assert_one_record(state, events, rule="none", run=4)
+    assert (record["model_calls"], record["tool_turns"], record["stopped"]) == (0, 0, False)
+    assert_next_turn_accepted(provider, state["messages"])
+
+
+def test_a_limit_that_raises_cannot_be_repaired_and_says_so() -> None:
+    """exit_behavior="error" raises before any hook of StopOnArtifact runs (documented)."""
+    from langchain.agents.middleware.model_call_limit import ModelCallLimitExceededError
+
+    model = ScriptedChatModel([call("pay")])
+    limit = ModelCallLimitMiddleware(run_limit=1, exit_behavior="error")
+    agent = create_agent(model, [forced_tool("pay", DONE)], middleware=stack([limit], None, "last"))
+    with pytest.raises(ModelCallLimitExceededError):
+        agent.invoke(ask())
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_a_tool_call_limit_goes_back_to_the_model_with_a_valid_history(
+    order: str, provider: Any
+) -> None:
+    model = ScriptedChatModel([call("pay"), call("pay"), "I could not pay: the limit is reached."])
+    limit = ToolCallLimitMiddleware(run_limit=1)
+    agent = create_agent(
+        model, [forced_tool("pay", RETRY)], middleware=stack([limit], None, order)
+    )
+    state, events = run(agent, ask())
+    model.assert_complete()
+    assert state["messages"][-1].content == "I could not pay: the limit is reached."
+    record = assert_one_record(state, events, rule="none")
+    assert record["model_calls"] == 3
+    assert_next_turn_accepted(provider, state["messages"])
+
+
+# -- 2. the step budget measures the loop ------------------------------------------------------
+
+
+def _noop_hooks(before: int, after: int) -> list[Any]:
+    hooks: list[Any] = []
+    for index in range(before):
+
+        @before_model(name=f"Before{index}")
+        def look(state: Any, runtime: Any) -> None:
+            return None
+
+        hooks.append(look)
+    for index in range(after):
+
+        @after_model(name=f"After{index}")
+        def check(state: Any, runtime: Any) -> None:
+            return None
+
+        hooks.append(check)
+    return hooks
+
+
+def _tool_turns_that_fit(limit: int, before: int, after: int) -> int:
+    """How many tool turns bare create_agent fits into `limit` with these hooks, found by running
+    it (no toolstop): the most turns after which the model can still answer without raising."""
+    fitted = 0
+    for wanted in range(1, limit + 1):
+        model = ScriptedChatModel([call("pay")] * wanted + ["done"])
+
+        class End(AgentMiddleware):  # toolstop's after_agent node, as a plain hook
+            def after_agent(self, state: Any, runtime: Any) -> None:
+                return None
+
+        agent = create_agent(
+            model, [forced_tool("pay", RETRY)], middleware=[*_noop_hooks(before, after), End()]
+        )
+        try:
+            agent.invoke(ask(), {"recursion_limit": limit})
+        except GraphRecursionError:
+            return fitted
+        fitted = wanted
+    return fitted
+
+
+@pytest.mark.parametrize(("before", "after"), [(0, 0), (1, 1), (2, 0), (0, 2), (3, 1)])
+def test_the_step_budget_ends_the_run_for_any_recursion_limit_and_any_hooks(
+    before: int, after: int
+) -> None:
+    policy = StopPolicy(max_transient_retries=None)
+    # The shortest run: the hooks, the model and after_agent, the last with a step left.
+    minimum = before + after + 3
+    for limit in range(2, 31):
+        model = ScriptedChatModel([call("pay")] * limit)
+        agent = create_agent(
+            model,
+            [forced_tool("pay", RETRY)],
+            middleware=[*_noop_hooks(before, after), StopOnArtifact(policy)],
+        )
+        if limit < before + 1:  # the model node never runs: LangGraph raises before toolstop can
+            with pytest.raises(GraphRecursionError):
+                agent.invoke(ask(), {"recursion_limit": limit})
+            continue
+        if limit < minimum:  # no run fits: a named error, not GraphRecursionError
+            with pytest.raises(ToolstopConfigError, match=f"at least {minimum}"):
+                agent.invoke(ask(), {"recursion_limit": limit})
+            continue
+        try:
+            state = agent.invoke(ask(), {"recursion_limit": limit})
+        except GraphRecursionError:  # pragma: no cover - the failure being tested
+            pytest.fail(f"GraphRecursionError at recursion_limit={limit} ({before}, {after})")
+        record = state["stop_record"]
+        assert record["rule"] == "step_budget", limit
+        assert state["messages"][-1].content == policy.step_budget_message
+        assert_valid_history(state["messages"])
+        # exactly as many tool turns as the stack fits (a relay takes the final answer's place)
+        assert record["tool_turns"] == _tool_turns_that_fit(limit, before, after), limit
+        assert record["model_calls"] == max(record["tool_turns"], 1), limit  # none wasted
+
+
+# -- 3. a hook that adds a message after the tool results ---------------------------------------
+
+
+@before_model
+def remind(state: Any, runtime: Any) -> dict[str, Any] | None:
+    """A user's hook: a reminder after every tool turn (what once made toolstop lose the run)."""
+    if isinstance(state["messages"][-1], ToolMessage):
+        return {"messages": [HumanMessage("(reminder: be concise)")]}
+    return None
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_a_message_after_the_tool_results_does_not_hide_the_turn(order: str) -> None:
+    model = ScriptedChatModel([call("pay")])
+    agent = create_agent(model, [forced_tool("pay", DONE)], middleware=stack([remind], None, order))
+    state, events = run(agent, ask())
+    model.assert_complete()  # no paraphrase
+    assert state["messages"][-1].content == PAID
+    assert assert_one_record(state, events, rule="completed")["model_calls"] == 1
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_the_retry_budget_fires_with_messages_between_turns(order: str) -> None:
+    policy = StopPolicy(max_transient_retries=2)
+    model = ScriptedChatModel([call("pay")] * 3)
+    agent = create_agent(
+        model, [forced_tool("pay", RETRY)], middleware=stack([remind], policy, order)
+    )
+    state, events = run(agent, ask())
+    model.assert_complete()
+    assert state["messages"][-1].content == policy.retry_budget_message
+    record = assert_one_record(state, events, rule="retry_budget")
+    assert (record["model_calls"], record["tool_turns"], record["transient_retries"]) == (3, 3, 2)
+    assert turns(events) == [1, 2, 3]
+
+
+# -- 6. names ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_relay_carries_the_agents_name(mode: str) -> None:
+    script: list[Any] = [call("pay")] + (["narrated"] if mode != "hard" else [])
+    model = ScriptedChatModel(script)
+    agent = create_agent(
+        model,
+        [forced_tool("pay", DONE)],
+        middleware=[StopOnArtifact(StopPolicy(mode=mode))],  # type: ignore[arg-type]
+        name="concierge",
+    )
+    state = agent.invoke(ask())
+    answers = [m for m in state["messages"] if isinstance(m, AIMessage)]
+    assert [m.name for m in answers] == ["concierge"] * len(answers)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_graph_and_the_legacy_agent_name_their_answers(mode: str) -> None:
+    from toolstop import build_react_graph
+    from toolstop.legacy import create_react_agent
+
+    builders: list[Callable[..., Any]] = [build_react_graph, create_react_agent]
+    for build in builders:
+        script: list[Any] = [call("pay")] + (["narrated"] if mode != "hard" else [])
+        policy = StopPolicy(mode=mode)  # type: ignore[arg-type]
+        agent = build(ScriptedChatModel(script), [forced_tool("pay", DONE)], policy=policy, name="x")
+        answers = [m for m in agent.invoke(ask())["messages"] if isinstance(m, AIMessage)]
+        assert [m.name for m in answers] == ["x"] * len(answers), build.__name__
+        unnamed = build(ScriptedChatModel(script), [forced_tool("pay", DONE)], policy=policy)
+        assert all(m.name is None for m in unnamed.invoke(ask())["messages"] if m.type == "ai")
