@@ -123,7 +123,9 @@ def test_a_run_limit_reached_by_the_tool_turn_does_not_swallow_the_stop(
     model = ScriptedChatModel([call("pay", query="o-1")])
     limit = ModelCallLimitMiddleware(run_limit=1)
     policy = StopPolicy(mode=mode)  # type: ignore[arg-type]
-    agent = create_agent(model, [forced_tool("pay", DONE)], middleware=stack([limit], policy, order))
+    agent = create_agent(
+        model, [forced_tool("pay", DONE)], middleware=stack([limit], policy, order)
+    )
     state, events = run(agent, ask())
     model.assert_complete()  # the limit refuses the narrating call of polish too
     if mode == "never":  # shadow mode: the limit's answer stands; the record says what it saved
@@ -195,9 +197,7 @@ def test_a_tool_call_limit_goes_back_to_the_model_with_a_valid_history(
 ) -> None:
     model = ScriptedChatModel([call("pay"), call("pay"), "I could not pay: the limit is reached."])
     limit = ToolCallLimitMiddleware(run_limit=1)
-    agent = create_agent(
-        model, [forced_tool("pay", RETRY)], middleware=stack([limit], None, order)
-    )
+    agent = create_agent(model, [forced_tool("pay", RETRY)], middleware=stack([limit], None, order))
     state, events = run(agent, ask())
     model.assert_complete()
     assert state["messages"][-1].content == "I could not pay: the limit is reached."
@@ -348,7 +348,9 @@ def test_the_graph_and_the_legacy_agent_name_their_answers(mode: str) -> None:
     for build in builders:
         script: list[Any] = [call("pay")] + (["narrated"] if mode != "hard" else [])
         policy = StopPolicy(mode=mode)  # type: ignore[arg-type]
-        agent = build(ScriptedChatModel(script), [forced_tool("pay", DONE)], policy=policy, name="x")
+        agent = build(
+            ScriptedChatModel(script), [forced_tool("pay", DONE)], policy=policy, name="x"
+        )
         answers = [m for m in agent.invoke(ask())["messages"] if isinstance(m, AIMessage)]
         assert [m.name for m in answers] == ["x"] * len(answers), build.__name__
         unnamed = build(ScriptedChatModel(script), [forced_tool("pay", DONE)], policy=policy)

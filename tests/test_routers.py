@@ -269,7 +269,8 @@ def _turns_that_fit(router: Router, limit: int) -> int:
         else:  # the middleware: the model answers after the last turn
             layout.add_edge("tools", "model")
             layout.add_conditional_edges(
-                "model", lambda s, w=wanted: "end" if s["turns"] >= w else "tools",
+                "model",
+                lambda s, w=wanted: "end" if s["turns"] >= w else "tools",
                 {"end": router.end_nodes[0] if router.end_nodes else END, "tools": "tools"},
             )
             last = router.end_nodes[-1] if router.end_nodes else "model"
