@@ -15,6 +15,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
+from pydantic import PrivateAttr
 
 from toolstop import Outcome, StopPolicy, ToolstopConfigError, signal
 from toolstop.testing import ScriptedChatModel, assert_valid_history, call, forced_tool
@@ -355,3 +356,343 @@ def test_the_graph_and_the_legacy_agent_name_their_answers(mode: str) -> None:
         assert [m.name for m in answers] == ["x"] * len(answers), build.__name__
         unnamed = build(ScriptedChatModel(script), [forced_tool("pay", DONE)], policy=policy)
         assert all(m.name is None for m in unnamed.invoke(ask())["messages"] if m.type == "ai")
+
+
+# -- 4. human in the loop ----------------------------------------------------------------------
+
+
+def _reviewed(decision: dict[str, Any], order: str, script: list[Any]) -> tuple[Any, Any, Any]:
+    """Run `pay` under HumanInTheLoopMiddleware; resume with `decision`. (state, events, model)"""
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
+    from langgraph.types import Command
+
+    model = ScriptedChatModel(script)
+    review = HumanInTheLoopMiddleware(interrupt_on={"pay": True})
+    policy = StopPolicy(max_transient_retries=0)  # a rejection must not spend any budget
+    agent = create_agent(
+        model,
+        [forced_tool("pay", DONE)],
+        middleware=stack([review], policy, order),
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": "review"}}
+    paused, before = run(agent, ask(), config)
+    assert "__interrupt__" in paused or agent.get_state(config).interrupts
+    assert run_ends(before) == []  # an interrupted run has not ended
+    state, events = run(agent, Command(resume={"decisions": [decision]}), config)
+    return state, events, model
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_an_approved_call_stops_with_one_record_across_the_interrupt(
+    order: str, provider: Any
+) -> None:
+    state, events, model = _reviewed({"type": "approve"}, order, [call("pay", query="o-1")])
+    model.assert_complete()
+    assert state["messages"][-1].content == PAID
+    assert assert_one_record(state, events, rule="completed")["model_calls"] == 1
+    assert_next_turn_accepted(provider, state["messages"])
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_an_edited_call_relays_the_tools_own_text_not_the_reviewers_note(order: str) -> None:
+    edit = {"type": "edit", "edited_action": {"name": "pay", "args": {"query": "o-2"}}}
+    state, events, model = _reviewed(edit, order, [call("pay", query="o-1")])
+    model.assert_complete()
+    tool_text = next(m for m in state["messages"] if isinstance(m, ToolMessage)).content
+    assert "human reviewer" in str(tool_text)  # the model's view keeps langchain's note
+    assert state["messages"][-1].content == PAID  # the user's view is the tool's own text
+    assert_one_record(state, events, rule="completed")
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_a_rejection_goes_back_to_the_model_without_spending_the_budget(
+    order: str, provider: Any
+) -> None:
+    reject = {"type": "reject", "message": "not now"}
+    state, events, model = _reviewed(reject, order, [call("pay"), "Understood, I won't pay."])
+    model.assert_complete()
+    assert state["messages"][-1].content == "Understood, I won't pay."
+    record = assert_one_record(state, events, rule="none")
+    assert (record["transient_retries"], record["model_calls"]) == (0, 2)
+    assert record["outcomes"]["rejected"] == 1
+    assert record["invalid_signals"] == []
+    assert_next_turn_accepted(provider, state["messages"])
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_a_human_response_goes_back_to_the_model(order: str, provider: Any) -> None:
+    respond = {"type": "respond", "message": "Order o-1 is already paid."}
+    state, events, model = _reviewed(respond, order, [call("pay"), "It was already paid."])
+    model.assert_complete()
+    assert state["messages"][-1].content == "It was already paid."
+    assert assert_one_record(state, events, rule="none")["model_calls"] == 2
+    assert_next_turn_accepted(provider, state["messages"])
+
+
+# -- 5. structured output ----------------------------------------------------------------------
+
+
+def _receipt_schema() -> Any:
+    from pydantic import BaseModel
+
+    class Receipt(BaseModel):
+        """A payment receipt."""
+
+        receipt_id: str
+        summary: str
+
+    return Receipt
+
+
+def _structured(mode: str, script: list[Any], result: tuple[str, Any] = DONE) -> tuple[Any, Any]:
+    from langchain.agents.structured_output import ToolStrategy
+
+    model = ScriptedChatModel(script)
+    agent = create_agent(
+        model,
+        [forced_tool("pay", result)],
+        middleware=[StopOnArtifact(StopPolicy(mode=mode))],  # type: ignore[arg-type]
+        response_format=ToolStrategy(_receipt_schema()),
+    )
+    state, events = run(agent, ask())
+    model.assert_complete()
+    return state, events
+
+
+def _every_call_answered(messages: Sequence[BaseMessage]) -> None:
+    asked = {c["id"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    assert asked == answered
+
+
+def test_structured_output_hard_stop_relays_and_leaves_structured_response_empty(
+    provider: Any,
+) -> None:
+    state, events = _structured("hard", [call("pay")])
+    assert state["messages"][-1].content == PAID
+    assert state.get("structured_response") is None
+    assert_one_record(state, events, rule="completed")
+    assert_next_turn_accepted(provider, state["messages"])
+
+
+def test_structured_output_hard_stop_takes_a_valid_structured_response_from_the_artifact() -> None:
+    receipt = {"receipt_id": "r-1", "summary": "Paid order o-1."}
+    result = (PAID, signal(Outcome.COMPLETED, structured_response=receipt))
+    state, _ = _structured("hard", [call("pay")], result)
+    assert state["messages"][-1].content == PAID
+    assert state["structured_response"].model_dump() == receipt
+    wrong = (PAID, signal(Outcome.COMPLETED, structured_response={"receipt": 1}))
+    state, _ = _structured("hard", [call("pay")], wrong)  # does not fit the schema: left empty
+    assert state.get("structured_response") is None
+    assert state["messages"][-1].content == PAID
+
+
+def test_structured_output_polish_narrates_into_the_structured_response(provider: Any) -> None:
+    narration = call("Receipt", receipt_id="r-1", summary="Your order is paid.")
+    state, events = _structured("polish", [call("pay"), narration])
+    assert state["structured_response"].summary == "Your order is paid."
+    record = assert_one_record(state, events, rule="completed")
+    assert record["model_calls"] == 2
+    _every_call_answered(state["messages"])  # create_agent answers the structured-output call
+    if provider is not None:
+        server, model = provider
+        model.invoke([*state["messages"], HumanMessage("Thanks")])
+        assert server.rejected == []
+
+
+def test_structured_output_never_mode_is_create_agents_own_behaviour() -> None:
+    narration = call("Receipt", receipt_id="r-1", summary="Paid.")
+    state, events = _structured("never", [call("pay"), narration])
+    assert state["structured_response"].receipt_id == "r-1"
+    assert assert_one_record(state, events, rule="none")["would_stop"] == "completed"
+    _every_call_answered(state["messages"])
+
+
+# -- 7. tool exceptions through langchain's own middleware --------------------------------------
+
+
+def _error_middleware() -> list[Any]:
+    from langchain.agents.middleware import ToolRetryMiddleware
+
+    found: list[Any] = [ToolRetryMiddleware(max_retries=0, on_failure="continue")]
+    tool_error = getattr(middleware_module, "ToolErrorMiddleware", None)  # langchain >= 1.3.14
+    if tool_error is not None:
+        found.append(tool_error(on_error=lambda error, request: f"Error: {error}"))
+    return found
+
+
+@pytest.mark.parametrize("errors", _error_middleware(), ids=lambda m: type(m).__name__)
+@pytest.mark.parametrize("order", ORDERS)
+def test_tool_exceptions_count_against_the_retry_budget(errors: Any, order: str) -> None:
+    policy = StopPolicy(max_transient_retries=1)
+    model = ScriptedChatModel([call("pay"), call("pay")])
+    failing = forced_tool("pay", RuntimeError("processor down"))
+    agent = create_agent(model, [failing], middleware=stack([errors], policy, order))
+    state, events = run(agent, ask())
+    model.assert_complete()
+    assert state["messages"][-1].content == policy.retry_budget_message
+    record = assert_one_record(state, events, rule="retry_budget")
+    assert [s["problem"] for s in record["invalid_signals"]] == ["tool_error", "tool_error"]
+
+
+# -- 9. a retried model call publishes its turn once --------------------------------------------
+
+
+class FlakyModel(ScriptedChatModel):
+    """Fails once, on the first call after a tool turn, like a provider's 503."""
+
+    _failures: list[int] = PrivateAttr(default_factory=lambda: [1])  # shared by bound copies
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+        if self._failures[0] > 0 and any(isinstance(m, ToolMessage) for m in messages):
+            self._failures[0] -= 1
+            msg = "503 Service Unavailable"
+            raise ConnectionError(msg)
+        return super()._generate(messages, *args, **kwargs)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_a_retried_model_call_publishes_each_turn_once(order: str) -> None:
+    from langchain.agents.middleware import ModelRetryMiddleware
+
+    model = FlakyModel([call("pay"), call("pay")])
+    retry = ModelRetryMiddleware(max_retries=2, initial_delay=0, jitter=False)
+    agent = create_agent(
+        model, [forced_tool("pay", RETRY, DONE)], middleware=stack([retry], None, order)
+    )
+    state, events = run(agent, ask())
+    model.assert_complete()
+    assert model._failures == [0]  # the model did fail once, and was retried
+    assert turns(events) == [1, 2]
+    assert [e["toolstop"] for e in events] == ["turn", "turn", "run_end"]
+    assert state["messages"][-1].content == PAID
+    assert assert_one_record(state, events, rule="completed")["model_calls"] == 2
+
+
+# -- summarization and PII redaction -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_summarization_keeps_runs_and_stops(order: str, provider: Any) -> None:
+    from langchain.agents.middleware import SummarizationMiddleware
+
+    summarizer = ScriptedChatModel(["Summary: earlier payments."] * 20)
+    summarize = SummarizationMiddleware(
+        model=summarizer, trigger=("messages", 4), keep=("messages", 2)
+    )
+    model = ScriptedChatModel([call("pay")] * 3)
+    agent = create_agent(
+        model,
+        [forced_tool("pay", DONE)],
+        middleware=stack([summarize], None, order),
+        checkpointer=InMemorySaver(),
+    )
+    config = {"configurable": {"thread_id": f"summary-{order}"}}
+    for number in (1, 2, 3):
+        state, events = run(agent, ask(f"Pay order o-{number}"), config)
+        assert state["messages"][-1].content == PAID
+        assert assert_one_record(state, events, rule="completed", run=number)["model_calls"] == 1
+    model.assert_complete()
+    assert summarizer.calls  # it did summarize
+    assert_next_turn_accepted(provider, state["messages"])
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_a_redacting_after_model_hook_covers_the_relay(order: str) -> None:
+    from langchain.agents.middleware import PIIMiddleware
+
+    secret = "Receipt sent to jane.doe@example.com."
+    redact = PIIMiddleware("email", strategy="redact", apply_to_input=False, apply_to_output=True)
+    model = ScriptedChatModel([call("pay")])
+    agent = create_agent(
+        model,
+        [forced_tool("pay", (secret, signal(Outcome.COMPLETED)))],
+        middleware=stack([redact], None, order),
+    )
+    state, events = run(agent, ask())
+    final = state["messages"][-1].content
+    assert "jane.doe@example.com" not in final
+    assert final.startswith("Receipt sent to [REDACTED")
+    assert_one_record(state, events, rule="completed")
+
+
+# -- the matrix: every composition x mode x order on the two everyday runs -----------------------
+
+
+@after_model
+def inspect(state: Any, runtime: Any) -> None:
+    """A user's after_model hook that only looks."""
+    return
+
+
+def _compositions() -> dict[str, Callable[[], list[Any]]]:
+    from langchain.agents.middleware import (
+        ModelRetryMiddleware,
+        PIIMiddleware,
+        SummarizationMiddleware,
+        ToolRetryMiddleware,
+    )
+
+    found: dict[str, Callable[[], list[Any]]] = {
+        "model-call-limit": lambda: [ModelCallLimitMiddleware(run_limit=5, thread_limit=50)],
+        "tool-call-limit": lambda: [ToolCallLimitMiddleware(run_limit=5)],
+        "model-retry": lambda: [ModelRetryMiddleware(max_retries=1, initial_delay=0)],
+        "tool-retry": lambda: [ToolRetryMiddleware(max_retries=1, initial_delay=0)],
+        "summarization": lambda: [
+            SummarizationMiddleware(model=ScriptedChatModel([]), trigger=("messages", 50))
+        ],
+        "pii": lambda: [PIIMiddleware("email", strategy="redact")],
+        "before-model-reminder": lambda: [remind],
+        "after-model-hook": lambda: [inspect],
+        "everything": lambda: [
+            ModelCallLimitMiddleware(run_limit=5),
+            ToolCallLimitMiddleware(run_limit=5),
+            ModelRetryMiddleware(max_retries=1, initial_delay=0),
+            remind,
+            inspect,
+        ],
+    }
+    if hasattr(middleware_module, "ToolErrorMiddleware"):  # langchain >= 1.3.14
+        found["tool-error"] = lambda: [
+            middleware_module.ToolErrorMiddleware(on_error=lambda error, request: str(error))
+        ]
+    return found
+
+
+COMPOSITIONS = _compositions()
+
+
+@pytest.mark.parametrize("composition", list(COMPOSITIONS))
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("retry_first", [False, True], ids=["success", "retry-then-success"])
+def test_every_composition_keeps_the_contract(
+    composition: str, order: str, mode: str, retry_first: bool, provider: Any
+) -> None:
+    calls: list[Any] = [call("pay")] * (2 if retry_first else 1)
+    narration = "Your order o-1 is paid."
+    script = calls + ([narration] if mode != "hard" else [])
+    model = ScriptedChatModel(script)
+    results = (RETRY, DONE) if retry_first else (DONE,)
+    policy = StopPolicy(mode=mode)  # type: ignore[arg-type]
+    agent = create_agent(
+        model,
+        [forced_tool("pay", *results)],
+        middleware=stack(COMPOSITIONS[composition](), policy, order),
+        name="concierge",
+    )
+    try:
+        state, events = run(agent, ask())
+    except GraphRecursionError:  # pragma: no cover - the failure being tested
+        pytest.fail("GraphRecursionError")
+    model.assert_complete()  # no model call beyond the script: a hard stop makes none
+    final = state["messages"][-1]
+    assert final.content == (PAID if mode == "hard" else narration)
+    assert final.name == "concierge"
+    record = assert_one_record(state, events, rule="none" if mode == "never" else "completed")
+    assert record["model_calls"] == len(script)
+    assert record["transient_retries"] == (1 if retry_first else 0)
+    assert record["would_stop"] == ("completed" if mode == "never" else None)
+    assert turns(events) == list(range(1, len(calls) + 1))
+    assert_next_turn_accepted(provider, state["messages"])

@@ -183,6 +183,45 @@ def _as_the_tool_said(turn: Turn | None, state: Mapping[str, Any]) -> Turn | Non
     return Turn(asking=turn.asking, results=results)
 
 
+def _schema_specs(response_format: Any) -> list[Any]:
+    """The schemas of a `create_agent` response format (a strategy or a bare schema)."""
+    from langchain.agents.structured_output import ProviderStrategy, ToolStrategy
+
+    if isinstance(response_format, ToolStrategy):
+        return list(response_format.schema_specs)
+    if isinstance(response_format, ProviderStrategy):
+        return [response_format.schema_spec]
+    return list(ToolStrategy(getattr(response_format, "schema", response_format)).schema_specs)
+
+
+def _structured_response(request: ModelRequest, decision: Decision, turn: Turn | None) -> Any:
+    """The agent's structured response on a hard stop, from the deciding tool's artifact.
+
+    A tool may put the structured answer next to its text: `signal(..., structured_response=
+    {...})`. It is used when exactly one call decided the stop and the value validates against
+    the agent's `response_format`; otherwise the structured response stays `None`.
+    """
+    if request.response_format is None or turn is None or len(decision.deciding) != 1:
+        return None
+    wanted = decision.deciding[0].tool_call_id
+    artifact = next((m.artifact for m in turn.results if m.tool_call_id == wanted), None)
+    data = dict.get(artifact, "structured_response") if isinstance(artifact, dict) else None
+    if not isinstance(data, dict):
+        return None
+    from langchain.agents.structured_output import OutputToolBinding
+
+    try:
+        specs = _schema_specs(request.response_format)
+    except Exception:  # a response format this langchain does not build specs for
+        return None
+    for spec in specs:
+        try:
+            return OutputToolBinding.from_schema_spec(spec).parse(data)
+        except Exception:  # does not fit this schema; try the next
+            continue
+    return None
+
+
 def _first_ai(messages: list[BaseMessage]) -> tuple[int, AIMessage] | None:
     for index, message in enumerate(messages):
         if isinstance(message, AIMessage):
@@ -222,8 +261,9 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
       retry budget (recorded as `rejected`); the note langchain adds to an edited call's result
       is for the model, the relay is the tool's own text.
     - Structured output (`response_format`): in `polish` mode the narrating call is offered only
-      the structured-output tool, so it yields `structured_response`; in `hard` mode a stop ends
-      the run with the relay and `structured_response` stays `None`.
+      the structured-output tool, so it yields `structured_response`. In `hard` mode a stop ends
+      the run with the relay; `structured_response` is the deciding tool's artifact
+      `structured_response` when it validates against the schema, else `None`.
 
     Tool exceptions: `create_agent` re-raises unexpected tool exceptions. To send them back to
     the model as error ToolMessages (which this middleware counts as transient failures against
@@ -289,8 +329,10 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             # a relay is not a model call, so its count is taken back here.
             for key in _LIMIT_KEYS:
                 update[key] = state.get(key, 0) - 1
+        structured = _structured_response(request, decision, turn)
         return ExtendedModelResponse(
-            model_response=ModelResponse(result=[relay]), command=Command(update=update)
+            model_response=ModelResponse(result=[relay], structured_response=structured),
+            command=Command(update=update),
         )
 
     def _answered(
