@@ -40,7 +40,12 @@ def _legacy(
 
 
 def _middleware(
-    model: Any, tools: Sequence[Any], *, policy: StopPolicy | None, checkpointer: Any
+    model: Any,
+    tools: Sequence[Any],
+    *,
+    policy: StopPolicy | None,
+    checkpointer: Any,
+    middleware: Sequence[Any] = (),
 ) -> Any:
     from langchain.agents import create_agent
     from langchain.agents.middleware import ToolErrorMiddleware
@@ -49,8 +54,8 @@ def _middleware(
 
     # The documented recipe: langchain's own middleware returns tool exceptions to the model.
     errors = ToolErrorMiddleware(on_error=lambda error, request: f"Error: {error!r}")
-    middleware: list[Any] = [errors, StopOnArtifact(policy)]
-    return create_agent(model, list(tools), middleware=middleware, checkpointer=checkpointer)
+    stack: list[Any] = [*middleware, errors, StopOnArtifact(policy)]
+    return create_agent(model, list(tools), middleware=stack, checkpointer=checkpointer)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +70,8 @@ class Router:
         polish_node: The node that narrates a stop in polish mode.
         end_nodes: Nodes that end every run, after its final answer (the middleware's
             `after_agent` hook).
+        takes_middleware: Whether `build` takes `middleware=[...]` (`create_agent` middleware
+            to run next to toolstop's); scenarios with middleware run only on such routers.
     """
 
     name: str
@@ -73,6 +80,7 @@ class Router:
     stop_node: str
     polish_node: str
     end_nodes: tuple[str, ...] = ()
+    takes_middleware: bool = False
 
     def path(self, *steps: str) -> list[str]:
         """Node names of a whole run from abstract steps: `model`, `tools`, `stop` (the relay),
@@ -94,6 +102,7 @@ MIDDLEWARE = Router(
     stop_node="model",
     polish_node="model",
     end_nodes=("StopOnArtifact.after_agent",),
+    takes_middleware=True,
 )
 ROUTERS = {router.name: router for router in (GRAPH, MIDDLEWARE, LEGACY)}
 """toolstop's routers by name (`graph`, `middleware`, `legacy`)."""
@@ -108,15 +117,23 @@ def run_agent(
     agent: Any,
     question: str = "q",
     config: dict[str, Any] | None = None,
+    *,
+    resume: Any = None,
 ) -> tuple[list[str], dict[str, Any]]:
     """Stream one run; return the node path and the final state values.
 
     create_agent runs each tool call of a turn as its own task (`Send`), so one tools step
     reports one update per call; the path shows a step once, whatever number of tasks it ran.
+    With `resume`, the thread's interrupted run is resumed with `Command(resume=resume)`
+    instead of asking `question` (an interrupt shows as `__interrupt__` in the path).
     """
     path: list[str] = []
     final: dict[str, Any] = {}
-    inputs = {"messages": [HumanMessage(content=question)]}
+    inputs: Any = {"messages": [HumanMessage(content=question)]}
+    if resume is not None:
+        from langgraph.types import Command
+
+        inputs = Command(resume=resume)
     for mode, chunk in agent.stream(inputs, config, stream_mode=["updates", "values"]):
         final = _collect(path, final, mode, chunk)
     return path, final

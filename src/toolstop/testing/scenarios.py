@@ -37,6 +37,11 @@ class Scenario:
         policy: The stop policy.
         stops: Whether a correct router ends this run with a stop (for invariant checks).
         recursion_limit: LangGraph's recursion limit for the run, when the scenario needs one.
+        middleware: Builds `create_agent` middleware that runs next to toolstop's (langchain's
+            own limits, human review). A scenario with middleware runs only on routers that
+            take middleware (`Router.takes_middleware`).
+        review: A human reviewer's decisions, one per interrupt, in order (for
+            `HumanInTheLoopMiddleware` in `middleware`): the run is resumed with each.
     """
 
     name: str
@@ -46,6 +51,8 @@ class Scenario:
     policy: StopPolicy = field(default_factory=StopPolicy)
     stops: bool
     recursion_limit: int | None = None
+    middleware: Callable[[], list[Any]] | None = None
+    review: tuple[dict[str, Any], ...] = ()
 
     @property
     def mode(self) -> Mode:
@@ -218,9 +225,84 @@ def _hard_only() -> list[Scenario]:
     ]
 
 
+def _call_limit(run_limit: int) -> Callable[[], list[Any]]:
+    def build() -> list[Any]:
+        from langchain.agents.middleware import ModelCallLimitMiddleware
+
+        return [ModelCallLimitMiddleware(run_limit=run_limit)]
+
+    return build
+
+
+def _reviewed() -> list[Any]:
+    from langchain.agents.middleware import HumanInTheLoopMiddleware
+
+    return [HumanInTheLoopMiddleware(interrupt_on={"lookup": True})]
+
+
+def _with_middleware() -> list[Scenario]:
+    """langchain's own middleware next to StopOnArtifact: call limits and human review."""
+    edited = {"name": "lookup", "args": {"query": "refund policy"}}
+    return [
+        Scenario(
+            name="limit-run",
+            description="A model-call limit reached by the tool turn does not swallow the stop.",
+            tools=_lookup(DONE),
+            script=(call("lookup", query="refunds"),),
+            stops=True,
+            middleware=_call_limit(run_limit=1),
+        ),
+        Scenario(
+            name="limit-after-retry",
+            description="A limit reached after a retry still delivers the retry's stop.",
+            tools=_lookup(RETRY, DONE),
+            script=(call("lookup", query="refunds"), call("lookup", query="refunds")),
+            stops=True,
+            middleware=_call_limit(run_limit=2),
+        ),
+        Scenario(
+            name="review-approve",
+            description="A human approves the call; its result stops the run.",
+            tools=_lookup(DONE),
+            script=(call("lookup", query="refunds"),),
+            stops=True,
+            middleware=_reviewed,
+            review=({"type": "approve"},),
+        ),
+        Scenario(
+            name="review-edit",
+            description="A human edits the call; the relay is the tool's text, not their note.",
+            tools=_lookup(DONE),
+            script=(call("lookup", query="refunds"),),
+            stops=True,
+            middleware=_reviewed,
+            review=({"type": "edit", "edited_action": edited},),
+        ),
+        Scenario(
+            name="review-reject",
+            description="A human rejects the call: back to the model, no retry budget spent.",
+            tools=_lookup(DONE),
+            script=(call("lookup", query="refunds"), ANSWER),
+            policy=StopPolicy(max_transient_retries=0),
+            stops=False,
+            middleware=_reviewed,
+            review=({"type": "reject", "message": "not now"},),
+        ),
+        Scenario(
+            name="review-respond",
+            description="A human answers for the tool: back to the model.",
+            tools=_lookup(DONE),
+            script=(call("lookup", query="refunds"), ANSWER),
+            stops=False,
+            middleware=_reviewed,
+            review=({"type": "respond", "message": "Refunds take 5 days."},),
+        ),
+    ]
+
+
 def scenario_matrix() -> list[Scenario]:
     """Every scenario `toolstop check` runs, in a stable order."""
-    return [*_per_mode(), *_hard_only(), *_parallel()]
+    return [*_per_mode(), *_hard_only(), *_parallel(), *_with_middleware()]
 
 
 SCENARIOS: dict[str, Scenario] = {s.key: s for s in scenario_matrix()}
