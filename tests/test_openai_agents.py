@@ -132,3 +132,64 @@ def test_retry_budget_ends_with_the_user_safe_text() -> None:
 def test_polish_is_refused() -> None:
     with pytest.raises(ToolstopConfigError, match="polish"):
         stop_on_artifact(StopPolicy(mode="polish"))
+
+
+def test_a_raising_tool_counts_against_the_retry_budget_like_on_langgraph() -> None:
+    def lookup(query: str) -> tuple[str, dict[str, Any]]:
+        """Look something up."""
+        msg = "backend exploded"
+        raise RuntimeError(msg)
+
+    policy = StopPolicy(max_transient_retries=2)
+    model = ScriptedModel([call("lookup", f"c{i}") for i in range(3)])
+    behaviour = stop_on_artifact(policy)
+    agent = Agent(
+        name="support", tools=[artifact_tool(lookup)], model=model, tool_use_behavior=behaviour
+    )
+    result = asyncio.run(Runner.run(agent, "How do refunds work?", max_turns=5))
+    model.assert_complete()  # three failures: the first try and two retries, then the budget
+    assert result.final_output == policy.retry_budget_message
+    record = behaviour.record(result.context_wrapper)
+    assert (record["rule"], record["transient_retries"]) == ("retry_budget", 2)
+    assert [s["problem"] for s in record["invalid_signals"]] == ["tool_error"] * 3
+    # the model saw the SDK's own error text, nothing of the exception
+    assert "An error occurred while running the tool" in repr(model.calls[1].input)
+
+
+def test_a_custom_failure_function_is_kept_and_none_still_raises() -> None:
+    def lookup(query: str) -> tuple[str, dict[str, Any]]:
+        """Look something up."""
+        msg = "backend exploded"
+        raise RuntimeError(msg)
+
+    tool = artifact_tool(lookup, failure_error_function=lambda ctx, error: f"sorry: {error}")
+    model = ScriptedModel([call("lookup", "c1"), [assistant_message("gave up")]])
+    agent = Agent(name="s", tools=[tool], model=model, tool_use_behavior=stop_on_artifact())
+    result = asyncio.run(Runner.run(agent, "q"))
+    assert result.final_output == "gave up"
+    assert "sorry: backend exploded" in repr(model.calls[1].input)
+    raising = artifact_tool(lookup, failure_error_function=None)
+    agent = Agent(
+        name="s",
+        tools=[raising],
+        model=ScriptedModel([call("lookup", "c1")]),
+        tool_use_behavior=stop_on_artifact(),
+    )
+    with pytest.raises(Exception, match="backend exploded"):
+        asyncio.run(Runner.run(agent, "q"))
+
+
+def test_the_record_counts_the_runs_model_calls_and_tokens() -> None:
+    outcome, model, record = agent_run(
+        [call("lookup", "c1"), call("lookup", "c2")], make_tools([RETRY, DONE])
+    )
+    usage = outcome.context_wrapper.usage
+    assert record["model_calls"] == len(model.calls) == usage.requests == 2
+    assert (record["input_tokens"], record["output_tokens"]) == (
+        usage.input_tokens,
+        usage.output_tokens,
+    )
+    # a run the model answers without any tool still has its record
+    answered, _model, plain = agent_run([[assistant_message("hi")]], make_tools([DONE]))
+    assert answered.final_output == "hi"
+    assert (plain["rule"], plain["model_calls"], plain["tool_turns"]) == ("none", 1, 0)

@@ -17,6 +17,7 @@ Needs the `openai-agents` extra.
 from __future__ import annotations
 
 import functools
+import inspect
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from typing import Any
 try:
     from agents import FunctionTool, RunContextWrapper, function_tool
     from agents.agent import ToolsToFinalOutputResult
-    from agents.tool import FunctionToolResult
+    from agents.tool import FunctionToolResult, default_tool_error_function
 except ImportError as error:  # pragma: no cover - depends on the environment
     msg = (
         "toolstop.openai_agents needs the OpenAI Agents SDK: pip install 'toolstop[openai-agents]'"
@@ -39,7 +40,7 @@ from toolstop.errors import ToolstopConfigError
 from toolstop.policy import StopPolicy
 from toolstop.record import StopRecord, fold_turn, new_record, stopped
 
-__all__ = ["ToolOutput", "artifact_tool", "stop_on_artifact"]
+__all__ = ["FailedText", "ToolOutput", "artifact_tool", "stop_on_artifact"]
 
 
 @dataclass(frozen=True)
@@ -53,14 +54,43 @@ class ToolOutput:
         return self.content
 
 
+class FailedText(str):
+    """The text the SDK gives the model when a tool raised, marked as a tool failure.
+
+    `stop_on_artifact` reads it as an error result (like an error `ToolMessage`): it goes back to
+    the model and counts against the retry budget.
+    """
+
+    __slots__ = ()
+
+
+def _marking(failure: Any) -> Callable[..., Any]:
+    """The SDK's failure function (or the user's), its text marked as a `FailedText`."""
+    base = failure if callable(failure) else default_tool_error_function
+
+    async def on_failure(context: RunContextWrapper[Any], error: Exception) -> str:
+        text = base(context, error)
+        if inspect.isawaitable(text):
+            text = await text
+        return FailedText(text)
+
+    return on_failure
+
+
 def artifact_tool(function: Callable[..., Any], **options: Any) -> FunctionTool:
     """An SDK function tool from a function that returns `(content, artifact)`.
+
+    A tool that raises is answered as the SDK answers it (its `failure_error_function`, or the
+    SDK's default text), and `stop_on_artifact` counts it as a tool failure against the retry
+    budget. With `failure_error_function=None` the exception propagates, as in the SDK.
 
     Args:
         function: Sync or async; returns `(content, artifact)` (anything else is passed on as
             content with no artifact, so routing goes back to the model).
         **options: Passed to the SDK's `function_tool` (name_override, ...).
     """
+    failure = options.get("failure_error_function", default_tool_error_function)
+    options["failure_error_function"] = None if failure is None else _marking(failure)
 
     def wrap(result: Any) -> ToolOutput:
         if isinstance(result, tuple) and len(result) == 2:
@@ -100,7 +130,11 @@ def _as_messages(results: list[FunctionToolResult]) -> list[BaseMessage]:
         calls.append({"name": result.tool.name, "args": {}, "id": call_id, "type": "tool_call"})
         answers.append(
             ToolMessage(
-                content=str(output), artifact=artifact, tool_call_id=call_id, name=result.tool.name
+                content=str(output),
+                artifact=artifact,
+                tool_call_id=call_id,
+                name=result.tool.name,
+                status="error" if isinstance(output, FailedText) else "success",
             )
         )
     return [AIMessage(content="", tool_calls=calls), *answers]
@@ -139,9 +173,24 @@ class _Behaviour:
         )
         return ToolsToFinalOutputResult(is_final_output=True, final_output=relay)
 
-    def record(self, context: RunContextWrapper[Any]) -> StopRecord | None:
-        """The stop record of the run that `context` belongs to (tool turns, rule, signals)."""
-        return self.records.get(context)
+    def record(self, context: RunContextWrapper[Any]) -> StopRecord:
+        """The stop record of the run that `context` belongs to.
+
+        Rule, tool turns and signals are toolstop's; model calls and tokens are the SDK's own
+        count for the run (`context.usage`), read when the record is asked for.
+        """
+        record = self.records.get(context) or new_record(self.policy)
+        usage = getattr(context, "usage", None)
+        if usage is None:
+            return record
+        return StopRecord(
+            **{
+                **record,
+                "model_calls": int(usage.requests),
+                "input_tokens": int(usage.input_tokens),
+                "output_tokens": int(usage.output_tokens),
+            }
+        )
 
 
 def stop_on_artifact(policy: StopPolicy | None = None) -> _Behaviour:
@@ -149,8 +198,8 @@ def stop_on_artifact(policy: StopPolicy | None = None) -> _Behaviour:
 
     Success and fatal stop with the tool's text as the final output; transient goes back to the
     model; parallel calls follow `policy.parallel`; the retry budget ends with its user-safe text.
-    `behaviour.record(result.context_wrapper)` returns the run's stop record (model calls and
-    tokens are the SDK's: `result.context_wrapper.usage`).
+    `behaviour.record(result.context_wrapper)` returns the run's stop record, with model calls
+    and tokens from the SDK's `result.context_wrapper.usage`.
 
     Raises:
         ToolstopConfigError: for `mode="polish"`.
