@@ -13,7 +13,6 @@ between the tool results and the next model call change nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -29,7 +28,6 @@ __all__ = [
     "answered",
     "begin_turn",
     "finish",
-    "is_relay",
     "open_run",
     "plain_answer",
     "relay_message",
@@ -177,12 +175,6 @@ def relay_message(content: Any, rule: Rule, *, name: str | None = None) -> AIMes
         name=name,
         response_metadata={"toolstop": {"relay": True, "rule": rule.value}},
     )
-
-
-def is_relay(message: BaseMessage) -> bool:
-    """True for an AIMessage toolstop appended in place of a model answer."""
-    marker = message.response_metadata.get("toolstop") if isinstance(message, AIMessage) else None
-    return isinstance(marker, Mapping) and marker.get("relay") is True
 
 
 def plain_answer(response: BaseMessage, *, answered_ids: frozenset[str] = frozenset()) -> AIMessage:
