@@ -50,4 +50,5 @@ def relays(event: Mapping[str, Any]) -> list[AIMessage]:
     chunk = (event.get("data") or {}).get("chunk")
     if not isinstance(chunk, Mapping):
         return []
-    return [m for update in chunk.values() for m in _messages(update) if is_relay(m)]
+    found = (m for update in chunk.values() for m in _messages(update))
+    return [m for m in found if isinstance(m, AIMessage) and is_relay(m)]
