@@ -289,14 +289,17 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         """
         super().__init__()
         self.policy = policy if policy is not None else StopPolicy()
+        self._checked_tools: object = None  # the tools list last checked for return_direct
 
     # -- the decision, shared by sync and async ---------------------------------------------
     def _begin(
         self, request: ModelRequest
     ) -> tuple[Decision | None, RunState, Turn | None, int | None, int, Any]:
-        reject_return_direct(
-            [t for t in request.tools if isinstance(t, BaseTool)], "StopOnArtifact"
-        )
+        if request.tools is not self._checked_tools:  # once per agent, unless a hook swaps tools
+            reject_return_direct(
+                [t for t in request.tools if isinstance(t, BaseTool)], "StopOnArtifact"
+            )
+            self._checked_tools = request.tools
         config = _config()
         state: Any = request.state
         remaining = state.get(STEPS_KEY)

@@ -137,8 +137,10 @@ def _callback_event(record: StopRecord, config: Any) -> None:
 
 
 def _span_event(record: StopRecord) -> None:
-    if _otel_trace is None:
-        return
+    if _otel_trace is None or isinstance(
+        _otel_trace.get_tracer_provider(), _otel_trace.ProxyTracerProvider
+    ):
+        return  # no OpenTelemetry SDK configured: nobody records spans
     span = _otel_trace.get_current_span()
     if span.is_recording():
         span.add_event("toolstop.run_end", span_attributes(record))
