@@ -322,6 +322,33 @@ def test_the_retry_budget_fires_with_messages_between_turns(order: str) -> None:
     assert turns(events) == [1, 2, 3]
 
 
+@pytest.mark.parametrize("order", ORDERS)
+def test_a_guard_that_ends_the_run_keeps_its_answer_and_the_turn_is_recorded(order: str) -> None:
+    from langchain.agents.middleware import hook_config
+
+    class Guard(AgentMiddleware):
+        @hook_config(can_jump_to=["end"])
+        def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+            if isinstance(state["messages"][-1], ToolMessage):
+                return {"messages": [AIMessage("A guard ended the run.")], "jump_to": "end"}
+            return None
+
+    model = ScriptedChatModel([call("pay")])
+    agent = create_agent(
+        model, [forced_tool("pay", DONE)], middleware=stack([Guard()], None, order)
+    )
+    state, events = run(agent, ask())
+    model.assert_complete()
+    assert state["messages"][-1].content == "A guard ended the run."  # a guard's answer stands
+    record = assert_one_record(state, events, rule="none")
+    assert (record["tool_turns"], record["outcomes"]["completed"], record["stopped"]) == (
+        1,
+        1,
+        False,
+    )
+    assert turns(events) == [1]
+
+
 # -- 6. names ----------------------------------------------------------------------------------
 
 
@@ -482,10 +509,28 @@ def test_structured_output_hard_stop_takes_a_valid_structured_response_from_the_
     state, _ = _structured("hard", [call("pay")], result)
     assert state["messages"][-1].content == PAID
     assert state["structured_response"].model_dump() == receipt
-    wrong = (PAID, signal(Outcome.COMPLETED, structured_response={"receipt": 1}))
-    state, _ = _structured("hard", [call("pay")], wrong)  # does not fit the schema: left empty
+    # an instance of the schema (a pydantic model) is taken as it is
+    instance = _receipt_schema()(**receipt)
+    state, _ = _structured(
+        "hard", [call("pay")], (PAID, signal("completed", structured_response=instance))
+    )
+    assert state["structured_response"].model_dump() == receipt
+
+
+def test_a_structured_response_that_does_not_fit_is_none_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    wrong = (PAID, signal(Outcome.COMPLETED, structured_response={"receipt": "SECRET-1"}))
+    with caplog.at_level("WARNING", logger="toolstop"):
+        state, _ = _structured("hard", [call("pay")], wrong)
     assert state.get("structured_response") is None
     assert state["messages"][-1].content == PAID
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == [
+        "toolstop: the structured_response in the artifact of tool 'pay' does not fit the "
+        "agent's response_format; structured_response is None"
+    ]
+    assert "SECRET-1" not in caplog.text
 
 
 def test_structured_output_polish_narrates_into_the_structured_response(provider: Any) -> None:

@@ -31,10 +31,42 @@ def test_prompt_is_sent_but_not_stored() -> None:
 
 
 def test_return_direct_tools_are_refused_at_build_time() -> None:
-    with pytest.raises(ToolstopConfigError, match="return_direct"):
+    with pytest.raises(ToolstopConfigError, match=r"^build_react_graph: .*return_direct"):
         build_react_graph(ScriptedChatModel([]), [static])
-    with pytest.raises(ToolstopConfigError, match="return_direct"):
+    # the error names the function the user called
+    with pytest.raises(ToolstopConfigError, match=r"^create_react_agent: .*return_direct"):
         create_react_agent(ScriptedChatModel([]), [static])
+
+
+@tool
+def forgot_the_format(flight: str) -> tuple[str, dict[str, object]]:
+    """Books a flight, but is declared without response_format="content_and_artifact"."""
+    return f"Booked {flight}.", signal("completed")
+
+
+@tool(response_format="content_and_artifact")
+def declared(flight: str) -> tuple[str, dict[str, object]]:
+    """Books a flight, declared right."""
+    return f"Booked {flight}.", signal("completed")
+
+
+def test_a_pair_returned_as_plain_content_is_warned_about_at_build_time(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level("WARNING", logger="toolstop"):
+        build_react_graph(ScriptedChatModel([]), [forgot_the_format, declared, static_free])
+    warned = [r.getMessage() for r in caplog.records]
+    assert warned == [
+        "toolstop: build_react_graph: tool 'forgot_the_format' returns a tuple but is not "
+        "declared with response_format='content_and_artifact'; its artifact goes to the model "
+        "as text and never reaches toolstop"
+    ]
+
+
+@tool
+def static_free(query: str) -> str:
+    """A plain tool: no tuple, no warning."""
+    return query
 
 
 def test_bad_prompt_type_is_refused() -> None:

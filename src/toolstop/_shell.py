@@ -94,6 +94,7 @@ def begin_turn(
     *,
     remaining_steps: int | None,
     loop_steps: int,
+    delivered: bool = True,
 ) -> tuple[Decision | None, RunState]:
     """Decide the run's pending tool turn and fold it into the record (once per turn).
 
@@ -103,6 +104,8 @@ def begin_turn(
         policy: The stop policy.
         remaining_steps: LangGraph's remaining steps at the node that would call the model.
         loop_steps: The steps a further tool turn needs from that node (see `decide`).
+        delivered: Whether a stop it decides is delivered (False: another middleware already
+            ended the run; the turn is only accounted for).
 
     Returns:
         `(None, run)` when there is no turn to decide (a run's first model call, or a turn
@@ -120,7 +123,7 @@ def begin_turn(
         loop_steps=loop_steps,
     )
     record = fold_turn(record, decision)
-    if decision.stop:
+    if decision.stop and delivered:
         record = stopped(record, decision)
     return decision, {**run, "record": record, "turn": turn.id}
 

@@ -27,6 +27,7 @@ from toolstop._shell import (
 )
 from toolstop.decision import Decision, Turn, current_turn, decide
 from toolstop.errors import ToolstopConfigError
+from toolstop.observe import logger
 from toolstop.policy import StopPolicy
 from toolstop.record import StopRecord, count_model_call
 
@@ -40,6 +41,7 @@ __all__ = [
     "ReactIO",
     "ReactState",
     "build_react_graph",
+    "check_tools",
     "compile_react_graph",
     "reject_return_direct",
     "route_after_agent",
@@ -105,6 +107,46 @@ def reject_return_direct(tools: Sequence[BaseTool | Any], where: str) -> None:
             "Drop return_direct and return signal(Outcome.COMPLETED) in the tool's artifact."
         )
         raise ToolstopConfigError(msg)
+
+
+def _returns_a_pair(tool: Any) -> bool:
+    """True when a tool's function is annotated to return a tuple (content and artifact?)."""
+    import inspect
+    import typing
+
+    function = getattr(tool, "func", None) or getattr(tool, "coroutine", None)
+    if function is None:
+        return False
+    try:
+        annotation = inspect.signature(function).return_annotation
+    except (TypeError, ValueError):
+        return False
+    if isinstance(annotation, str):
+        return annotation.replace(" ", "").lower().startswith(("tuple[", "typing.tuple["))
+    return typing.get_origin(annotation) is tuple
+
+
+def check_tools(tools: Sequence[BaseTool | Any], where: str) -> None:
+    """Refuse static stops; warn about a tool whose artifact would go to the model as text.
+
+    A tool that returns `(content, artifact)` but is not declared with
+    `response_format="content_and_artifact"` has the whole pair stringified into its content:
+    the model sees the signal and toolstop never does. That is logged once, at WARNING, when the
+    router is built (the graph) or first runs (the middleware).
+
+    Raises:
+        ToolstopConfigError: for tools with `return_direct=True` (see `reject_return_direct`).
+    """
+    reject_return_direct(tools, where)
+    for tool in tools:
+        if getattr(tool, "response_format", None) == "content" and _returns_a_pair(tool):
+            logger.warning(
+                "toolstop: %s: tool %r returns a tuple but is not declared with "
+                "response_format='content_and_artifact'; its artifact goes to the model as text "
+                "and never reaches toolstop",
+                where,
+                getattr(tool, "name", "?"),
+            )
 
 
 def _prompt_messages(prompt: str | SystemMessage | None) -> list[BaseMessage]:
@@ -315,14 +357,18 @@ def compile_react_graph(
     prompt: str | SystemMessage | None,
     compile_kwargs: dict[str, Any],
     agent_name: str | None,
+    where: str = "build_react_graph",
 ) -> Any:
-    """`build_react_graph` with the compile arguments and the agent's name given separately."""
+    """`build_react_graph` with the compile arguments and the agent's name given separately.
+
+    `where` names the public function in error messages (`create_react_agent` for the legacy
+    drop-in)."""
     policy = policy if policy is not None else StopPolicy()
     if isinstance(tools, ToolNode):
         tool_node = tools
     else:
         tool_node = ToolNode(list(tools), handle_tool_errors=True)
-    reject_return_direct(list(tool_node.tools_by_name.values()), "build_react_graph")
+    check_tools(list(tool_node.tools_by_name.values()), where)
     nodes = _Nodes(model, list(tool_node.tools_by_name.values()), policy, prompt, agent_name)
 
     graph = StateGraph(ReactState, input_schema=ReactIO, output_schema=ReactIO)

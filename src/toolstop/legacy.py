@@ -117,4 +117,5 @@ def create_react_agent(
             "name": name or "LangGraph",
         },
         agent_name=name,
+        where="create_react_agent",
     )

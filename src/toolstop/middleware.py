@@ -46,7 +46,8 @@ from toolstop._shell import (
 )
 from toolstop.decision import Decision, Turn, current_turn
 from toolstop.errors import ToolstopConfigError
-from toolstop.graph import reject_return_direct
+from toolstop.graph import check_tools
+from toolstop.observe import logger
 from toolstop.policy import StopPolicy
 from toolstop.record import StopRecord, count_model_call
 
@@ -203,23 +204,43 @@ def _structured_response(request: ModelRequest, decision: Decision, turn: Turn |
     """
     if request.response_format is None or turn is None or len(decision.deciding) != 1:
         return None
-    wanted = decision.deciding[0].tool_call_id
-    artifact = next((m.artifact for m in turn.results if m.tool_call_id == wanted), None)
+    deciding = decision.deciding[0]
+    artifact = next(
+        (m.artifact for m in turn.results if m.tool_call_id == deciding.tool_call_id), None
+    )
     data = dict.get(artifact, "structured_response") if isinstance(artifact, dict) else None
-    if not isinstance(data, dict):
+    if data is None:
         return None
     from langchain.agents.structured_output import OutputToolBinding
 
     try:
         specs = _schema_specs(request.response_format)
     except Exception:  # a response format this langchain does not build specs for
-        return None
+        specs = []
     for spec in specs:
+        if isinstance(spec.schema, type) and isinstance(data, spec.schema):
+            return data  # already an instance of the schema
         try:
-            return OutputToolBinding.from_schema_spec(spec).parse(data)
+            return OutputToolBinding.from_schema_spec(spec).parse(_plain(data))
         except Exception:  # does not fit this schema; try the next
             continue
+    logger.warning(
+        "toolstop: the structured_response in the artifact of tool %r does not fit the agent's "
+        "response_format; structured_response is None",
+        deciding.tool,
+    )
     return None
+
+
+def _plain(data: Any) -> Any:
+    """A pydantic model or a dataclass instance as a dict; anything else as it is."""
+    import dataclasses
+
+    if hasattr(data, "model_dump"):
+        return data.model_dump()
+    if dataclasses.is_dataclass(data) and not isinstance(data, type):
+        return dataclasses.asdict(data)
+    return data
 
 
 def _first_ai(messages: list[BaseMessage]) -> tuple[int, AIMessage] | None:
@@ -296,9 +317,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         self, request: ModelRequest
     ) -> tuple[Decision | None, RunState, Turn | None, int | None, int, Any]:
         if request.tools is not self._checked_tools:  # once per agent, unless a hook swaps tools
-            reject_return_direct(
-                [t for t in request.tools if isinstance(t, BaseTool)], "StopOnArtifact"
-            )
+            check_tools([t for t in request.tools if isinstance(t, BaseTool)], "StopOnArtifact")
             self._checked_tools = request.tools
         config = _config()
         state: Any = request.state
@@ -404,23 +423,36 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         )
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """End the run: write and publish its record; deliver a stop a call limit swallowed."""
+        """End the run: write and publish its record; deliver a stop a call limit swallowed.
+
+        A run another middleware ended (a guard's or a limit's `jump_to: "end"`) may still have
+        a tool turn the model never saw: it is accounted for in the record. Only a stop that
+        `ModelCallLimitMiddleware` swallowed is delivered in place of the limit's message; a
+        guard's answer stands.
+        """
         config = _config()
         messages = state["messages"]
         update: dict[str, Any] = {}
         run = state.get(RUN_KEY)
         if run is None or not run["open"]:  # no model call in this run (refused before it)
             run = open_run(run, state.get("stop_record"), self.policy, current_turn(messages))
-        elif messages and _limit_swallowed(messages[-1], state):
-            turn = current_turn(messages[:-1])
-            decision, run = begin_turn(
-                run, _as_the_tool_said(turn, state), self.policy, remaining_steps=None, loop_steps=0
-            )
-            turn_event(decision, turn, run)
-            if decision is not None and decision.stop:
-                # No model call is allowed any more, so a polish stop is relayed as it is.
-                relay = relay_message(decision.relay, decision.rule, name=_agent_name(config))
-                update["messages"] = [RemoveMessage(id=messages[-1].id), relay]
+        last = messages[-1] if messages else None
+        answered = isinstance(last, AIMessage) and not last.tool_calls  # by anyone
+        turn = current_turn(messages[:-1] if answered else messages)
+        swallowed = last is not None and _limit_swallowed(last, state)
+        decision, run = begin_turn(
+            run,
+            _as_the_tool_said(turn, state),
+            self.policy,
+            remaining_steps=None,
+            loop_steps=0,
+            delivered=swallowed,
+        )
+        turn_event(decision, turn, run)
+        if swallowed and decision is not None and decision.stop and last is not None:
+            # No model call is allowed any more, so a polish stop is relayed as it is.
+            relay = relay_message(decision.relay, decision.rule, name=_agent_name(config))
+            update["messages"] = [RemoveMessage(id=last.id), relay]
         record, run = finish(run, config)
         update["stop_record"] = record
         update[RUN_KEY] = run
