@@ -2,25 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LangSmithParams, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, ToolCall
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.messages.utils import count_tokens_approximately
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from pydantic import PrivateAttr
+from pydantic import ConfigDict, PrivateAttr
+
+from toolstop.testing._chunks import message_chunks, truncate_at_stop
 
 __all__ = [
     "ModelCall",
     "ScriptExhaustedError",
+    "ScriptMismatchError",
     "ScriptStep",
     "ScriptedChatModel",
     "approximate_usage",
@@ -46,6 +51,33 @@ class ScriptExhaustedError(AssertionError):
         self.tools = tuple(tools)
 
 
+class ScriptMismatchError(AssertionError):
+    """The call forced a tool choice that the scripted answer contradicts.
+
+    `tool_choice="none"` with a scripted tool call, `"any"` / `"required"` / `True` with a
+    scripted text answer, or a named tool with a call to another one: a real model obeys the
+    choice, so the script (or the code that set the choice) is wrong. The step is not consumed.
+
+    Attributes:
+        messages: What the call saw.
+        tools: The tools it was offered.
+        tool_choice: The choice the call was made with.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        messages: Sequence[BaseMessage],
+        tools: Sequence[str],
+        tool_choice: Any,
+    ):
+        super().__init__(message)
+        self.messages = tuple(messages)
+        self.tools = tuple(tools)
+        self.tool_choice = tool_choice
+
+
 def call(name: str, /, *, id: str | None = None, **args: Any) -> ToolCall:  # noqa: A002
     """A tool call for a script, e.g. `call("search", query="refunds")`."""
     return ToolCall(name=name, args=args, id=id, type="tool_call")
@@ -63,12 +95,22 @@ class ModelCall:
     Attributes:
         messages: The messages the model saw, in order.
         tools: Names of the tools offered on this call (empty: no tools bound).
-        response: What it answered.
+        response: What it answered (before streaming split it into chunks).
+        tool_choice: The call's `tool_choice` as given to `bind_tools` or `invoke`, or None.
+        options: Every other keyword argument the call received (from `bind`, `bind_tools` or
+            `invoke`: `parallel_tool_calls`, `model`, your own ...), plus `stop` when set;
+            never `tools`, and never `ls_structured_output_format`, which langchain-core turns
+            into callback metadata before the model sees the call.
+        streamed: True when the answer went out as chunks (`stream`, `astream`,
+            `astream_events`, LangGraph's `stream_mode="messages"`, or `streaming=True`).
     """
 
     messages: tuple[BaseMessage, ...]
     tools: tuple[str, ...]
     response: AIMessage
+    tool_choice: Any = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    streamed: bool = False
 
     @property
     def message_types(self) -> tuple[str, ...]:
@@ -111,9 +153,79 @@ def _as_message(step: ScriptStep, index: int) -> AIMessage:
         raise TypeError(msg)
     calls = []
     for position, tool_call in enumerate(message.tool_calls):
-        calls.append({**tool_call, "id": tool_call.get("id") or f"call_{index}_{position}"})
+        try:  # a provider sends JSON: the arguments are what json.loads gives back
+            args = json.loads(json.dumps(tool_call["args"]))
+        except (TypeError, ValueError) as error:
+            msg = (
+                f"script step {index}: the arguments of tool call {tool_call['name']!r} are not "
+                f"JSON ({error}); a provider only sends JSON arguments"
+            )
+            raise TypeError(msg) from None
+        call_id = tool_call.get("id") or f"call_{index}_{position}"
+        calls.append({**tool_call, "args": args, "id": call_id})
     message.tool_calls = calls  # type: ignore[assignment]
     return message
+
+
+def _tool_names(tools: Any) -> tuple[str, ...]:
+    """The names of tools as a call received them (OpenAI format after `bind_tools`)."""
+    names = []
+    for tool in tools or ():
+        spec = tool if isinstance(tool, dict) else convert_to_openai_tool(tool)
+        function = spec.get("function")
+        names.append(str(function["name"] if isinstance(function, dict) else spec.get("name", "")))
+    return tuple(names)
+
+
+_ANY = ("any", "required")
+
+
+def _normalise_choice(tool_choice: Any, tools: Sequence[str]) -> str | None:
+    """`None` (the model decides), `"none"`, `"any"`, or the one tool the call must use.
+
+    Raises:
+        ValueError: a choice naming a tool that is not offered, `True` with several tools, or a
+            value of a kind no provider takes.
+    """
+    name: Any = None
+    if tool_choice is None or tool_choice is False or tool_choice == "auto":
+        return None
+    if tool_choice == "none":
+        return "none"
+    if tool_choice is True:
+        if len(tools) != 1:
+            msg = f"tool_choice=True needs exactly one tool, got {list(tools)}"
+            raise ValueError(msg)
+        return tools[0]
+    if tool_choice in _ANY:
+        return "any"
+    if isinstance(tool_choice, str):
+        name = tool_choice
+    elif isinstance(tool_choice, dict):
+        kind = tool_choice.get("type")
+        if kind in ("auto", "none", "any"):
+            return _normalise_choice(kind, tools)
+        function = tool_choice.get("function")
+        name = function.get("name") if isinstance(function, dict) else tool_choice.get("name")
+    if not isinstance(name, str) or not name:
+        msg = f"unsupported tool_choice {tool_choice!r}"
+        raise ValueError(msg)
+    if name not in tools:
+        msg = f"tool_choice names {name!r}, but the tools offered are {list(tools)}"
+        raise ValueError(msg)
+    return name
+
+
+def _contradiction(step: AIMessage, choice: str | None) -> str | None:
+    """Why a scripted answer contradicts the forced choice (None: it does not)."""
+    called = [c["name"] for c in step.tool_calls]
+    if choice == "none" and called:
+        return f"calls {called}, but the call allowed no tool (tool_choice 'none')"
+    if choice == "any" and not called:
+        return "answers without a tool call, but the call forced one (tool_choice 'any')"
+    if choice not in (None, "none", "any") and (not called or set(called) != {choice}):
+        return f"calls {called or 'no tool'}, but the call forced tool {choice!r}"
+    return None
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -122,13 +234,39 @@ class ScriptedChatModel(BaseChatModel):
     - Each call consumes the next step; a call past the end raises `ScriptExhaustedError`
       (an unexpected extra model call is a test failure, never a silent wrap-around).
     - `assert_complete()` fails when steps were left unconsumed.
-    - `bind_tools` returns a copy that shares the script and the log, and remembers which tools
-      were offered, so a test can prove a call was made with no tools (polish mode).
-    - Every answer carries `usage_metadata` from langchain-core's approximate token counter.
-    - Tool calls without an id get a deterministic one (`call_<step>_<position>`).
+    - Every call is recorded (`calls`): the messages seen, the tools offered, `tool_choice`,
+      every other call option, the answer, and whether it was streamed.
+    - `bind_tools(tools, tool_choice=..., **kwargs)` returns a `RunnableBinding`, like a
+      provider's model: the tools (in OpenAI format), the choice and every other keyword travel
+      with each call and are recorded; `with_structured_output` works through it and its
+      `ls_structured_output_format` reaches the callbacks. A `tool_choice` naming a tool that is
+      not offered raises `ValueError` at bind time; a scripted answer that contradicts the
+      forced choice raises `ScriptMismatchError` at call time.
+    - Streaming is real: `stream`, `astream`, `astream_events` and LangGraph's
+      `stream_mode="messages"` get the answer as chunks, text a word at a time, each tool call
+      as pieces of its JSON arguments, `usage_metadata` on the last chunk only (marked
+      `chunk_position="last"` on langchain-core >= 1.0). The chunks add up to what `invoke`
+      returns for the same step, except the message id that langchain-core gives each run and
+      an AIMessage `name`, which langchain-core's chunk merge drops.
+    - Every answer carries `usage_metadata` from langchain-core's approximate token counter and
+      `response_metadata["model_name"]` (the call's `model` option, else `model`).
+    - Tool calls without an id get a deterministic one (`call_<step>_<position>`); tool-call
+      arguments must be JSON (a provider sends nothing else), checked when the script is built.
+    - Unknown constructor options are rejected (pydantic `ValidationError`), so a typo cannot
+      pass silently.
+
+    Options (besides the script):
+        model: The name reported as `ls_model_name` in traces and as `model_name` in each
+            answer's `response_metadata` (default `"scripted"`).
+        streaming: True makes `invoke` answer through the stream too, as for a provider model.
+        stop: Stop sequences: a text answer is cut before the first one, as a provider cuts it
+            (a `stop` given to the call wins).
+        temperature: Reported as `ls_temperature` in traces; never changes an answer.
+        max_tokens: Reported as `ls_max_tokens` in traces; never cuts an answer.
 
     Deliberately not handled: it does not check that the model "would" call the tools it is
     scripted to call; a script may call a tool that is not bound (the tool node then reports it).
+    It has no network, so it takes no `api_key`, `timeout` or `max_retries`.
 
     Example:
         >>> model = ScriptedChatModel([call("search", query="refunds")])
@@ -137,7 +275,13 @@ class ScriptedChatModel(BaseChatModel):
         >>> model.assert_complete()
     """
 
-    bound_tools: tuple[str, ...] = ()
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = "scripted"
+    streaming: bool = False
+    stop: list[str] | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
     _script: _Script = PrivateAttr()
 
     def __init__(self, script: Sequence[ScriptStep], **kwargs: Any) -> None:
@@ -149,8 +293,12 @@ class ScriptedChatModel(BaseChatModel):
         return "toolstop-scripted"
 
     @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"model": self.model}
+
+    @property
     def calls(self) -> list[ModelCall]:
-        """Every call answered so far, in order (shared by all bound copies)."""
+        """Every call answered so far, in order."""
         return list(self._script.calls)
 
     @property
@@ -169,20 +317,44 @@ class ScriptedChatModel(BaseChatModel):
         self,
         tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
         *,
-        tool_choice: str | None = None,
+        tool_choice: str | dict[str, Any] | bool | None = None,
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, AIMessage]:
-        """A copy offering `tools`, sharing this model's script and call log."""
-        names = tuple(convert_to_openai_tool(t)["function"]["name"] for t in tools)
-        return self.model_copy(update={"bound_tools": names})
+        """A `RunnableBinding` offering `tools` (OpenAI format) with `tool_choice` and `kwargs`.
 
-    def _generate(
+        Raises:
+            ValueError: `tool_choice` names a tool that is not in `tools`, is `True` with
+                several tools, or is of a kind no provider takes.
+        """
+        formatted = [convert_to_openai_tool(t) for t in tools]
+        _normalise_choice(tool_choice, _tool_names(formatted))
+        if tool_choice is not None:
+            kwargs["tool_choice"] = tool_choice
+        return self.bind(tools=formatted, **kwargs)
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        params = super()._get_ls_params(stop=stop, **kwargs)
+        params["ls_provider"] = "toolstop"
+        if "ls_stop" not in params and self.stop:
+            params["ls_stop"] = self.stop
+        return params
+
+    def _answer(
         self,
         messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+        stop: list[str] | None,
+        kwargs: dict[str, Any],
+        *,
+        streamed: bool,
+    ) -> AIMessage:
+        """Consume the next step for this call, record the call, and return the answer."""
+        tools = _tool_names(kwargs.get("tools"))
+        tool_choice = kwargs.get("tool_choice")
+        options = {k: v for k, v in kwargs.items() if k not in ("tools", "tool_choice")}
+        stop = stop if stop is not None else self.stop
+        if stop is not None:
+            options["stop"] = list(stop)
+        choice = _normalise_choice(tool_choice, tools)
         script = self._script
         with script.lock:
             if script.position >= len(script.steps):
@@ -191,11 +363,60 @@ class ScriptedChatModel(BaseChatModel):
                     f"unexpected model call #{script.position + 1}: the script has "
                     f"{len(script.steps)} steps (messages seen: {seen})"
                 )
-                raise ScriptExhaustedError(msg, messages=messages, tools=self.bound_tools)
-            response = script.steps[script.position].model_copy(deep=True)
+                raise ScriptExhaustedError(msg, messages=messages, tools=tools)
+            step = script.steps[script.position]
+            problem = _contradiction(step, choice)
+            if problem is not None:
+                msg = f"script step {script.position} {problem}"
+                raise ScriptMismatchError(
+                    msg, messages=messages, tools=tools, tool_choice=tool_choice
+                )
+            response = truncate_at_stop(step.model_copy(deep=True), stop)
             script.position += 1
+            model_name = options.get("model") or self.model
+            response.response_metadata = {"model_name": model_name, **response.response_metadata}
             response.usage_metadata = approximate_usage(messages, response)
             script.calls.append(
-                ModelCall(messages=tuple(messages), tools=self.bound_tools, response=response)
+                ModelCall(
+                    messages=tuple(messages),
+                    tools=tools,
+                    response=response,
+                    tool_choice=tool_choice,
+                    options=options,
+                    streamed=streamed,
+                )
             )
+        return response.model_copy(deep=True)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        response = self._answer(messages, stop, kwargs, streamed=False)
         return ChatResult(generations=[ChatGeneration(message=response)])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        response = self._answer(messages, stop, kwargs, streamed=True)
+        for chunk in message_chunks(response):
+            yield ChatGenerationChunk(message=chunk)
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        response = self._answer(messages, stop, kwargs, streamed=True)
+        for chunk in message_chunks(response):
+            yield ChatGenerationChunk(message=chunk)
+            await asyncio.sleep(0)  # let a consumer see each chunk before the next
