@@ -56,3 +56,10 @@ def postgres_url() -> str:
     except Exception as error:
         pytest.skip(f"no PostgreSQL at {POSTGRES_URL}: {error}")
     return POSTGRES_URL
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """langchain-tests' `test_init_time` is a benchmark: run it once, time nothing."""
+    if hasattr(config.option, "benchmark_disable"):
+        config.option.benchmark_disable = True

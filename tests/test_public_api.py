@@ -50,6 +50,7 @@ def test_every_exception_is_exported() -> None:
                 assert name in toolstop.__all__, name
     assert issubclass(toolstop.ToolstopConfigError, ValueError)
     assert "ScriptExhaustedError" in toolstop.testing.__all__
+    assert "ScriptMismatchError" in toolstop.testing.__all__
 
 
 def test_testing_and_examples_all() -> None:
@@ -61,6 +62,7 @@ def test_testing_and_examples_all() -> None:
             "Router",
             "Scenario",
             "ScriptExhaustedError",
+            "ScriptMismatchError",
             "ScriptStep",
             "ScriptedChatModel",
             "assert_valid_history",
