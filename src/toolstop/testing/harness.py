@@ -13,7 +13,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from toolstop.decision import content_text, read_signal
-from toolstop.testing.history import history_problems
+from toolstop.testing.history import PROVIDERS, history_problems
 from toolstop.testing.routers import Router, run_agent
 from toolstop.testing.scenarios import Scenario
 from toolstop.testing.scripted import ScriptedChatModel, ScriptExhaustedError
@@ -122,7 +122,7 @@ def transcript_of(
             transcript["relay_is_tool_content"] = relay == content or (
                 edited and bool(relay) and content.endswith("\n" + relay)
             )
-    transcript["history_problems"] = history_problems(messages)
+    transcript["history_problems"] = history_problems(messages, "all")
     transcript["stop_record"] = _normalise_record(state.get("stop_record"))
     return transcript
 
@@ -250,9 +250,9 @@ def invariant_breaches(scenario: Scenario, transcript: Transcript) -> list[str]:
             "not from the artifact (remove return_direct; let the artifact decide)"
         )
     for problem in transcript.get("history_problems") or []:
-        breaches.append(
-            f"the history is invalid ({problem}): a provider would reject the next turn"
-        )
+        provider = problem.split(" ", 1)[0]
+        who = provider if provider in PROVIDERS else "a provider"
+        breaches.append(f"the history is invalid ({problem}): {who} would reject the next turn")
     script = transcript.get("script")
     if script and script.get("unused"):
         breaches.append(
