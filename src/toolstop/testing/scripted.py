@@ -95,7 +95,8 @@ class ModelCall:
     Attributes:
         messages: The messages the model saw, in order.
         tools: Names of the tools offered on this call (empty: no tools bound).
-        response: What it answered (before streaming split it into chunks).
+        response: What it answered, as the model produced it: before streaming split it into
+            chunks and before langchain-core gave it the run's message id.
         tool_choice: The call's `tool_choice` as given to `bind_tools` or `invoke`, or None.
         options: Every other keyword argument the call received (from `bind`, `bind_tools` or
             `invoke`: `parallel_tool_calls`, `model`, your own ...), plus `stop` when set;
