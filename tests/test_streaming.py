@@ -35,8 +35,9 @@ def shown_in_messages_mode(agent: Any) -> list[str]:
     shown: list[str] = []
     inputs = {"messages": [HumanMessage("Pay order o-1")]}
     for message, _metadata in agent.stream(inputs, stream_mode="messages"):
-        # the model's tokens come as chunks; a relay as one whole message (no model ran)
-        if isinstance(message, AIMessageChunk) or is_relay(message):
+        # the model's tokens come as chunks (a tool call's chunks carry no text); a relay as
+        # one whole message (no model ran)
+        if (isinstance(message, AIMessageChunk) and message.content) or is_relay(message):
             shown.append(str(message.content))
     return shown
 
@@ -46,7 +47,7 @@ async def shown_in_events(agent: Any) -> list[str]:
     shown: list[str] = []
     inputs = {"messages": [HumanMessage("Pay order o-1")]}
     async for event in agent.astream_events(inputs, version="v2"):
-        if event["event"] == "on_chat_model_stream":
+        if event["event"] == "on_chat_model_stream" and event["data"]["chunk"].content:
             shown.append(str(event["data"]["chunk"].content))
         shown += [str(message.content) for message in relays(event)]
     return shown
