@@ -18,7 +18,9 @@ import pytest
 from routers import ROUTERS
 
 pytest.importorskip("langgraph.checkpoint.sqlite", reason="needs the `sqlite` extra")
-pytestmark = pytest.mark.slow
+# Each run starts Python child processes: 15-20 s at load 4, over 60 s at load 11 on the shared
+# 2-core machine. The hang guard stays, wide enough for load.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 CHILD = Path(__file__).with_name("crash_child.py")
 
