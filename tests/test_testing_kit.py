@@ -98,3 +98,18 @@ def test_forced_tool_repeats_its_last_result_and_raises_exceptions() -> None:
         failing.invoke({"query": "x"})
     with pytest.raises(ValueError, match="at least one"):
         forced_tool("empty")
+
+
+def test_an_unexpected_call_names_only_the_last_messages_it_saw() -> None:
+    from langchain_core.messages import HumanMessage
+
+    from toolstop.testing import ScriptExhaustedError
+
+    model = ScriptedChatModel([])
+    with pytest.raises(ScriptExhaustedError) as long_run:
+        model.invoke([HumanMessage("x")] * 500)
+    assert len(str(long_run.value)) < 300  # not one word per message of a long history
+    assert "500 messages, the last 12" in str(long_run.value)
+    assert len(long_run.value.messages) == 500  # the whole list stays on the error
+    with pytest.raises(ScriptExhaustedError, match=r"messages seen: human, human\)"):
+        model.invoke([HumanMessage("x")] * 2)

@@ -37,6 +37,14 @@ ScriptStep = AIMessage | str | ToolCall | Sequence[ToolCall]
 """One scripted answer: an AIMessage, a final text, one tool call, or a parallel turn of calls."""
 
 
+def _seen(messages: Sequence[BaseMessage], *, last: int = 12) -> str:
+    """The message types a call saw, for an error: the last `last` of them, with a count."""
+    types = [m.type for m in messages]
+    if len(types) <= last:
+        return ", ".join(types)
+    return f"{len(types)} messages, the last {last}: ... " + ", ".join(types[-last:])
+
+
 class ScriptExhaustedError(AssertionError):
     """The model was called more often than its script allows (an unexpected extra model call).
 
@@ -359,7 +367,7 @@ class ScriptedChatModel(BaseChatModel):
         script = self._script
         with script.lock:
             if script.position >= len(script.steps):
-                seen = ", ".join(m.type for m in messages)
+                seen = _seen(messages)
                 msg = (
                     f"unexpected model call #{script.position + 1}: the script has "
                     f"{len(script.steps)} steps (messages seen: {seen})"
