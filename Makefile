@@ -4,13 +4,35 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit matrix clean
+# `make serve` runs in its own environment: the server packages pin versions .venv does not share.
+SERVE_VENV := .venv-serve
+SERVE_STAMP := $(SERVE_VENV)/.installed
+
+.PHONY: demo test lint typecheck unit matrix clean serve serve-env serve-bench
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev,agents]"
 	touch $(STAMP)
+
+$(SERVE_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(SERVE_VENV)
+	$(SERVE_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(SERVE_VENV)/bin/python -m pip install --quiet -e ".[serve-pg]"
+	touch $(SERVE_STAMP)
+
+serve-env: $(SERVE_STAMP)
+
+# The example agents on LangGraph Server + PostgreSQL + Redis, on 127.0.0.1:$${PORT:-8123}.
+# Needs DATABASE_URI and REDIS_URI; WORKERS (default 2), N_JOBS_PER_WORKER (default 10).
+serve: $(SERVE_STAMP)
+	$(SERVE_VENV)/bin/python -m toolstop.deploy langgraph.json
+
+# The figures of the README's scale-out section: throughput hard vs never on 2 workers, crash
+# recovery of a SIGKILLed replica. Needs PostgreSQL and Redis (see src/toolstop/bench/serve.py).
+serve-bench: $(STAMP) $(SERVE_STAMP)
+	$(BIN)/python -m toolstop.bench.serve --out docs/bench/serve.json
 
 demo: $(STAMP)
 	$(BIN)/toolstop demo --outcome success
@@ -38,4 +60,4 @@ matrix: $(STAMP)
 test: lint typecheck unit matrix
 
 clean:
-	rm -rf $(VENV) .nox .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(SERVE_VENV) .nox .mypy_cache .ruff_cache .pytest_cache

@@ -101,5 +101,12 @@ def check_on(client: Any, graph_id: str) -> None:
         input={"messages": [{"role": "human", "content": "shipping?"}]},
     )
     values = client.threads.get_state(thread["thread_id"])["values"]
-    assert len(values["messages"]) == 8
+    messages = values["messages"]
+    assert len(messages) == 8
+    assert messages[5]["tool_calls"][0]["args"] == {"query": "shipping?"}  # what was asked
+    assert messages[6]["artifact"]["topic"] == "shipping"
+    assert [messages[1]["tool_calls"][0]["id"], messages[5]["tool_calls"][0]["id"]] == [
+        "search-1",
+        "search-2",  # unique across the thread's turns
+    ]
     assert values["stop_record"]["rule"] == "completed"

@@ -1,0 +1,496 @@
+"""The example agents on LangGraph Server + PostgreSQL + Redis (`make serve`), driven and measured.
+
+`make serve-bench` (`python -m toolstop.bench.serve`) starts `make serve` on a scratch database
+and measures two figures: runs per second on 2 workers, `hard` vs `never`, with the simulated
+model at 20 ms per call, interleaved in one run; and how long a SIGKILLed replica's in-flight runs
+take to complete on the surviving replica, with the heartbeat it sets. The `server` tests start
+their servers with the same helpers, so what is measured is what is tested.
+
+Run it from the project's folder (it runs `make serve`), with PostgreSQL and Redis:
+`TOOLSTOP_TEST_POSTGRES` (a database to connect to for creating the scratch one; default
+`postgresql://postgres@127.0.0.1:5432/test`) and `TOOLSTOP_TEST_REDIS` (default
+`redis://127.0.0.1:6379/13`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ADMIN_URL",
+    "REDIS_URL",
+    "CrashResult",
+    "ServeProcess",
+    "StopResult",
+    "free_port",
+    "human",
+    "main",
+    "measure_throughput",
+    "redis_problem",
+    "run_crash",
+    "scratch_database",
+]
+
+ADMIN_URL = os.environ.get("TOOLSTOP_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("TOOLSTOP_TEST_REDIS", "redis://127.0.0.1:6379/13")
+GRAPHS = ("toolstop_graph", "toolstop_agent")
+HEARTBEAT_S = 2
+"""`LG_BG_JOB_HEARTBEAT` for the crash runs. The runtime keeps a run's heartbeat for twice this
+(at least 4 s) and refreshes it every half; a run whose heartbeat expired is put back in the
+queue by the next sweep (every twice this)."""
+
+_MAKE_VARIABLES = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def redis_problem(url: str) -> str | None:
+    """Why Redis at `url` cannot be used (one sentence), or None when it answers PING."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 6379), 3) as s:
+            s.sendall(b"PING\r\n")
+            answer = s.recv(64)
+    except OSError as error:
+        return f"no Redis at {url}: {error}"
+    if not answer.startswith(b"+PONG"):
+        return f"Redis at {url} answered {answer!r} to PING"
+    return None
+
+
+@contextmanager
+def scratch_database(admin_url: str = ADMIN_URL) -> Iterator[str]:
+    """A fresh database `toolstop_srv_<random>` next to `admin_url`'s, dropped afterwards.
+
+    Raises:
+        psycopg.OperationalError: when PostgreSQL cannot be reached.
+    """
+    import psycopg
+
+    name = f"toolstop_srv_{secrets.token_hex(4)}"
+    with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as connection:
+        connection.execute(f'CREATE DATABASE "{name}"')
+    parts = urllib.parse.urlsplit(admin_url)
+    try:
+        yield urllib.parse.urlunsplit(parts._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(admin_url, autocommit=True, connect_timeout=5) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@dataclass(frozen=True, kw_only=True)
+class StopResult:
+    """How a server stopped.
+
+    Attributes:
+        returncode: `make serve`'s exit status (negative: the signal that ended it).
+        seconds: from the signal until every process of the server's group was gone.
+        group_gone: True when no process of the group was left (False: some had to be killed).
+        shutdown_logged: True when every server process logged a completed shutdown.
+    """
+
+    returncode: int
+    seconds: float
+    group_gone: bool
+    shutdown_logged: bool
+
+
+class ServeProcess:
+    """`make serve` in a process group of its own, its output in a log file.
+
+    Args:
+        root: the project's folder (with the Makefile and `langgraph.json`).
+        log: where the server's output goes.
+        env: variables on top of this process's environment (`DATABASE_URI`, `REDIS_URI`, ...);
+            `PORT` is chosen when not given. `TOOLSTOP_MODEL` is removed: the simulated model.
+    """
+
+    def __init__(self, root: Path, log: Path, env: Mapping[str, str]) -> None:
+        self.root = root
+        self.log = log
+        self.port = int(env.get("PORT") or free_port())
+        base = {k: v for k, v in os.environ.items() if k not in _MAKE_VARIABLES}
+        base.pop("TOOLSTOP_MODEL", None)
+        self.env = {**base, **env, "PORT": str(self.port)}
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """The server's base URL."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 180.0) -> ServeProcess:
+        """Start `make serve` and wait until the server answers `/ok` (`launch`, `wait_ready`)."""
+        return self.launch().wait_ready(timeout)
+
+    def launch(self) -> ServeProcess:
+        """Start `make serve` without waiting for it."""
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                ["make", "-s", "--no-print-directory", "serve"],
+                cwd=self.root,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        return self
+
+    def wait_ready(self, timeout: float = 180.0) -> ServeProcess:
+        """Wait until the launched server answers `/ok`.
+
+        Raises:
+            RuntimeError: when it exits or does not answer within `timeout` (log included).
+        """
+        assert self.process is not None, "not launched"
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.url}/ok", timeout=2) as answer:
+                    if answer.status == 200:
+                        return self
+            except OSError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.kill()
+                msg = f"make serve did not start on {self.url}:\n{self.log_tail()}"
+                raise RuntimeError(msg)
+            time.sleep(0.3)
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The end of the server's log."""
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def _group_alive(self) -> bool:
+        assert self.process is not None
+        try:
+            os.killpg(self.process.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def signal_group(self, signum: int) -> None:
+        """Send `signum` to every process of the server (what Ctrl-C in a terminal does)."""
+        if self.process is not None and self._group_alive():
+            os.killpg(self.process.pid, signum)
+
+    def stop(
+        self, signum: int = signal.SIGTERM, *, group: bool = False, timeout: float = 60.0
+    ) -> StopResult:
+        """Stop the server: `signum` to `make` (as a supervisor does) or to the whole group.
+
+        Processes still alive after `timeout` are killed (and `group_gone` is False).
+        """
+        assert self.process is not None, "not started"
+        started = time.monotonic()
+        if group:
+            self.signal_group(signum)
+        elif self.process.poll() is None:
+            self.process.send_signal(signum)
+        try:
+            returncode = self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            returncode = -signal.SIGKILL
+        while self._group_alive() and time.monotonic() - started < timeout:
+            time.sleep(0.1)
+        gone = not self._group_alive()
+        seconds = time.monotonic() - started
+        if not gone:
+            self.kill()
+        started_pids, finished_pids = self.server_processes()
+        return StopResult(
+            returncode=returncode,
+            seconds=round(seconds, 3),
+            group_gone=gone,
+            shutdown_logged=bool(started_pids) and started_pids <= finished_pids,
+        )
+
+    def server_processes(self) -> tuple[set[str], set[str]]:
+        """The ids of the server processes (workers) its log says started, and finished."""
+        log = self.log.read_text(errors="replace") if self.log.exists() else ""
+        started = set(re.findall(r"Started server process \[(\d+)\]", log))
+        finished = set(re.findall(r"Finished server process \[(\d+)\]", log))
+        return started, finished
+
+    def kill(self) -> None:
+        """SIGKILL every process of the server (a crash), and reap `make`."""
+        self.signal_group(signal.SIGKILL)
+        if self.process is not None:
+            self.process.wait(timeout=30)
+
+
+def _question(index: int) -> str:
+    return f"save key-{index}: value-{index}"
+
+
+def human(text: str) -> Any:
+    """A run's input: one human message."""
+    return {"messages": [{"role": "human", "content": text}]}
+
+
+async def _timed_batch(url: str, assistant: str, count: int, concurrency: int) -> list[float]:
+    """Run `count` runs (each on a new thread), `concurrency` at a time; the seconds: one each,
+    then the whole batch's, from the first submission until the last run finished."""
+    from langgraph_sdk import get_client
+
+    gate = asyncio.Semaphore(concurrency)
+    started = time.perf_counter()
+
+    async def one(client: Any) -> tuple[str, float]:
+        async with gate:
+            begun = time.perf_counter()
+            thread = await client.threads.create()
+            run = await client.runs.create(
+                thread["thread_id"], assistant, input=human("How do refunds work?")
+            )
+            await client.runs.join(thread["thread_id"], run["run_id"])
+            done = await client.runs.get(thread["thread_id"], run["run_id"])
+            return str(done["status"]), time.perf_counter() - begun
+
+    async with get_client(url=url) as client:
+        results = await asyncio.gather(*(one(client) for _ in range(count)))
+    batch = time.perf_counter() - started
+    failed = [status for status, _ in results if status != "success"]
+    if failed:
+        msg = f"{len(failed)} of {count} runs did not succeed: {sorted(set(failed))}"
+        raise RuntimeError(msg)
+    return [seconds for _, seconds in results] + [batch]
+
+
+def measure_throughput(
+    url: str, *, runs: int = 50, rounds: int = 6, one_at_a_time: int = 5
+) -> dict[str, Any]:
+    """Runs per second, `hard` vs `never`, interleaved, on both graphs of a running server.
+
+    Each round, for each mode (in alternating order) and graph: `runs` runs submitted at once
+    (each on a new thread; a mode's runs per second is all its runs over all their batches'
+    time), then `one_at_a_time` runs one after the other (the median is a run's latency on an
+    idle server). `never` runs on an assistant created with `configurable.toolstop_mode =
+    "never"`; `hard` on the graph's default assistant.
+    """
+    from langgraph_sdk import get_sync_client
+
+    with get_sync_client(url=url) as client:
+        never = {
+            graph: client.assistants.create(
+                graph, config={"configurable": {"toolstop_mode": "never"}}, name=f"{graph}-never"
+            )["assistant_id"]
+            for graph in GRAPHS
+        }
+    assistants = {"hard": dict(zip(GRAPHS, GRAPHS, strict=True)), "never": never}
+    busy = dict.fromkeys(assistants, 0.0)
+    alone: dict[str, list[float]] = {mode: [] for mode in assistants}
+    for round_ in range(rounds):
+        order = ["hard", "never"] if round_ % 2 == 0 else ["never", "hard"]
+        for mode in order:
+            for graph in GRAPHS:
+                busy[mode] += asyncio.run(_timed_batch(url, assistants[mode][graph], runs, 64))[-1]
+                alone[mode] += asyncio.run(
+                    _timed_batch(url, assistants[mode][graph], one_at_a_time, 1)
+                )[:-1]
+    total = runs * rounds * len(GRAPHS)
+    per_s = {mode: round(total / seconds, 2) for mode, seconds in busy.items()}
+    latency = {mode: round(1000 * statistics.median(values), 1) for mode, values in alone.items()}
+    return {
+        "runs_per_mode": total,
+        "runs_per_s": per_s,
+        "hard_vs_never": round(per_s["hard"] / per_s["never"], 3),
+        "one_at_a_time_runs_per_mode": one_at_a_time * rounds * len(GRAPHS),
+        "one_at_a_time_median_ms": latency,
+        "one_at_a_time_hard_vs_never": round(latency["hard"] / latency["never"], 3),
+    }
+
+
+@dataclass(kw_only=True)
+class CrashResult:
+    """What happened when replica A was SIGKILLed with runs in flight.
+
+    Attributes:
+        runs: `(thread_id, run_id, key)` of each queued run, in submission order.
+        in_flight: run ids that were running on A when it was killed.
+        done_before: run ids that had finished on A before the kill.
+        written_in_flight: the run whose record was written, its answer still pending, at the kill.
+        reclaimed_s: from the kill until every in-flight run was back in the queue or done.
+        recovered_s: from the kill until every in-flight run had completed on replica B.
+        drained_s: from the kill until the whole queue was done.
+        statuses: each run's final status.
+    """
+
+    runs: list[tuple[str, str, str]] = field(default_factory=list)
+    in_flight: list[str] = field(default_factory=list)
+    done_before: list[str] = field(default_factory=list)
+    written_in_flight: str = ""
+    reclaimed_s: float = 0.0
+    recovered_s: float = 0.0
+    drained_s: float = 0.0
+    statuses: dict[str, str] = field(default_factory=dict)
+
+
+def run_crash(
+    a: ServeProcess, b: ServeProcess, *, queued: int = 12, timeout: float = 180
+) -> CrashResult:
+    """Queue `queued` save runs on replica A, SIGKILL A mid-queue, let replica B finish them.
+
+    B is paused (SIGSTOP) while the runs are queued, so A holds the in-flight runs, and resumed
+    right after the kill. A is killed once a run has finished on it and another run's record has
+    been written while that run is still running (the write's answer is pending:
+    `TOOLSTOP_SIMULATED_TOOL_LATENCY_MS`), so its retry on B meets its own write. Timings are
+    measured from the kill; `in_flight` is what A was running a moment before it (a run A
+    claimed in that moment is retried too, but not counted there).
+    """
+    from langgraph_sdk import get_sync_client
+
+    result = CrashResult()
+    with get_sync_client(url=a.url) as client_a, get_sync_client(url=b.url) as client_b:
+        b.signal_group(signal.SIGSTOP)
+        try:
+            for index in range(queued):
+                thread = client_a.threads.create()
+                run = client_a.runs.create(
+                    thread["thread_id"],
+                    GRAPHS[index % 2],
+                    input=human(_question(index)),
+                )
+                result.runs.append((thread["thread_id"], run["run_id"], f"key-{index}"))
+            deadline = time.monotonic() + timeout
+            while True:
+                if time.monotonic() > deadline:
+                    msg = "no run reached its write on replica A in time"
+                    raise RuntimeError(msg)
+                written = {
+                    item["key"]
+                    for item in client_a.store.search_items(["toolstop", "records"], limit=1000)[
+                        "items"
+                    ]
+                }
+                statuses = {r: client_a.runs.get(t, r)["status"] for t, r, _ in result.runs}
+                writing = [
+                    r for _, r, key in result.runs if key in written and statuses[r] == "running"
+                ]
+                if writing and "success" in statuses.values():
+                    result.written_in_flight = writing[0]
+                    break
+                time.sleep(0.05)
+            a.kill()
+            killed = time.monotonic()
+        finally:
+            b.signal_group(signal.SIGCONT)
+        result.in_flight = [r for r, s in statuses.items() if s == "running"]
+        result.done_before = [r for r, s in statuses.items() if s == "success"]
+        pending = {r: t for t, r, _ in result.runs}
+        deadline = killed + timeout
+        while pending and time.monotonic() < deadline:
+            for run_id, thread_id in list(pending.items()):
+                status = client_b.runs.get(thread_id, run_id)["status"]
+                elapsed = round(time.monotonic() - killed, 3)
+                if run_id in result.in_flight and status != "running":
+                    result.reclaimed_s = max(result.reclaimed_s, elapsed)
+                if status not in ("pending", "running"):
+                    result.statuses[run_id] = str(status)
+                    del pending[run_id]
+                    result.drained_s = elapsed
+                    if run_id in result.in_flight:
+                        result.recovered_s = max(result.recovered_s, elapsed)
+            time.sleep(0.1)
+        for run_id in pending:
+            result.statuses[run_id] = "lost"
+    return result
+
+
+def _replica_env(database_uri: str, redis_uri: str) -> dict[str, str]:
+    return {
+        "DATABASE_URI": database_uri,
+        "REDIS_URI": redis_uri,
+        "WORKERS": "1",
+        "N_JOBS_PER_WORKER": "2",
+        "LG_BG_JOB_HEARTBEAT": str(HEARTBEAT_S),
+        "TOOLSTOP_SIMULATED_LATENCY_MS": "100",
+        "TOOLSTOP_SIMULATED_TOOL_LATENCY_MS": "1500",
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`make serve-bench`: measure both figures on a scratch database; print and write JSON."""
+    parser = argparse.ArgumentParser(prog="python -m toolstop.bench.serve", description=__doc__)
+    parser.add_argument("--runs", type=int, default=50, help="runs per mode, graph and round")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--out", type=Path, default=Path("bench-out") / "serve.json")
+    args = parser.parse_args(argv)
+    root = Path.cwd()
+    problem = redis_problem(REDIS_URL)
+    if problem or not (root / "langgraph.json").is_file() or args.runs < 1 or args.rounds < 1:
+        why = problem or "--runs and --rounds must be >= 1; run it from the project's folder"
+        print(f"serve-bench: {why}", file=sys.stderr)
+        return 2
+    logs = Path("bench-out")
+    logs.mkdir(parents=True, exist_ok=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with scratch_database() as database:
+            env = {"DATABASE_URI": database, "REDIS_URI": REDIS_URL, "WORKERS": "2"}
+            env["TOOLSTOP_SIMULATED_LATENCY_MS"] = "20"
+            server = ServeProcess(root, logs / "serve-throughput.log", env).start()
+            try:
+                throughput = measure_throughput(server.url, runs=args.runs, rounds=args.rounds)
+            finally:
+                server.stop()
+            replica = _replica_env(database, REDIS_URL)
+            a = ServeProcess(root, logs / "serve-a.log", replica).launch()
+            b = ServeProcess(root, logs / "serve-b.log", replica).launch()
+            try:
+                crash = run_crash(a.wait_ready(), b.wait_ready())
+            finally:
+                a.kill()
+                b.kill()
+    except Exception as error:
+        print(f"serve-bench: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    lost = sorted(r for r, s in crash.statuses.items() if s != "success")
+    document = {
+        "throughput": {
+            **throughput,
+            "workers": 2,
+            "jobs_per_worker": 10,
+            "simulated_model_latency_ms": 20,
+        },
+        "crash": {
+            "heartbeat_s": HEARTBEAT_S,
+            "queued": len(crash.runs),
+            "in_flight_at_kill": len(crash.in_flight),
+            "reclaimed_s": crash.reclaimed_s,
+            "recovered_s": crash.recovered_s,
+            "drained_s": crash.drained_s,
+            "not_succeeded": lost,
+        },
+    }
+    args.out.write_text(json.dumps(document, indent=2) + "\n")
+    print(json.dumps(document, indent=2))
+    return 0 if not lost else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,200 @@
+"""`make serve`: the project's `langgraph.json` on LangGraph Server, PostgreSQL and Redis.
+
+Runs in its own environment (`.venv-serve`, `pip install 'toolstop[serve-pg]'`), because the
+server packages pin versions the development environment does not share. It reads the
+environment, prepares the database once (the runtime's schema migrations, LangGraph's own
+checkpointer and store tables), then replaces itself with `langhost serve`: the stock
+`langgraph-api` server on the community PostgreSQL + Redis runtime `langgraph-runtime-pg`.
+Signals (Ctrl-C, SIGTERM) then go straight to the server, which shuts down its workers.
+
+Environment:
+    DATABASE_URI: PostgreSQL (threads, runs, checkpoints, store); required.
+    REDIS_URI: Redis (the run queue's wake-ups, heartbeats, streaming between workers); required.
+    PORT: default 8123. The server binds 127.0.0.1 only.
+    WORKERS: server processes, default 2.
+    N_JOBS_PER_WORKER: runs each process executes at once, default 10 (langgraph-api's).
+    LG_BG_JOB_HEARTBEAT: seconds; a crashed replica's runs go back to the queue after about
+        twice this (langgraph-api's default 120).
+
+Deliberately not handled: TLS, authentication, binding other interfaces. This is the local
+production-like setup; put a reverse proxy in front for anything else.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["ServeSettings", "main", "prepare_database", "serve_command"]
+
+DEFAULT_PORT = 8123
+DEFAULT_WORKERS = 2
+DEFAULT_JOBS_PER_WORKER = 10
+HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeSettings:
+    """What `make serve` was asked for (see the module docstring for the variables).
+
+    Attributes:
+        database_uri: PostgreSQL URI.
+        redis_uri: Redis URI.
+        port: TCP port on 127.0.0.1.
+        workers: server processes.
+        jobs_per_worker: concurrent runs per process.
+    """
+
+    database_uri: str
+    redis_uri: str
+    port: int = DEFAULT_PORT
+    workers: int = DEFAULT_WORKERS
+    jobs_per_worker: int = DEFAULT_JOBS_PER_WORKER
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> ServeSettings:
+        """Read and check the settings.
+
+        Raises:
+            ValueError: one sentence naming the variable that is missing or malformed.
+        """
+        return cls(
+            database_uri=_required(env, "DATABASE_URI", "postgresql://", "postgres://"),
+            redis_uri=_required(env, "REDIS_URI", "redis://", "rediss://", "unix://"),
+            port=_integer(env, "PORT", DEFAULT_PORT, 1, 65535),
+            workers=_integer(env, "WORKERS", DEFAULT_WORKERS, 1, 64),
+            jobs_per_worker=_integer(env, "N_JOBS_PER_WORKER", DEFAULT_JOBS_PER_WORKER, 0, 1000),
+        )
+
+
+def _required(env: Mapping[str, str], name: str, *schemes: str) -> str:
+    value = env.get(name, "").strip()
+    example = {
+        "DATABASE_URI": "postgresql://postgres@127.0.0.1:5432/toolstop",
+        "REDIS_URI": "redis://127.0.0.1:6379/0",
+    }[name]
+    if not value:
+        msg = f"{name} is not set; make serve needs it, e.g. {name}={example}"
+        raise ValueError(msg)
+    if not value.startswith(schemes):
+        msg = f"{name} must start with {' or '.join(schemes)}, e.g. {example}; got {value!r}"
+        raise ValueError(msg)
+    return value
+
+
+def _integer(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = low - 1
+    if not low <= value <= high:
+        msg = f"{name} must be a whole number from {low} to {high}, got {raw!r}"
+        raise ValueError(msg)
+    return value
+
+
+def serve_command(settings: ServeSettings, config: Path, bin_dir: Path) -> list[str]:
+    """The `langhost serve` command line for `settings`."""
+    return [
+        str(bin_dir / "langhost"),
+        "serve",
+        "--host",
+        HOST,
+        "--port",
+        str(settings.port),
+        "--workers",
+        str(settings.workers),
+        "--n-jobs-per-worker",
+        str(settings.jobs_per_worker),
+        "--config",
+        str(config),
+        "--no-browser",
+    ]
+
+
+def prepare_database(database_uri: str, bin_dir: Path) -> None:
+    """Create or upgrade every table the server uses, once, before any worker starts.
+
+    Each worker would otherwise migrate on its own at start-up, and on a fresh database two
+    workers racing to create the same tables make the server exit (`UniqueViolation`). This runs
+    the runtime's own migrations (`langgraph-runtime-pg-migrate upgrade`) and LangGraph's own
+    `PostgresSaver.setup()` / `PostgresStore.setup()`; each is idempotent.
+
+    Raises:
+        RuntimeError: when the database cannot be reached or migrated (its error included).
+    """
+    migrate = bin_dir / "langgraph-runtime-pg-migrate"
+    env = {**os.environ, "DATABASE_URI": database_uri}
+    done = subprocess.run(
+        [str(migrate), "upgrade"], env=env, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        detail = (done.stderr or done.stdout).strip().splitlines()
+        msg = f"cannot migrate {database_uri}: {detail[-1] if detail else 'no output'}"
+        raise RuntimeError(msg)
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.store.postgres import PostgresStore
+
+    try:
+        with PostgresSaver.from_conn_string(database_uri) as saver:
+            saver.setup()
+        with PostgresStore.from_conn_string(database_uri) as store:
+            store.setup()
+    except Exception as error:
+        msg = f"cannot set up LangGraph's tables in {database_uri}: {error}"
+        raise RuntimeError(msg) from None
+
+
+def _server_env(env: Mapping[str, str]) -> dict[str, str]:
+    child = dict(env)
+    child["LG_RUNTIME_PG_AUTO_MIGRATE"] = "false"  # prepare_database did it, once
+    child.setdefault("LANGGRAPH_NO_VERSION_CHECK", "true")
+    child.setdefault("LANGSMITH_TRACING", "false")
+    child.setdefault("LANGGRAPH_CLI_NO_ANALYTICS", "1")
+    return child
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Prepare the database and become `langhost serve` (returns only on an error: 2).
+
+    Args:
+        argv: `[CONFIG]`, the path of `langgraph.json` (default: `./langgraph.json`).
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    config = Path(args[0] if args else "langgraph.json")
+    bin_dir = Path(sys.executable).parent
+    try:
+        settings = ServeSettings.from_env(os.environ)
+        if not config.is_file():
+            msg = f"no {config}; run make serve from the project's folder"
+            raise ValueError(msg)
+        if shutil.which("langhost", path=str(bin_dir)) is None:
+            msg = f"langhost is not installed next to {sys.executable}; make serve installs it"
+            raise ValueError(msg)
+        prepare_database(settings.database_uri, bin_dir)
+    except (ValueError, RuntimeError) as error:
+        print(f"make serve: {error}", file=sys.stderr)
+        return 2
+    command = serve_command(settings, config, bin_dir)
+    env = _server_env(os.environ)
+    env["DATABASE_URI"], env["REDIS_URI"] = settings.database_uri, settings.redis_uri
+    print(
+        f"make serve: {config} on http://{HOST}:{settings.port} with {settings.workers} "
+        f"worker(s) x {settings.jobs_per_worker} job(s); Ctrl-C stops it",
+        file=sys.stderr,
+        flush=True,
+    )
+    os.execve(command[0], command, env)
+    return 2  # pragma: no cover - execve does not return
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
