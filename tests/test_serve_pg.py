@@ -31,6 +31,7 @@ from toolstop.bench.serve import (
     StopResult,
     human,
     redis_problem,
+    replica_env,
     run_crash,
     scratch_database,
 )
@@ -226,14 +227,8 @@ def test_streaming_shows_the_relay_and_run_end(loaded: Loaded, graph: str) -> No
 def replicas(stack: dict[str, Any], loaded: Loaded) -> Iterator[tuple[ServeProcess, ServeProcess]]:
     """Ctrl-C on the first server, then two replicas (A, B) on the same database."""
     loaded.stopped = loaded.server.stop(signal.SIGINT, group=True)
-    env = {
-        "WORKERS": "1",
-        "N_JOBS_PER_WORKER": "2",
-        "LG_BG_JOB_HEARTBEAT": "2",
-        "TOOLSTOP_SIMULATED_LATENCY_MS": "100",
-        "TOOLSTOP_SIMULATED_TOOL_LATENCY_MS": "1500",
-    }
-    a, b = serve(stack, "replica-a", **env), serve(stack, "replica-b", **env)
+    a = serve(stack, "replica-a", **replica_env(stack["database"], stack["redis"], jobs=2))
+    b = serve(stack, "replica-b", **replica_env(stack["database"], stack["redis"], jobs=10))
     try:
         yield a.wait_ready(), b.wait_ready()
     finally:
@@ -265,7 +260,7 @@ def test_a_restart_reads_every_thread_and_record_back(
 @pytest.fixture(scope="module")
 def crash(replicas: tuple[ServeProcess, ServeProcess]) -> CrashResult:
     a, b = replicas
-    return run_crash(a, b, queued=12)
+    return run_crash(a, b, queued=8)
 
 
 def test_a_killed_replica_loses_no_run_and_writes_nothing_twice(

@@ -31,12 +31,14 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "ADMIN_URL",
     "REDIS_URL",
+    "TOOL_LATENCY_MS",
     "CrashResult",
     "ServeProcess",
     "StopResult",
@@ -45,6 +47,7 @@ __all__ = [
     "main",
     "measure_throughput",
     "redis_problem",
+    "replica_env",
     "run_crash",
     "scratch_database",
 ]
@@ -56,6 +59,11 @@ HEARTBEAT_S = 2
 """`LG_BG_JOB_HEARTBEAT` for the crash runs. The runtime keeps a run's heartbeat for twice this
 (at least 4 s) and refreshes it every half; a run whose heartbeat expired is put back in the
 queue by the next sweep (every twice this)."""
+
+TOOL_LATENCY_MS = 3000
+"""How long the example tools take to answer after their work, for the crash runs: the window in
+which a replica is killed between a record's write and the write's answer. Polling under load
+takes up to about a second to see a write; this leaves a margin."""
 
 _MAKE_VARIABLES = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
 
@@ -334,7 +342,8 @@ class CrashResult:
         in_flight: run ids that were running on A when it was killed.
         done_before: run ids that had finished on A before the kill.
         written_in_flight: the run whose record was written, its answer still pending, at the kill.
-        reclaimed_s: from the kill until every in-flight run was back in the queue or done.
+        restarted_s: from the kill until replica B had restarted every in-flight run (the first
+            checkpoint of its second attempt; the server's clock, the same machine's).
         recovered_s: from the kill until every in-flight run had completed on replica B.
         drained_s: from the kill until the whole queue was done.
         statuses: each run's final status.
@@ -344,7 +353,7 @@ class CrashResult:
     in_flight: list[str] = field(default_factory=list)
     done_before: list[str] = field(default_factory=list)
     written_in_flight: str = ""
-    reclaimed_s: float = 0.0
+    restarted_s: float = 0.0
     recovered_s: float = 0.0
     drained_s: float = 0.0
     statuses: dict[str, str] = field(default_factory=dict)
@@ -377,26 +386,31 @@ def run_crash(
                 )
                 result.runs.append((thread["thread_id"], run["run_id"], f"key-{index}"))
             deadline = time.monotonic() + timeout
-            while True:
+            while not result.written_in_flight:
                 if time.monotonic() > deadline:
                     msg = "no run reached its write on replica A in time"
                     raise RuntimeError(msg)
+                time.sleep(0.05)
+                statuses = {r: client_a.runs.get(t, r)["status"] for t, r, _ in result.runs}
+                if "success" not in statuses.values():
+                    continue
                 written = {
                     item["key"]
                     for item in client_a.store.search_items(["toolstop", "records"], limit=1000)[
                         "items"
                     ]
                 }
-                statuses = {r: client_a.runs.get(t, r)["status"] for t, r, _ in result.runs}
-                writing = [
-                    r for _, r, key in result.runs if key in written and statuses[r] == "running"
-                ]
-                if writing and "success" in statuses.values():
-                    result.written_in_flight = writing[0]
-                    break
-                time.sleep(0.05)
+                for thread_id, run_id, key in result.runs:
+                    # written, and still running right now: its answer is pending
+                    if (
+                        key in written
+                        and statuses[run_id] == "running"
+                        and client_a.runs.get(thread_id, run_id)["status"] == "running"
+                    ):
+                        result.written_in_flight = run_id
+                        break
             a.kill()
-            killed = time.monotonic()
+            killed, killed_at = time.monotonic(), time.time()
         finally:
             b.signal_group(signal.SIGCONT)
         result.in_flight = [r for r, s in statuses.items() if s == "running"]
@@ -406,10 +420,8 @@ def run_crash(
         while pending and time.monotonic() < deadline:
             for run_id, thread_id in list(pending.items()):
                 status = client_b.runs.get(thread_id, run_id)["status"]
-                elapsed = round(time.monotonic() - killed, 3)
-                if run_id in result.in_flight and status != "running":
-                    result.reclaimed_s = max(result.reclaimed_s, elapsed)
                 if status not in ("pending", "running"):
+                    elapsed = round(time.monotonic() - killed, 3)
                     result.statuses[run_id] = str(status)
                     del pending[run_id]
                     result.drained_s = elapsed
@@ -418,18 +430,32 @@ def run_crash(
             time.sleep(0.1)
         for run_id in pending:
             result.statuses[run_id] = "lost"
+        for thread_id, run_id, _ in result.runs:
+            if run_id in result.in_flight:
+                history = client_b.threads.get_history(thread_id, limit=100)
+                retried = [
+                    datetime.fromisoformat(str(h["created_at"])).timestamp()
+                    for h in history
+                    if (h["metadata"] or {}).get("run_attempt") == 2
+                ]
+                if retried:
+                    restarted = round(min(retried) - killed_at, 3)
+                    result.restarted_s = max(result.restarted_s, restarted)
     return result
 
 
-def _replica_env(database_uri: str, redis_uri: str) -> dict[str, str]:
+def replica_env(database_uri: str, redis_uri: str, *, jobs: int) -> dict[str, str]:
+    """`make serve`'s settings for a crash-test replica: 1 worker running `jobs` runs at once,
+    a 2 s heartbeat, a model at 100 ms per call, tools that answer `TOOL_LATENCY_MS` after
+    their work. Replica A gets 2 jobs (so the queue waits on it), B 10 (room for A's runs)."""
     return {
         "DATABASE_URI": database_uri,
         "REDIS_URI": redis_uri,
         "WORKERS": "1",
-        "N_JOBS_PER_WORKER": "2",
+        "N_JOBS_PER_WORKER": str(jobs),
         "LG_BG_JOB_HEARTBEAT": str(HEARTBEAT_S),
         "TOOLSTOP_SIMULATED_LATENCY_MS": "100",
-        "TOOLSTOP_SIMULATED_TOOL_LATENCY_MS": "1500",
+        "TOOLSTOP_SIMULATED_TOOL_LATENCY_MS": str(TOOL_LATENCY_MS),
     }
 
 
@@ -438,29 +464,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m toolstop.bench.serve", description=__doc__)
     parser.add_argument("--runs", type=int, default=50, help="runs per mode, graph and round")
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument(
+        "--latency-ms", type=int, default=20, help="the simulated model's latency per call"
+    )
     parser.add_argument("--out", type=Path, default=Path("bench-out") / "serve.json")
     args = parser.parse_args(argv)
     root = Path.cwd()
     problem = redis_problem(REDIS_URL)
-    if problem or not (root / "langgraph.json").is_file() or args.runs < 1 or args.rounds < 1:
-        why = problem or "--runs and --rounds must be >= 1; run it from the project's folder"
+    sane = args.runs >= 1 and args.rounds >= 1 and 0 <= args.latency_ms <= 60_000
+    if problem or not (root / "langgraph.json").is_file() or not sane:
+        why = problem or (
+            "--runs and --rounds must be >= 1, --latency-ms from 0 to 60000; "
+            "run it from the project's folder"
+        )
         print(f"serve-bench: {why}", file=sys.stderr)
         return 2
     logs = Path("bench-out")
     logs.mkdir(parents=True, exist_ok=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()[0]
     try:
         with scratch_database() as database:
             env = {"DATABASE_URI": database, "REDIS_URI": REDIS_URL, "WORKERS": "2"}
-            env["TOOLSTOP_SIMULATED_LATENCY_MS"] = "20"
+            env["TOOLSTOP_SIMULATED_LATENCY_MS"] = str(args.latency_ms)
             server = ServeProcess(root, logs / "serve-throughput.log", env).start()
             try:
                 throughput = measure_throughput(server.url, runs=args.runs, rounds=args.rounds)
             finally:
                 server.stop()
-            replica = _replica_env(database, REDIS_URL)
-            a = ServeProcess(root, logs / "serve-a.log", replica).launch()
-            b = ServeProcess(root, logs / "serve-b.log", replica).launch()
+            a = ServeProcess(root, logs / "serve-a.log", replica_env(database, REDIS_URL, jobs=2))
+            b = ServeProcess(root, logs / "serve-b.log", replica_env(database, REDIS_URL, jobs=10))
+            a.launch()
+            b.launch()
             try:
                 crash = run_crash(a.wait_ready(), b.wait_ready())
             finally:
@@ -471,17 +506,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     lost = sorted(r for r, s in crash.statuses.items() if s != "success")
     document = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "load_average_1min_before": round(load_before, 2),
+            "load_average_1min_after": round(os.getloadavg()[0], 2),
+        },
         "throughput": {
             **throughput,
             "workers": 2,
             "jobs_per_worker": 10,
-            "simulated_model_latency_ms": 20,
+            "simulated_model_latency_ms": args.latency_ms,
         },
         "crash": {
             "heartbeat_s": HEARTBEAT_S,
+            "tool_latency_ms": TOOL_LATENCY_MS,
             "queued": len(crash.runs),
             "in_flight_at_kill": len(crash.in_flight),
-            "reclaimed_s": crash.reclaimed_s,
+            "restarted_s": crash.restarted_s,
             "recovered_s": crash.recovered_s,
             "drained_s": crash.drained_s,
             "not_succeeded": lost,
