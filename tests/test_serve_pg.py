@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -223,6 +224,18 @@ def test_streaming_shows_the_relay_and_run_end(loaded: Loaded, graph: str) -> No
     assert (record["rule"], record["stopped"], record["model_calls"]) == ("completed", True, 1)
 
 
+def test_the_readme_client_block_runs_against_make_serve(loaded: Loaded) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    marker = "<!-- run by tests/test_serve_pg.py against make serve -->\n```py\n"
+    block = re.search(re.escape(marker) + r"(.*?)```", readme, flags=re.S)
+    assert block is not None, "the README lost its make serve client example"
+    source, found = re.subn(
+        r'^URL = ".*"$', f'URL = "{loaded.server.url}"', block.group(1), flags=re.M
+    )
+    assert found == 1
+    exec(compile(source, "README.md make serve block", "exec"), {"__name__": "readme_serve"})
+
+
 @pytest.fixture(scope="module")
 def replicas(stack: dict[str, Any], loaded: Loaded) -> Iterator[tuple[ServeProcess, ServeProcess]]:
     """Ctrl-C on the first server, then two replicas (A, B) on the same database."""
@@ -270,6 +283,7 @@ def test_a_killed_replica_loses_no_run_and_writes_nothing_twice(
 
     _, b = replicas
     assert Counter(crash.statuses.values()) == {"success": len(crash.runs)}
+    assert crash.written_in_flight in b.swept_runs()  # B put A's run back in the queue
     assert crash.written_in_flight in crash.in_flight
     assert crash.done_before
     with get_sync_client(url=b.url) as client:

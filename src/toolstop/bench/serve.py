@@ -156,7 +156,7 @@ class ServeProcess:
 
     def launch(self) -> ServeProcess:
         """Start `make serve` without waiting for it."""
-        with self.log.open("ab") as log:
+        with self.log.open("wb") as log:
             self.process = subprocess.Popen(
                 ["make", "-s", "--no-print-directory", "serve"],
                 cwd=self.root,
@@ -243,6 +243,19 @@ class ServeProcess:
         started = set(re.findall(r"Started server process \[(\d+)\]", log))
         finished = set(re.findall(r"Finished server process \[(\d+)\]", log))
         return started, finished
+
+    def swept_runs(self) -> dict[str, float]:
+        """Run id -> when (epoch seconds) this server put it back in the queue, from its log.
+
+        The runtime logs `Swept stale run` with the run id when a run's heartbeat has expired.
+        """
+        log = self.log.read_text(errors="replace") if self.log.exists() else ""
+        swept: dict[str, float] = {}
+        for line in re.sub(r"\x1b\[[0-9;]*m", "", log).splitlines():
+            found = re.match(r"(\S+Z) .*Swept stale run .*run_id=([0-9a-f-]+)", line)
+            if found:
+                swept[found[2]] = datetime.fromisoformat(found[1]).timestamp()
+        return swept
 
     def kill(self) -> None:
         """SIGKILL every process of the server (a crash), and reap `make`."""
@@ -342,8 +355,8 @@ class CrashResult:
         in_flight: run ids that were running on A when it was killed.
         done_before: run ids that had finished on A before the kill.
         written_in_flight: the run whose record was written, its answer still pending, at the kill.
-        restarted_s: from the kill until replica B had restarted every in-flight run (the first
-            checkpoint of its second attempt; the server's clock, the same machine's).
+        swept_s: from the kill until replica B had put every in-flight run back in the queue
+            (its log's `Swept stale run`; the same machine's clock).
         recovered_s: from the kill until every in-flight run had completed on replica B.
         drained_s: from the kill until the whole queue was done.
         statuses: each run's final status.
@@ -353,7 +366,7 @@ class CrashResult:
     in_flight: list[str] = field(default_factory=list)
     done_before: list[str] = field(default_factory=list)
     written_in_flight: str = ""
-    restarted_s: float = 0.0
+    swept_s: float = 0.0
     recovered_s: float = 0.0
     drained_s: float = 0.0
     statuses: dict[str, str] = field(default_factory=dict)
@@ -430,17 +443,10 @@ def run_crash(
             time.sleep(0.1)
         for run_id in pending:
             result.statuses[run_id] = "lost"
-        for thread_id, run_id, _ in result.runs:
-            if run_id in result.in_flight:
-                history = client_b.threads.get_history(thread_id, limit=100)
-                retried = [
-                    datetime.fromisoformat(str(h["created_at"])).timestamp()
-                    for h in history
-                    if (h["metadata"] or {}).get("run_attempt") == 2
-                ]
-                if retried:
-                    restarted = round(min(retried) - killed_at, 3)
-                    result.restarted_s = max(result.restarted_s, restarted)
+        swept = b.swept_runs()
+        for run_id in result.in_flight:
+            if run_id in swept:
+                result.swept_s = max(result.swept_s, round(swept[run_id] - killed_at, 3))
     return result
 
 
@@ -522,7 +528,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "tool_latency_ms": TOOL_LATENCY_MS,
             "queued": len(crash.runs),
             "in_flight_at_kill": len(crash.in_flight),
-            "restarted_s": crash.restarted_s,
+            "swept_s": crash.swept_s,
             "recovered_s": crash.recovered_s,
             "drained_s": crash.drained_s,
             "not_succeeded": lost,
