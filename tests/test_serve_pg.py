@@ -24,16 +24,14 @@ from typing import Any
 import pytest
 from langchain_core.messages import convert_to_messages
 
-from toolstop.bench.serve import (
+from toolstop.bench.serve import CrashResult, replica_env, run_crash
+from toolstop.bench.serve_process import (
     ADMIN_URL,
     REDIS_URL,
-    CrashResult,
     ServeProcess,
     StopResult,
     human,
     redis_problem,
-    replica_env,
-    run_crash,
     scratch_database,
 )
 from toolstop.examples import SEARCH_INDEX
