@@ -84,14 +84,21 @@ def provider() -> Iterator[Any]:
     except ImportError:
         yield None
         return
+    import httpx
+
     from toolstop.testing.loopback import LoopbackProvider
 
-    with LoopbackProvider(["ok"] * 500) as server:
+    with LoopbackProvider(["ok"] * 500) as server, httpx.Client() as http:
+        # its own HTTP client: closing langchain-openai's shared, cached one would break
+        # another test that gets the same loopback port
         model = ChatOpenAI(
-            model="gpt-loopback", base_url=server.base_url, api_key="test-key", max_retries=0
+            model="gpt-loopback",
+            base_url=server.base_url,
+            api_key="test-key",
+            max_retries=0,
+            http_client=http,
         )
         yield server, model
-        model.root_client.close()
 
 
 def assert_next_turn_accepted(provider: Any, messages: Sequence[BaseMessage]) -> None:

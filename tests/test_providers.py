@@ -30,25 +30,27 @@ CLOSE: list[Any] = []
 
 @pytest.fixture(autouse=True)
 def _close_clients() -> Any:
-    """Close the HTTP clients the models opened (no unclosed-socket warnings at exit)."""
+    """Close the HTTP clients each test's models use (no unclosed-socket warnings at exit).
+
+    Each model gets its own httpx clients. langchain-openai otherwise shares one cached client
+    per base URL across models, and closing it broke a later test whose loopback server got
+    the same port ("client has been closed").
+    """
     yield
     while CLOSE:
-        model = CLOSE.pop()
-        for name in ("root_client", "client", "async_client", "root_async_client"):
-            inner = getattr(model, name, None)
-            inner = getattr(inner, "_client", inner)
-            close = getattr(inner, "close", None)
-            if callable(close) and not name.startswith(("async", "root_async")):
-                close()
+        CLOSE.pop().close()
 
 
 def client(kind: str, provider: LoopbackProvider, streaming: bool) -> Any:
-    model = _client(kind, provider, streaming)
-    CLOSE.append(model)
-    return model
+    import httpx
+
+    sync, asynchronous = httpx.Client(), httpx.AsyncClient()
+    CLOSE.append(sync)  # the async client holds no connection once its loop has ended
+    return _client(kind, provider, streaming, sync, asynchronous)
 
 
-def _client(kind: str, provider: LoopbackProvider, streaming: bool) -> Any:
+def _client(kind: str, provider: LoopbackProvider, streaming: bool, *http: Any) -> Any:
+    sync, asynchronous = http
     if kind == "openai":
         openai = pytest.importorskip("langchain_openai", reason="needs the `openai` extra")
         return openai.ChatOpenAI(
@@ -58,6 +60,8 @@ def _client(kind: str, provider: LoopbackProvider, streaming: bool) -> Any:
             streaming=streaming,
             stream_usage=True,
             max_retries=0,
+            http_client=sync,
+            http_async_client=asynchronous,
         )
     groq = pytest.importorskip("langchain_groq", reason="needs the `groq` extra")
     return groq.ChatGroq(
@@ -66,6 +70,8 @@ def _client(kind: str, provider: LoopbackProvider, streaming: bool) -> Any:
         api_key="test-key",
         streaming=streaming,
         max_retries=0,
+        http_client=sync,
+        http_async_client=asynchronous,
     )
 
 
