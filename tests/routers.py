@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from toolstop._compat import middleware_unavailable
 from toolstop.testing.routers import (
     GRAPH,
     LEGACY,
@@ -13,5 +14,15 @@ from toolstop.testing.routers import (
 
 HAS_AGENTS = has_agents()
 ROUTERS: list[Router] = available_routers()
+MIDDLEWARE_UNAVAILABLE = middleware_unavailable()
+"""Why StopOnArtifact cannot run here (no langchain, or langchain < 1.2.9); None when it can."""
 
-__all__ = ["GRAPH", "HAS_AGENTS", "LEGACY", "MIDDLEWARE", "ROUTERS", "Router"]
+__all__ = [
+    "GRAPH",
+    "HAS_AGENTS",
+    "LEGACY",
+    "MIDDLEWARE",
+    "MIDDLEWARE_UNAVAILABLE",
+    "ROUTERS",
+    "Router",
+]

@@ -86,7 +86,7 @@ def test_legacy_return_direct_ends_if_any_call_of_the_turn_has_it() -> None:
 
 
 def _create_agent(model: Any, tools: list[Any], middleware: Sequence[Any] = ()) -> Any:
-    pytest.importorskip("langchain.agents", reason="create_agent needs langchain>=1.4")
+    pytest.importorskip("langchain.agents", reason="create_agent needs langchain>=1.0")
     from langchain.agents import create_agent
 
     return create_agent(model, tools, middleware=list(middleware))
@@ -108,7 +108,7 @@ def test_create_agent_return_direct_ends_only_if_all_calls_have_it() -> None:
 
 
 def test_command_goto_end_from_wrap_tool_call_does_not_stop() -> None:
-    pytest.importorskip("langchain.agents", reason="create_agent needs langchain>=1.4")
+    pytest.importorskip("langchain.agents", reason="create_agent needs langchain>=1.0")
     from langchain.agents.middleware import AgentMiddleware
     from langgraph.graph import END
     from langgraph.types import Command
@@ -127,7 +127,7 @@ def test_command_goto_end_from_wrap_tool_call_does_not_stop() -> None:
 
 
 def test_jump_to_without_hook_config_is_ignored() -> None:
-    pytest.importorskip("langchain.agents", reason="create_agent needs langchain>=1.4")
+    pytest.importorskip("langchain.agents", reason="create_agent needs langchain>=1.0")
     from langchain.agents.middleware import AgentMiddleware
 
     class JumpWithoutConfig(AgentMiddleware):
@@ -146,7 +146,7 @@ def test_jump_to_without_hook_config_is_ignored() -> None:
 
 
 def test_jump_to_with_hook_config_ends_the_run() -> None:
-    pytest.importorskip("langchain.agents", reason="create_agent needs langchain>=1.4")
+    pytest.importorskip("langchain.agents", reason="create_agent needs langchain>=1.0")
     from langchain.agents.middleware import AgentMiddleware, hook_config
 
     class JumpWithConfig(AgentMiddleware):

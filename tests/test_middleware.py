@@ -8,7 +8,10 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("langchain.agents", reason="StopOnArtifact needs the `agents` extra")
+from routers import MIDDLEWARE_UNAVAILABLE
+
+if MIDDLEWARE_UNAVAILABLE:
+    pytest.skip(MIDDLEWARE_UNAVAILABLE, allow_module_level=True)
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import (

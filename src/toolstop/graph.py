@@ -12,7 +12,13 @@ from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.managed import RemainingSteps
-from langgraph.prebuilt import ToolNode
+
+from toolstop._compat import prebuilt_mismatch
+
+try:
+    from langgraph.prebuilt import ToolNode
+except ImportError as error:  # pragma: no cover - a broken langgraph / langgraph-prebuilt pair
+    raise ImportError(prebuilt_mismatch(error)) from error
 
 from toolstop._shell import (
     RUN_KEY,

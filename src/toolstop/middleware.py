@@ -17,15 +17,13 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Annotated, Any, NotRequired
 
+from toolstop._compat import middleware_import_error
+
 try:
     from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
     from langchain.agents.middleware.types import ExtendedModelResponse, PrivateStateAttr
-except ImportError as error:  # pragma: no cover - exercised in the legacy environment
-    msg = (
-        "toolstop.StopOnArtifact needs langchain>=1.4 (create_agent middleware). "
-        "Install it with: pip install 'toolstop[agents]'"
-    )
-    raise ImportError(msg) from error
+except ImportError as error:  # pragma: no cover - exercised in the legacy environments
+    raise ImportError(middleware_import_error(error)) from error
 
 from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
 from langchain_core.tools import BaseTool

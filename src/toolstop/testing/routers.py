@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import HumanMessage
+from langgraph.errors import GraphBubbleUp
 
+from toolstop._compat import middleware_unavailable
 from toolstop.graph import build_react_graph
 from toolstop.legacy import create_react_agent
 from toolstop.policy import StopPolicy
@@ -20,11 +21,38 @@ Builder = Callable[..., Any]
 
 
 def has_agents() -> bool:
-    """True when `langchain.agents` (create_agent, the `agents` extra) is installed."""
+    """True when `StopOnArtifact` can run: langchain>=1.2.9 (the `agents` extra) is installed.
+
+    On older langchain (1.0.0 to 1.2.8) `create_agent` exists but `StopOnArtifact` does not
+    run; `toolstop._compat.middleware_unavailable()` says why in a sentence.
+    """
+    return middleware_unavailable() is None
+
+
+def _tool_errors_to_model() -> Any:
+    """langchain's own middleware that returns a tool's exception to the model as an error.
+
+    `ToolErrorMiddleware` exists from langchain 1.3.14. Before it, `ToolRetryMiddleware` with
+    no retries and an `on_failure` formatter does the same (present since langchain 1.0); the
+    content is the same text either way, so the goldens hold on every version. Below langchain
+    1.3.12 `ToolRetryMiddleware` also catches LangGraph's interrupts (`GraphBubbleUp`) raised in
+    a tool and would answer a human-in-the-loop `interrupt()` with an error message;
+    `_error_text` raises them again.
+    """
     try:
-        return importlib.util.find_spec("langchain.agents") is not None
-    except ModuleNotFoundError:  # no langchain at all
-        return False
+        from langchain.agents.middleware import ToolErrorMiddleware
+    except ImportError:  # langchain < 1.3.14
+        from langchain.agents.middleware import ToolRetryMiddleware
+
+        return ToolRetryMiddleware(max_retries=0, on_failure=_error_text)
+    return ToolErrorMiddleware(on_error=lambda error, request: _error_text(error))
+
+
+def _error_text(error: Exception) -> str:
+    """The error ToolMessage's content for a tool's exception; interrupts propagate."""
+    if isinstance(error, GraphBubbleUp):
+        raise error
+    return f"Error: {error!r}"
 
 
 def _graph(
@@ -48,13 +76,11 @@ def _middleware(
     middleware: Sequence[Any] = (),
 ) -> Any:
     from langchain.agents import create_agent
-    from langchain.agents.middleware import ToolErrorMiddleware
 
     from toolstop.middleware import StopOnArtifact
 
     # The documented recipe: langchain's own middleware returns tool exceptions to the model.
-    errors = ToolErrorMiddleware(on_error=lambda error, request: f"Error: {error!r}")
-    stack: list[Any] = [*middleware, errors, StopOnArtifact(policy)]
+    stack: list[Any] = [*middleware, _tool_errors_to_model(), StopOnArtifact(policy)]
     return create_agent(model, list(tools), middleware=stack, checkpointer=checkpointer)
 
 
@@ -109,7 +135,7 @@ ROUTERS = {router.name: router for router in (GRAPH, MIDDLEWARE, LEGACY)}
 
 
 def available_routers() -> list[Router]:
-    """The routers the installed versions can run (no `middleware` without langchain)."""
+    """The routers the installed versions can run (`middleware` needs langchain>=1.2.9)."""
     return [r for r in ROUTERS.values() if r is not MIDDLEWARE or has_agents()]
 
 
