@@ -53,7 +53,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest
 
-# The router contract on langgraph 0.6.6 (legacy), langchain 1.4.2 + langgraph 1.2.11, newest.
+# The router contract on six stacks, from langgraph 0.6.6 to the newest langchain (noxfile.py).
 matrix: $(STAMP)
 	$(BIN)/nox -s contract
 

@@ -80,8 +80,8 @@ def middleware_unavailable() -> str | None:
         )
     if not hasattr(types, "ExtendedModelResponse"):
         return (
-            f"{_NEED}; langchain {langchain} is installed. StopOnArtifact records the stop in "
-            "the agent's state from wrap_model_call through ExtendedModelResponse, which "
+            f"{_NEED}; langchain {langchain} is installed. StopOnArtifact updates the agent's "
+            "state from wrap_model_call on every turn through ExtendedModelResponse, which "
             f"langchain adds in {MIDDLEWARE_MIN_LANGCHAIN}: upgrade with "
             f"pip install 'toolstop[agents]' ({_OTHER_ROUTERS})"
         )
