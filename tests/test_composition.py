@@ -17,10 +17,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
 from pydantic import PrivateAttr
 
+from routers import MIDDLEWARE_UNAVAILABLE
 from toolstop import Outcome, StopPolicy, ToolstopConfigError, signal
 from toolstop.testing import ScriptedChatModel, assert_valid_history, call, forced_tool
 
-agents = pytest.importorskip("langchain.agents", reason="needs the `agents` extra")
+if MIDDLEWARE_UNAVAILABLE:  # no langchain, or langchain < 1.2.9
+    pytest.skip(MIDDLEWARE_UNAVAILABLE, allow_module_level=True)
 middleware_module = pytest.importorskip("langchain.agents.middleware")
 
 from langchain.agents import create_agent  # noqa: E402
