@@ -1,7 +1,7 @@
 """Which installed LangChain / LangGraph the routers can run on, said in one sentence.
 
-`StopOnArtifact` needs langchain 1.2.9: it writes the `stop_record` to state from
-`wrap_model_call` through `ExtendedModelResponse`, which langchain added in 1.2.9; before it a
+`StopOnArtifact` needs langchain 1.2.9: its `wrap_model_call` updates the run's bookkeeping in
+state on every turn through `ExtendedModelResponse`, which langchain added in 1.2.9; before it a
 `wrap_model_call` could answer but not update state. Checked by the feature, not by a version
 number, so a backport or a pre-release behaves as what it contains.
 
