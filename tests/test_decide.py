@@ -82,10 +82,14 @@ def test_policy_block_relays_the_user_safe_text_not_the_content() -> None:
 @pytest.mark.parametrize(
     ("artifact", "problem"),
     [
-        (None, Problem.MISSING_ARTIFACT),
-        ("stop", Problem.NOT_A_DICT),
-        (["stop", True], Problem.NOT_A_DICT),
-        ({"reason": "completed"}, Problem.MISSING_STOP),
+        (None, Problem.UNSIGNALLED),  # a plain tool
+        ("stop", Problem.UNSIGNALLED),  # the tool's own data: toolstop never guesses
+        (["stop", True], Problem.UNSIGNALLED),
+        ({}, Problem.UNSIGNALLED),
+        ({"structured_content": {"stop": True}}, Problem.UNSIGNALLED),  # an MCP server's data
+        ({"receipt_id": "r-1"}, Problem.UNSIGNALLED),
+        ({"reason": "completed"}, Problem.MISSING_STOP),  # tried to signal: malformed
+        ({"reason": None}, Problem.MISSING_STOP),
         ({"stop": "yes"}, Problem.STOP_NOT_BOOL),
         ({"stop": 1}, Problem.STOP_NOT_BOOL),
         ({"stop": True, "reason": "done"}, Problem.UNKNOWN_REASON),

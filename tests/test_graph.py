@@ -84,7 +84,8 @@ def test_legacy_accepts_a_tool_node_and_plain_callables() -> None:
     path, state = run(agent)
     assert path == ["agent", "tools", "agent"]  # a plain tool has no artifact: back to the model
     assert state["messages"][-1].content == "3"
-    assert state["stop_record"]["invalid_signals"][0]["problem"] == "missing_artifact"
+    assert state["stop_record"]["invalid_signals"] == []  # not a signal bug: a plain tool
+    assert state["stop_record"]["outcomes"]["unsignalled"] == 1
     model.assert_complete()
 
 

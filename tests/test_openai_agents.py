@@ -193,3 +193,27 @@ def test_the_record_counts_the_runs_model_calls_and_tokens() -> None:
     answered, _model, plain = agent_run([[assistant_message("hi")]], make_tools([DONE]))
     assert answered.final_output == "hi"
     assert (plain["rule"], plain["model_calls"], plain["tool_turns"]) == ("none", 1, 0)
+
+
+def test_shadow_mode_records_what_a_stop_would_have_saved_from_the_sdks_usage() -> None:
+    from agents.usage import Usage
+
+    per_call = Usage(requests=1, input_tokens=100, output_tokens=7, total_tokens=107)
+    steps = [
+        call("lookup", "c1"),
+        call("lookup", "c2"),
+        call("lookup", "c3"),
+        [assistant_message("ok")],
+    ]
+    model = ScriptedModel(steps, default_usage=per_call)
+    behaviour = stop_on_artifact(StopPolicy(mode="never"))
+    tools = make_tools([RETRY, DONE, DONE])
+    agent = Agent(name="support", tools=tools, model=model, tool_use_behavior=behaviour)
+    result = asyncio.run(Runner.run(agent, "How do refunds work?"))
+    model.assert_complete()
+    record = behaviour.record(result.context_wrapper)
+    assert (record["would_stop"], record["tool_call_ids"]) == ("completed", ["c2"])
+    # four model calls; the two after the second tool turn are what a hard stop saves
+    assert record["model_calls"] == 4
+    assert record["would_save"] == {"model_calls": 2, "input_tokens": 200, "output_tokens": 14}
+    assert record["schema_version"] == 2

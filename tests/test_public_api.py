@@ -21,6 +21,7 @@ def test_toolstop_all() -> None:
             "Problem",
             "ReactState",
             "Rule",
+            "Savings",
             "StopOnArtifact",
             "StopOnArtifactState",
             "StopPolicy",

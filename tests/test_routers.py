@@ -168,9 +168,7 @@ def test_several_stops_join_their_contents_in_tool_call_order(router: Router) ->
 
 
 INVALID = [
-    None,
-    "stop",
-    ["stop"],
+    {"reason": "completed"},
     {"stop": "yes"},
     {"stop": 1},
     {"stop": True, "reason": "nope"},
@@ -191,6 +189,25 @@ def test_invalid_signals_go_back_to_the_model_and_are_recorded(
     invalid = state["stop_record"]["invalid_signals"]
     assert [(i["tool"], i["tool_call_id"]) for i in invalid] == [("lookup", "call_0_0")]
     assert state["stop_record"]["outcomes"]["invalid"] == 1
+    assert state["stop_record"]["outcomes"]["unsignalled"] == 0
+
+
+UNSIGNALLED = [None, "stop", ["stop"], {}, {"structured_content": {"stop": True}}]
+
+
+@pytest.mark.parametrize("artifact", UNSIGNALLED)
+def test_tools_that_do_not_signal_go_back_to_the_model_and_are_not_invalid(
+    router: Router, artifact: Any
+) -> None:
+    agent, model = build(
+        router, [call("lookup"), "answer"], forced_tool("lookup", ("text", artifact))
+    )
+    path, state = run(agent)
+    assert path == router.path("model", "tools", "model")
+    model.assert_complete()
+    record = state["stop_record"]
+    assert record["invalid_signals"] == []
+    assert (record["outcomes"]["invalid"], record["outcomes"]["unsignalled"]) == (0, 1)
 
 
 def test_tool_exception_goes_back_to_the_model_as_an_error(router: Router) -> None:

@@ -12,7 +12,7 @@ from toolstop.errors import ToolstopConfigError, ToolstopError
 from toolstop.graph import ReactState, build_react_graph
 from toolstop.outcome import Outcome, signal
 from toolstop.policy import Mode, Parallel, StopPolicy
-from toolstop.record import InvalidSignal, StopRecord
+from toolstop.record import InvalidSignal, Savings, StopRecord
 from toolstop.tools import ToolTimeoutError, with_timeout
 
 __version__ = "0.1.0"
@@ -37,6 +37,7 @@ __all__ = [
     "Problem",
     "ReactState",
     "Rule",
+    "Savings",
     "StopOnArtifact",
     "StopOnArtifactState",
     "StopPolicy",

@@ -18,6 +18,7 @@ from toolstop.outcome import Outcome
 from toolstop.policy import StopPolicy
 
 __all__ = [
+    "MALFORMED_SIGNALS",
     "PROBLEMS_NOT_INVALID",
     "CallSignal",
     "Decision",
@@ -43,11 +44,15 @@ class Rule(StrEnum):
 
 
 class Problem(StrEnum):
-    """Why a tool call's signal was not taken as valid. Every invalid signal means *continue*."""
+    """Why a tool call carried no valid signal. Every one of them means *continue*."""
 
-    MISSING_ARTIFACT = "missing_artifact"
-    NOT_A_DICT = "not_a_dict"
+    UNSIGNALLED = "unsignalled"
+    """No signal at all, which is normal: no artifact, an artifact that is not a dict (the tool's
+    own data, as in LangChain's `content_and_artifact` examples), or a dict with neither `stop`
+    nor `reason` (an MCP server's `structured_content`, the application's own keys). A plain
+    tool, an MCP server that never signals, a human reviewer's "respond". Not invalid."""
     MISSING_STOP = "missing_stop"
+    """A dict with a `reason` but no `stop`: a signal with its routing key missing."""
     STOP_NOT_BOOL = "stop_not_bool"
     UNKNOWN_REASON = "unknown_reason"
     TRANSIENT_WITH_STOP = "transient_with_stop"
@@ -64,8 +69,24 @@ class Problem(StrEnum):
     ran. A decision, not a failure: it goes back to the model and spends no retry budget."""
 
 
-PROBLEMS_NOT_INVALID = frozenset({Problem.REJECTED})
-"""Problems that are not a tool's bug: recorded by what they are, not in `invalid_signals`."""
+PROBLEMS_NOT_INVALID = frozenset({Problem.REJECTED, Problem.UNSIGNALLED})
+"""Problems that are not a tool's bug: counted by what they are (the record's `outcomes`
+`rejected` and `unsignalled`), not in `invalid_signals`."""
+
+MALFORMED_SIGNALS = frozenset(
+    {
+        Problem.MISSING_STOP,
+        Problem.STOP_NOT_BOOL,
+        Problem.UNKNOWN_REASON,
+        Problem.TRANSIENT_WITH_STOP,
+        Problem.UNREADABLE,
+        Problem.MALFORMED_ENVELOPE,
+    }
+)
+"""Invalid signals that are a bug in the tool (it tried to signal and got it wrong): besides
+being recorded, each is logged once at WARNING on logger `toolstop` (see `toolstop.record`).
+The other invalid problems are not the signal's fault: a tool exception (`tool_error`), a call
+left without a result (`no_result`), a signal from an untrusted source (`untrusted`)."""
 
 
 _REASONS = {o.value: o for o in Outcome}
@@ -132,6 +153,8 @@ class Decision:
 def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
     """Read one ToolMessage's artifact as a signal. Never raises; anything odd is a `Problem`.
 
+    No artifact, a non-dict, or a dict with neither `stop` nor `reason` is `unsignalled` (a tool
+    that does not signal: normal); a dict that tries to signal and gets it wrong is invalid.
     A `reason` may be omitted (the seed article's `{"stop": true}`): it is then taken as
     `completed` when `stop` is true and `transient` when it is false. An error ToolMessage (a tool
     exception) is a `tool_error` whatever its artifact says: it goes back to the model and counts
@@ -147,17 +170,16 @@ def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
         return invalid(Problem.REJECTED if _human_rejected(message) else Problem.TOOL_ERROR)
     try:
         artifact = message.artifact
-        if artifact is None:
-            return invalid(Problem.MISSING_ARTIFACT)
-        if not isinstance(artifact, dict):
-            return invalid(Problem.NOT_A_DICT)
+        if not isinstance(artifact, dict):  # no artifact, or the tool's own data
+            return invalid(Problem.UNSIGNALLED)
         # The raw dict protocol: a dict subclass's overridden methods are never called.
         if dict.get(artifact, "untrusted") is True:
             return invalid(Problem.UNTRUSTED)
         if dict.__contains__(artifact, "envelope_error"):
             return invalid(Problem.MALFORMED_ENVELOPE)
         if not dict.__contains__(artifact, "stop"):
-            return invalid(Problem.MISSING_STOP)
+            has_reason = dict.__contains__(artifact, "reason")
+            return invalid(Problem.MISSING_STOP if has_reason else Problem.UNSIGNALLED)
         stop = dict.__getitem__(artifact, "stop")
         if type(stop) is not bool:
             return invalid(Problem.STOP_NOT_BOOL)

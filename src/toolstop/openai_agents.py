@@ -38,7 +38,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from toolstop.decision import content_text, decide
 from toolstop.errors import ToolstopConfigError
 from toolstop.policy import StopPolicy
-from toolstop.record import StopRecord, fold_turn, new_record, stopped
+from toolstop.record import Savings, StopRecord, fold_turn, new_record, stopped
 
 __all__ = ["FailedText", "ToolOutput", "artifact_tool", "stop_on_artifact"]
 
@@ -152,6 +152,9 @@ class _Behaviour:
             raise ToolstopConfigError(msg)
         self.policy = policy
         self.records: weakref.WeakKeyDictionary[Any, StopRecord] = weakref.WeakKeyDictionary()
+        # The SDK's usage when the run first would have stopped (never mode): what came after
+        # is what hard mode would have saved.
+        self.marks: weakref.WeakKeyDictionary[Any, Savings] = weakref.WeakKeyDictionary()
 
     def __call__(
         self, context: RunContextWrapper[Any], results: list[FunctionToolResult]
@@ -160,9 +163,12 @@ class _Behaviour:
         decision = decide(
             _as_messages(results), self.policy, transient_count=record["transient_retries"]
         )
+        would_stop = record["would_stop"]
         record = fold_turn(record, decision)
         if decision.stop:
             record = stopped(record, decision)
+        if would_stop is None and record["would_stop"] is not None:
+            self.marks[context] = _usage(context)
         self.records[context] = record
         if not decision.stop:
             return ToolsToFinalOutputResult(is_final_output=False)
@@ -177,20 +183,34 @@ class _Behaviour:
         """The stop record of the run that `context` belongs to.
 
         Rule, tool turns and signals are toolstop's; model calls and tokens are the SDK's own
-        count for the run (`context.usage`), read when the record is asked for.
+        count for the run (`context.usage`), read when the record is asked for. In never mode
+        `would_save` is the SDK's count since the tool turn that would have stopped the run.
         """
         record = self.records.get(context) or new_record(self.policy)
-        usage = getattr(context, "usage", None)
-        if usage is None:
+        if getattr(context, "usage", None) is None:
             return record
-        return StopRecord(
-            **{
-                **record,
-                "model_calls": int(usage.requests),
-                "input_tokens": int(usage.input_tokens),
-                "output_tokens": int(usage.output_tokens),
-            }
-        )
+        now = _usage(context)
+        mark = self.marks.get(context)
+        if mark is not None:
+            saved = Savings(
+                model_calls=now["model_calls"] - mark["model_calls"],
+                input_tokens=now["input_tokens"] - mark["input_tokens"],
+                output_tokens=now["output_tokens"] - mark["output_tokens"],
+            )
+            record = StopRecord(**{**record, "would_save": saved})
+        return StopRecord(**{**record, **now})
+
+
+def _usage(context: Any) -> Savings:
+    """The SDK's usage of the run so far: requests (model calls) and tokens."""
+    usage = getattr(context, "usage", None)
+    if usage is None:
+        return Savings(model_calls=0, input_tokens=0, output_tokens=0)
+    return Savings(
+        model_calls=int(usage.requests),
+        input_tokens=int(usage.input_tokens),
+        output_tokens=int(usage.output_tokens),
+    )
 
 
 def stop_on_artifact(policy: StopPolicy | None = None) -> _Behaviour:

@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 from typing import Any, TypedDict
 
 from langchain_core.messages import AIMessage
 
-from toolstop.decision import PROBLEMS_NOT_INVALID, Decision, Rule
+from toolstop.decision import MALFORMED_SIGNALS, PROBLEMS_NOT_INVALID, Decision, Problem, Rule
 from toolstop.outcome import Outcome
 from toolstop.policy import StopPolicy
 
-__all__ = ["InvalidSignal", "StopRecord", "count_model_call", "fold_turn", "new_record", "stopped"]
+__all__ = [
+    "RECORD_SCHEMA_VERSION",
+    "InvalidSignal",
+    "Savings",
+    "StopRecord",
+    "count_model_call",
+    "fold_turn",
+    "new_record",
+    "stopped",
+]
+
+RECORD_SCHEMA_VERSION = 2
+"""The stop record's shape. Readers check it; a record without the field is version 1 (before
+`unsignalled` was told apart from invalid and `would_save` was recorded)."""
 
 
 class InvalidSignal(TypedDict):
@@ -21,12 +36,22 @@ class InvalidSignal(TypedDict):
     problem: str
 
 
+class Savings(TypedDict):
+    """What hard mode would have saved in a `never`-mode run, as observed in that run."""
+
+    model_calls: int
+    input_tokens: int
+    output_tokens: int
+
+
 class StopRecord(TypedDict):
     """What one run of an agent did and why it ended. JSON-serialisable; kept in graph state.
 
     It holds names, ids, counts and rules only: never tool content, never tool arguments.
     """
 
+    schema_version: int
+    """The record's shape (`RECORD_SCHEMA_VERSION`), so readers of stored records can evolve."""
     run: int
     """Which run of the thread this is: 1, 2, ... (each invocation with new input is a run;
     resuming an interrupted run continues it). Without a checkpointer every run is 1."""
@@ -38,12 +63,17 @@ class StopRecord(TypedDict):
     parallel: str
     would_stop: str | None
     """In `never` mode: the first rule that would have stopped this run."""
+    would_save: Savings
+    """In `never` mode: the model calls and tokens this run spent after the tool turn that would
+    have stopped it (observed, not estimated): what hard mode would have saved. Zero when
+    nothing would have stopped, and in the other modes."""
     tools: list[str]
     """Names of the calls that decided the stop (or, in `never` mode, would have)."""
     tool_call_ids: list[str]
     invalid_signals: list[InvalidSignal]
     outcomes: dict[str, int]
-    """Tool calls by reason, plus `invalid` and `rejected` (by a human reviewer)."""
+    """Tool calls by reason, plus `invalid`, `unsignalled` (no signal: a plain tool) and
+    `rejected` (by a human reviewer)."""
     transient_retries: int
     tool_turns: int
     model_calls: int
@@ -54,16 +84,18 @@ class StopRecord(TypedDict):
 def new_record(policy: StopPolicy, *, run: int = 1) -> StopRecord:
     """A fresh record for run number `run` under `policy`."""
     return StopRecord(
+        schema_version=RECORD_SCHEMA_VERSION,
         run=run,
         rule=Rule.NONE.value,
         stopped=False,
         mode=policy.mode,
         parallel=policy.parallel,
         would_stop=None,
+        would_save=Savings(model_calls=0, input_tokens=0, output_tokens=0),
         tools=[],
         tool_call_ids=[],
         invalid_signals=[],
-        outcomes={o.value: 0 for o in Outcome} | {"invalid": 0, "rejected": 0},
+        outcomes={o.value: 0 for o in Outcome} | {"invalid": 0, "unsignalled": 0, "rejected": 0},
         transient_retries=0,
         tool_turns=0,
         model_calls=0,
@@ -81,6 +113,8 @@ def fold_turn(record: StopRecord, decision: Decision) -> StopRecord:
             outcomes[signal.problem.value] = outcomes.get(signal.problem.value, 0) + 1
         elif signal.problem is not None:
             outcomes["invalid"] = outcomes.get("invalid", 0) + 1
+            if signal.problem in MALFORMED_SIGNALS:
+                _warn_once(signal.tool, signal.problem)
             invalid.append(
                 InvalidSignal(
                     tool=signal.tool, tool_call_id=signal.tool_call_id, problem=signal.problem.value
@@ -122,16 +156,53 @@ def count_model_call(record: StopRecord, response: Any) -> StopRecord:
     """Return `record` with one model call and its `usage_metadata` tokens added.
 
     Tokens come only from the provider's `usage_metadata`; a response without it adds a call and
-    no tokens (it is not estimated here, to keep the hot path free of O(history) work).
+    no tokens (it is not estimated here, to keep the hot path free of O(history) work). Once the
+    run would have stopped (`would_stop`, never mode) the call is also added to `would_save`.
     """
     usage = response.usage_metadata if isinstance(response, AIMessage) else None
     input_tokens = usage["input_tokens"] if usage else 0
     output_tokens = usage["output_tokens"] if usage else 0
-    return StopRecord(
+    updated = StopRecord(
         **{
             **record,
             "model_calls": record["model_calls"] + 1,
             "input_tokens": record["input_tokens"] + input_tokens,
             "output_tokens": record["output_tokens"] + output_tokens,
         }
+    )
+    if record["would_stop"] is not None:
+        saved = record["would_save"]
+        updated["would_save"] = Savings(
+            model_calls=saved["model_calls"] + 1,
+            input_tokens=saved["input_tokens"] + input_tokens,
+            output_tokens=saved["output_tokens"] + output_tokens,
+        )
+    return updated
+
+
+_logger = logging.getLogger("toolstop")
+_warned: set[tuple[str, str]] = set()
+_warned_lock = threading.Lock()
+_WARNED_MAX = 1024
+"""At most this many distinct (tool, problem) pairs are remembered (and so warned about) per
+process; later pairs are still recorded in every run's `invalid_signals`, just not logged."""
+
+
+def _warn_once(tool: str, problem: Problem) -> None:
+    """Log a malformed signal once per process per (tool, problem), at WARNING on `toolstop`.
+
+    The line names the tool and the problem, never content or arguments. `extra` carries the
+    same as `{"toolstop_signal": {"tool": ..., "problem": ...}}` for structured handlers.
+    """
+    key = (tool, problem.value)
+    with _warned_lock:
+        if key in _warned or len(_warned) >= _WARNED_MAX:
+            return
+        _warned.add(key)
+    _logger.warning(
+        "tool %r returned a malformed stop signal (%s); it went back to the model. "
+        "Logged once per tool and problem; every occurrence is in the stop record.",
+        tool,
+        problem.value,
+        extra={"toolstop_signal": {"tool": tool, "problem": problem.value}},
     )
