@@ -58,7 +58,9 @@ def _signal(message: ToolMessage) -> str:
 def _normalise_record(record: Any) -> Any:
     if not isinstance(record, dict):
         return record
-    tokens = {k: ("<positive>" if record.get(k) else 0) for k in ("input_tokens", "output_tokens")}
+    tokens: dict[str, Any] = {
+        k: ("<positive>" if record.get(k) else 0) for k in ("input_tokens", "output_tokens")
+    }
     saved = record.get("would_save")
     if isinstance(saved, dict):  # token counts vary with langchain-core's approximation
         tokens["would_save"] = {
