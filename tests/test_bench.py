@@ -5,14 +5,13 @@ from __future__ import annotations
 import io
 import json
 import re
-import shutil
-import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from helpers import CHROMIUM, chromium
 from toolstop.bench.command import parse_mix
 from toolstop.bench.workload import MAX_TRANSIENT, make_queries
 from toolstop.cli import main
@@ -129,13 +128,6 @@ class Cells(HTMLParser):
             self._open = None
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
-
-
 @pytest.mark.skipif(
     CHROMIUM is None, reason="headless Chromium is not installed (.ci/run installs it)"
 )
@@ -143,12 +135,8 @@ def test_report_renders_in_chromium_with_the_figures_of_bench_json(
     result: Any, tmp_path: Path
 ) -> None:
     document, _, out = result
-    profile = tmp_path / "profile"
-    url = (out / "report.html").resolve().as_uri()
-    dom = subprocess.run(
-        [str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", "--dump-dom", url],
-        capture_output=True, text=True, timeout=120, check=True,
-    ).stdout  # fmt: skip
+    shot = tmp_path / "report.png"
+    dom = chromium(out / "report.html", tmp_path / "profile", screenshot=shot)
     parser = Cells()
     parser.feed(dom)
     assert parser.cells, "the rendered page has no figures"
@@ -161,12 +149,6 @@ def test_report_renders_in_chromium_with_the_figures_of_bench_json(
             "missed_stops",
         ):
             assert parser.cells[(config["name"], metric)] == str(config[metric])
-    shot = tmp_path / "report.png"
-    subprocess.run(
-        [str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", "--window-size=1300,1800",
-         f"--screenshot={shot}", url],
-        capture_output=True, timeout=120, check=True,
-    )  # fmt: skip
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert shot.stat().st_size > 20_000  # a page with a chart and a table, not a blank one
 

@@ -11,6 +11,12 @@ from typing import TextIO
 from toolstop.bench.command import add_bench_parser, run_bench_command
 from toolstop.check import add_check_parser, run_check
 from toolstop.demo import add_demo_parser, run_demo
+from toolstop.report.command import (
+    add_explain_parser,
+    add_report_parser,
+    run_explain,
+    run_report,
+)
 
 __all__ = ["main", "main_entry"]
 
@@ -24,6 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     add_demo_parser(commands)
     add_check_parser(commands)
     add_bench_parser(commands)
+    add_report_parser(commands)
+    add_explain_parser(commands)
     return parser
 
 
@@ -37,6 +45,10 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         return run_check(args, out or sys.stdout)
     if args.command == "bench":
         return run_bench_command(args, out or sys.stdout)
+    if args.command == "report":
+        return run_report(args, out or sys.stdout)
+    if args.command == "explain":
+        return run_explain(args, out or sys.stdout)
     parser.print_help(out or sys.stdout)
     return 2
 

@@ -7,7 +7,12 @@ When a run ends, its record is published as
 - a LangChain custom callback event `toolstop_run_end` (LangSmith shows it on the trace; any
   callback handler's `on_custom_event` receives it);
 - an OpenTelemetry span event `toolstop.run_end` on the current span (or a short `toolstop.run`
-  span when none is recording), when `opentelemetry-api` is installed.
+  span when none is recording), when `opentelemetry-api` is installed and an SDK is set;
+- OpenTelemetry metrics (`toolstop.metrics`), when a MeterProvider is set.
+
+The log record also carries the thread (`extra={"toolstop_thread": {"thread_id": ...,
+"checkpoint_ns": ...}}`, when the run has one); `toolstop.logs.JsonLines` writes both as one JSON
+line, the format `toolstop report --log` reads.
 
 After each tool turn a `{"toolstop": "turn", ...}` stream event carries each call's signal and,
 when the artifact has a numeric `progress`, that number (for a UI; the model never sees it).
@@ -27,6 +32,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.config import get_stream_writer
 
 from toolstop.decision import Decision, Turn
+from toolstop.metrics import record_run_metrics
 from toolstop.record import StopRecord
 
 try:  # optional: OpenTelemetry is used when the application has it
@@ -159,6 +165,13 @@ def publish_run_end(record: StopRecord, config: Any = None) -> None:
     if writer is not None:
         _safely(writer, {"toolstop": EVENT_RUN_END, "record": dict(record)})
     if logger.isEnabledFor(logging.INFO):
+        configurable = (config or {}).get("configurable") or {}
+        # The node's namespace ends with its own task; the graph's is what comes before it.
+        task_ns = configurable.get("checkpoint_ns")
+        thread = {
+            "thread_id": configurable.get("thread_id"),
+            "checkpoint_ns": task_ns.rpartition("|")[0] if isinstance(task_ns, str) else "",
+        }
         logger.info(
             "run ended: rule=%s stopped=%s mode=%s model_calls=%d input_tokens=%d "
             "output_tokens=%d tools=%s",
@@ -169,7 +182,13 @@ def publish_run_end(record: StopRecord, config: Any = None) -> None:
             record["input_tokens"],
             record["output_tokens"],
             ",".join(record["tools"]) or "-",
-            extra={"toolstop": dict(record)},
+            extra={"toolstop": dict(record), "toolstop_thread": thread},
         )
     _safely(_callback_event, record, config)
     _safely(_span_event, record)
+    _safely(record_run_metrics, record, _agent_name(config))
+
+
+def _agent_name(config: Any) -> str | None:
+    name = ((config or {}).get("metadata") or {}).get("lc_agent_name")
+    return name if isinstance(name, str) else None

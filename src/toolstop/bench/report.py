@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
+
+from toolstop._page import cell as _cell
+from toolstop._page import inline_png, page
 
 __all__ = ["headline", "render_chart", "render_html", "render_table", "write_json"]
 
@@ -39,12 +41,6 @@ def headline(configs: Sequence[dict[str, Any]]) -> dict[str, Any]:
             else None,
         }
     return ratios
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.2f}"
-    return "-" if value is None else str(value)
 
 
 def render_table(configs: Sequence[dict[str, Any]], out: TextIO) -> None:
@@ -101,14 +97,14 @@ def render_html(document: dict[str, Any], chart: Path | None, path: Path) -> Non
     """report.html: one file with the chart inlined, the table and the rules fired (no CDN)."""
     configs = document["configs"]
     head = "".join(f"<th>{html.escape(title)}</th>" for _, title in COLUMNS)
-    body = []
+    rows = []
     for c in configs:
         name = html.escape(c["name"])
         cells = "".join(
             f'<td data-config="{name}" data-metric="{key}">{html.escape(_cell(c[key]))}</td>'
             for key, _ in COLUMNS
         )
-        body.append(f"<tr>{cells}</tr>")
+        rows.append(f"<tr>{cells}</tr>")
     rules = []
     for c in configs:
         fired = ", ".join(
@@ -124,32 +120,17 @@ def render_html(document: dict[str, Any], chart: Path | None, path: Path) -> Non
                 f'<li data-router="{router}" data-ratio="{key}">{router} {key.replace("_", " ")}: '
                 f"<b>{_cell(value)}</b></li>"
             )
-    image = ""
-    if chart is not None and chart.exists():
-        encoded = base64.b64encode(chart.read_bytes()).decode("ascii")
-        alt = "model calls and tokens per configuration"
-        image = f'<img id="chart" alt="{alt}" src="data:image/png;base64,{encoded}">'
+    image = inline_png(chart, "model calls and tokens per configuration")
     settings = html.escape(json.dumps(document["settings"]))
     versions = html.escape(", ".join(f"{k} {v}" for k, v in document["versions"].items()))
-    page = f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>toolstop bench</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 2rem; color: #222; }}
-table {{ border-collapse: collapse; }}
-th, td {{ padding: .3rem .7rem; border-bottom: 1px solid #ddd; }}
-td {{ text-align: right; }} td:first-child {{ text-align: left; }}
-img {{ max-width: 100%; }} code {{ background: #f4f4f4; padding: 0 .2rem; }}
-</style></head><body>
-<h1>toolstop bench: the savings of stopping per call</h1>
+    body = f"""<h1>toolstop bench: the savings of stopping per call</h1>
 <p>Settings <code>{settings}</code>; {versions}.</p>
 <h2>Headline</h2><ul id="headline">{"".join(ratios)}</ul>
 {image}
 <h2>Per configuration</h2>
-<table id="figures"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>
+<table id="figures"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>
 <p>A <i>wrong stop</i> ends a run on a transient failure; a <i>missed stop</i> goes back to the
 model (tools offered) after the final result. The minimum is one model call per tool turn a
 perfect router needs.</p>
-<h2>Stop rules that fired</h2><ul id="rules">{"".join(rules)}</ul>
-</body></html>
-"""
-    path.write_text(page, encoding="utf-8")
+<h2>Stop rules that fired</h2><ul id="rules">{"".join(rules)}</ul>"""
+    path.write_text(page("toolstop bench", body), encoding="utf-8")

@@ -1,0 +1,183 @@
+"""`toolstop report` and `toolstop explain`: shadow-mode savings and stop reasons, from the
+team's own traffic (a checkpoint database or the `toolstop` logger's JSON lines)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from contextlib import ExitStack
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from toolstop.errors import ToolstopConfigError
+
+__all__ = ["add_explain_parser", "add_report_parser", "run_explain", "run_report"]
+
+
+def add_report_parser(commands: Any) -> None:
+    """Register `toolstop report` on the CLI's subparsers."""
+    parser = commands.add_parser(
+        "report",
+        help="what stops did and what shadow mode would save, from your own runs",
+        description=(
+            "Read every finished run's stop record from a LangGraph checkpoint database "
+            "(every thread, every run of its history) or from the toolstop logger's JSON lines, "
+            "and write report.json, chart.png and report.html: runs by rule, model calls and "
+            "tokens, stops by tool, invalid and unsignalled tool calls, what hard mode would "
+            "save in shadow-mode runs, and the hard-mode share."
+        ),
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--db", metavar="PATH_OR_URL", help="a SQLite file or a postgresql:// URL (read-only)"
+    )
+    source.add_argument(
+        "--log",
+        metavar="FILE",
+        help="JSON lines of the toolstop logger (toolstop.logs.JsonLines); - reads stdin",
+    )
+    parser.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="only runs that ended since: 2025-05-01, 2025-05-01T12:00+02:00, or 30m, 12h, 7d",
+    )
+    parser.add_argument("--out", type=Path, default=Path("toolstop-report"), help="output folder")
+
+
+def add_explain_parser(commands: Any) -> None:
+    """Register `toolstop explain` on the CLI's subparsers."""
+    parser = commands.add_parser(
+        "explain",
+        help="why a conversation ended the way it did, run by run",
+        description=(
+            "For one thread of a checkpoint database: per run, the rule, the deciding tools "
+            "and call ids, the signal of every tool call per turn, budgets spent, model calls "
+            "and tokens. Never tool content, never arguments."
+        ),
+    )
+    parser.add_argument("thread_id", metavar="THREAD_ID")
+    parser.add_argument(
+        "--db", metavar="PATH_OR_URL", required=True, help="a SQLite file or a postgresql:// URL"
+    )
+    parser.add_argument("--run", type=int, metavar="N", help="only run number N of the thread")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def run_report(args: argparse.Namespace, out: TextIO) -> int:
+    """Run `toolstop report` with parsed `args`; return the exit code."""
+    from toolstop import __version__
+    from toolstop.report.reader import log_run_ends, open_database, parse_time, redact
+    from toolstop.report.render import render_chart, render_html, render_summary, write_json
+    from toolstop.report.summary import REPORT_VERSION, Summary
+
+    summary = Summary()
+    extra: dict[str, Any] = {}
+    try:
+        since = parse_time(args.since) if args.since else None
+        with ExitStack() as stack:
+            if args.db:
+                database = stack.enter_context(open_database(args.db))
+                threads = open_runs = 0
+                for thread_id, namespace in database.threads():
+                    ends, current = database.run_ends(thread_id, namespace, since=since)
+                    threads += bool(ends)
+                    open_runs += current is not None
+                    for end in ends:
+                        summary.add(end)
+                extra = {"threads": threads, "open_runs": open_runs}
+                if database.unreadable:
+                    extra["unreadable_threads"] = database.unreadable
+                    print(
+                        f"toolstop report: {database.unreadable} thread(s) could not be read "
+                        "(checkpoints written with a serializer toolstop cannot decode); "
+                        "their runs are not counted",
+                        file=sys.stderr,
+                    )
+                source = {"db": redact(args.db)}
+            else:
+                stream = sys.stdin if args.log == "-" else _open_log(args.log, stack)
+                skipped = [0]
+                for end in log_run_ends(stream, since=since, skipped=skipped):
+                    summary.add(end)
+                extra = {"threads": None, "open_runs": None, "skipped_lines": skipped[0]}
+                source = {"log": args.log}
+    except ToolstopConfigError as error:
+        print(f"toolstop report: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:  # a database gone mid-read: one sentence, no traceback
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        print(f"toolstop report: reading failed: {type(error).__name__}: {reason}", file=sys.stderr)
+        return 1
+    document: dict[str, Any] = {
+        "report_version": REPORT_VERSION,
+        "source": source,
+        "since": since.isoformat() if since else None,
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "toolstop_version": __version__,
+        **extra,
+        **summary.document(),
+    }
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+        chart: Path | None = args.out / "chart.png"
+        try:
+            render_chart(document, chart)  # type: ignore[arg-type]
+        except ImportError:
+            print(
+                "chart skipped: matplotlib is missing (pip install 'toolstop[bench]')",
+                file=sys.stderr,
+            )
+            chart = None
+        write_json(document, args.out / "report.json")
+        render_html(document, chart, args.out / "report.html")
+    except OSError as error:
+        print(f"toolstop report: cannot write to {args.out}: {error.strerror}", file=sys.stderr)
+        return 2
+    render_summary(document, out)
+    print(f"wrote {args.out / 'report.json'}, {args.out / 'report.html'}", file=out)
+    return 0
+
+
+def _open_log(path: str, stack: ExitStack) -> TextIO:
+    try:
+        return stack.enter_context(open(path, encoding="utf-8", errors="replace"))
+    except OSError as error:
+        msg = f"cannot read {path}: {error.strerror}"
+        raise ToolstopConfigError(msg) from None
+
+
+def run_explain(args: argparse.Namespace, out: TextIO) -> int:
+    """Run `toolstop explain` with parsed `args`; return the exit code."""
+    from toolstop.report.explain import explain_thread, print_explanation
+    from toolstop.report.reader import open_database, redact
+
+    try:
+        with open_database(args.db) as database:
+            explanation = explain_thread(database, args.thread_id, run=args.run)
+    except ToolstopConfigError as error:
+        print(f"toolstop explain: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:  # a database gone mid-read: one sentence, no traceback
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        print(
+            f"toolstop explain: reading failed: {type(error).__name__}: {reason}", file=sys.stderr
+        )
+        return 1
+    if explanation is None:
+        print(
+            f"toolstop explain: no thread {args.thread_id!r} in {redact(args.db)}", file=sys.stderr
+        )
+        return 1
+    if args.run is not None and not explanation["runs"]:
+        print(
+            f"toolstop explain: thread {args.thread_id!r} has no finished run {args.run}",
+            file=sys.stderr,
+        )
+        return 1
+    if args.json:
+        print(json.dumps(explanation, indent=2), file=out)
+    else:
+        print_explanation(explanation, out)
+    return 0

@@ -1,0 +1,187 @@
+"""`toolstop explain`: why a conversation ended the way it did, run by run, for support.
+
+The rule, the deciding tools and call ids, budgets spent, model calls and tokens come from each
+run's stop record. The signal of every tool call per turn is not in the record: it is read again
+from the checkpointed messages' artifacts with `decide_turn` / `read_signal`, exactly as the
+router read it. Only names, ids, reasons and counts are shown: never tool content, never
+arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from toolstop.decision import PROBLEMS_NOT_INVALID, Turn, decide_turn
+from toolstop.report.reader import Database, RunEnd
+
+__all__ = ["explain_thread", "print_explanation", "turns_of"]
+
+
+def turns_of(messages: Sequence[BaseMessage]) -> list[Turn]:
+    """Every tool turn in `messages`: an AIMessage with tool calls and the results answering it."""
+    turns: list[tuple[AIMessage, list[ToolMessage], set[str]]] = []
+    for message in messages:
+        if isinstance(message, AIMessage) and message.tool_calls:
+            ids = {str(c.get("id")) for c in message.tool_calls}
+            turns.append((message, [], ids))
+        elif isinstance(message, ToolMessage) and turns and message.tool_call_id in turns[-1][2]:
+            turns[-1][1].append(message)
+    return [Turn(asking=asking, results=tuple(results)) for asking, results, _ in turns]
+
+
+def _signals(turn: Turn) -> list[dict[str, Any]]:
+    calls = []
+    for signal in decide_turn(turn).signals:
+        if signal.problem is None:
+            said = signal.reason.value if signal.reason else "?"
+        elif signal.problem in PROBLEMS_NOT_INVALID:
+            said = signal.problem.value
+        else:
+            said = f"invalid: {signal.problem.value}"
+        calls.append(
+            {
+                "tool": signal.tool,
+                "tool_call_id": signal.tool_call_id,
+                "signal": said,
+                "stop": signal.stop,
+            }
+        )
+    return calls
+
+
+def _messages(database: Database, end: RunEnd) -> list[BaseMessage] | None:
+    config = {
+        "configurable": {
+            "thread_id": end.thread_id,
+            "checkpoint_ns": end.checkpoint_ns,
+            "checkpoint_id": end.checkpoint_id,
+        }
+    }
+    found = database.full.get_tuple(config)
+    if found is None:
+        return None
+    messages = (found.checkpoint.get("channel_values") or {}).get("messages")
+    return list(messages) if isinstance(messages, list) else None
+
+
+def _run(record: dict[str, Any], end: RunEnd, turns: list[Turn] | None) -> dict[str, Any]:
+    saved = record.get("would_save") or {}
+    return {
+        "run": record.get("run"),
+        "checkpoint_ns": end.checkpoint_ns,
+        "ended_at": end.ended_at.isoformat() if end.ended_at else None,
+        "schema_version": record.get("schema_version", 1),
+        "mode": record.get("mode"),
+        "rule": record.get("rule"),
+        "stopped": record.get("stopped"),
+        "would_stop": record.get("would_stop"),
+        "deciding": [
+            {"tool": tool, "tool_call_id": call_id}
+            for tool, call_id in zip(
+                record.get("tools") or [], record.get("tool_call_ids") or [], strict=False
+            )
+        ],
+        "turns": None if turns is None else [_signals(turn) for turn in turns],
+        "tool_turns": record.get("tool_turns"),
+        "transient_retries": record.get("transient_retries"),
+        "outcomes": record.get("outcomes"),
+        "model_calls": record.get("model_calls"),
+        "input_tokens": record.get("input_tokens"),
+        "output_tokens": record.get("output_tokens"),
+        "would_save": saved or None,
+    }
+
+
+def explain_thread(
+    database: Database, thread_id: str, *, run: int | None = None
+) -> dict[str, Any] | None:
+    """Every finished run of `thread_id` (or only run number `run`), explained; `None` when
+    the database has no such thread.
+    """
+    namespaces = database.namespaces(thread_id)
+    if not namespaces:
+        return None
+    runs: list[dict[str, Any]] = []
+    in_progress = []
+    for namespace in namespaces:
+        ends, current = database.run_ends(thread_id, namespace)
+        if current is not None:
+            in_progress.append(
+                {
+                    "checkpoint_ns": namespace,
+                    "run": current.get("run"),
+                    "tool_turns": current.get("tool_turns"),
+                    "model_calls": current.get("model_calls"),
+                }
+            )
+        # Turns of a run: those at its end that were not there at the previous run's end.
+        earlier: set[str] | None = set()
+        for index, end in enumerate(ends):
+            wanted = run is None or end.record.get("run") == run
+            next_wanted = index + 1 < len(ends) and ends[index + 1].record.get("run") == run
+            if not wanted and not next_wanted:
+                continue
+            messages = _messages(database, end)
+            turns = turns_of(messages) if messages is not None else None
+            if wanted:
+                own = None
+                if turns is not None and earlier is not None:
+                    own = [t for t in turns if t.id is None or t.id not in earlier]
+                runs.append(_run(end.record, end, own))
+            earlier = None if turns is None else {t.id for t in turns if t.id is not None}
+    return {"thread_id": thread_id, "runs": runs, "in_progress": in_progress}
+
+
+def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
+    """The explanation as text: one block per run."""
+    runs = explanation["runs"]
+    print(f"thread {explanation['thread_id']}: {len(runs)} finished run(s)", file=out)
+    for run in runs:
+        where = f" (namespace {run['checkpoint_ns']!r})" if run["checkpoint_ns"] else ""
+        how = "stopped by toolstop" if run["stopped"] else "the model answered"
+        if run["rule"] not in ("none", None) and not run["stopped"]:
+            how = "not stopped"
+        print(
+            f"\nrun {run['run']}{where}, ended {run['ended_at'] or '?'}, mode {run['mode']}: "
+            f"rule {run['rule']} ({how})",
+            file=out,
+        )
+        if run["would_stop"]:
+            print(f"  would have stopped (shadow mode): rule {run['would_stop']}", file=out)
+        if run["deciding"]:
+            names = ", ".join(f"{d['tool']} ({d['tool_call_id']})" for d in run["deciding"])
+            print(f"  deciding: {names}", file=out)
+        if run["turns"] is None:
+            print("  turns: not readable from the checkpoint", file=out)
+        for index, turn in enumerate(run["turns"] or [], start=1):
+            calls = "; ".join(
+                f"{c['tool']} {c['tool_call_id']} {c['signal']}" + (" (stop)" if c["stop"] else "")
+                for c in turn
+            )
+            print(f"  turn {index}: {calls}", file=out)
+        print(
+            f"  budgets: {run['transient_retries']} transient retries spent, "
+            f"{run['tool_turns']} tool turns",
+            file=out,
+        )
+        print(
+            f"  model calls {run['model_calls']}, tokens {run['input_tokens']} in / "
+            f"{run['output_tokens']} out",
+            file=out,
+        )
+        saved = run["would_save"]
+        if run["would_stop"] and saved:
+            print(
+                f"  hard mode would have saved {saved.get('model_calls')} model calls, "
+                f"{saved.get('input_tokens')} input and {saved.get('output_tokens')} output tokens",
+                file=out,
+            )
+    for current in explanation["in_progress"]:
+        print(
+            f"\nrun {current['run']} in progress: {current['tool_turns']} tool turns, "
+            f"{current['model_calls']} model calls so far (its record is written when it ends)",
+            file=out,
+        )

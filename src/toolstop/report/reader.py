@@ -1,0 +1,407 @@
+"""Finished runs, read back from a LangGraph checkpoint database or from JSON log lines.
+
+Checkpoints are read through LangGraph's own savers (`SqliteSaver`, `PostgresSaver`), thread by
+thread, newest checkpoint first, a page at a time, so memory stays flat however large the
+database. A thread's `stop_record` is written once per run, when the run ends, so each new
+version of that channel is one finished run; the run ended at the oldest checkpoint that holds
+the version (its `ts`). Every namespace of a thread counts (a toolstop agent used as a subgraph
+keeps its runs in its own namespace).
+
+Only the records are needed, so the saver is given a serializer that decodes a checkpoint's
+plain values (the record is plain JSON) and skips LangChain objects such as messages without
+building them; `explain` reads the few checkpoints it needs with the saver's own serializer.
+
+The database is opened read-only: SQLite with `mode=ro`, PostgreSQL with
+`default_transaction_read_only`; neither saver's `setup()` writes anything here.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from toolstop.errors import ToolstopConfigError
+
+__all__ = [
+    "Database",
+    "RunEnd",
+    "is_postgres",
+    "log_run_ends",
+    "open_database",
+    "parse_time",
+    "redact",
+]
+
+PAGE = 100
+"""Checkpoints per read (PostgresSaver loads a whole result set into memory)."""
+THREAD_PAGE = 500
+"""Threads per read of the thread list."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunEnd:
+    """One finished run: where it lives and its stop record.
+
+    Attributes:
+        thread_id: The thread (`None` in a log line from a run without a checkpointer).
+        checkpoint_ns: The checkpoint namespace (`""` for the top-level graph).
+        ended_at: When the run ended (the checkpoint's or the log line's time), if known.
+        record: The run's stop record as stored (any schema version).
+        checkpoint_id: The checkpoint that first holds the record (databases only).
+    """
+
+    thread_id: str | None
+    checkpoint_ns: str
+    ended_at: datetime | None
+    record: dict[str, Any]
+    checkpoint_id: str | None = None
+
+
+def is_postgres(db: str) -> bool:
+    """True for a `postgresql://` (or `postgres://`) URL; anything else is a SQLite path."""
+    return db.startswith(("postgresql://", "postgres://"))
+
+
+def redact(db: str) -> str:
+    """`db` without a password, for messages and reports."""
+    if not is_postgres(db):
+        return db
+    parts = urlsplit(db)
+    if parts.password is None:
+        return db
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def parse_time(text: str, *, now: datetime | None = None) -> datetime:
+    """A `--since` value: an ISO date or date-time (UTC unless it says otherwise), or an age
+    like `30m`, `12h`, `7d`, `2w` before `now`.
+
+    Raises:
+        ToolstopConfigError: for anything else.
+    """
+    text = text.strip()
+    units = {"m": 60, "h": 3600, "d": 86400, "w": 604800}
+    if text[-1:] in units and text[:-1].isdigit():
+        from datetime import timedelta
+
+        base = now or datetime.now(UTC)
+        return base - timedelta(seconds=int(text[:-1]) * units[text[-1]])
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        msg = (
+            f"--since takes an ISO date or date-time (2025-05-01, 2025-05-01T12:00+02:00) "
+            f"or an age (30m, 12h, 7d, 2w), got {text!r}"
+        )
+        raise ToolstopConfigError(msg) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _moment(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+class _PlainValues:
+    """A checkpoint serializer for reading records only: LangChain objects are not built.
+
+    msgpack checkpoints (LangGraph's default) are decoded with every extension type (messages,
+    other objects) replaced by `None`; other formats go to LangGraph's own serializer.
+    """
+
+    def __init__(self) -> None:
+        from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+        self.full = JsonPlusSerializer()
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        return self.full.dumps_typed(obj)
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        kind, payload = data
+        if kind == "msgpack":
+            import ormsgpack
+
+            return ormsgpack.unpackb(payload, ext_hook=_skip, option=ormsgpack.OPT_NON_STR_KEYS)
+        return self.full.loads_typed(data)
+
+
+def _skip(code: int, data: bytes) -> None:
+    return None
+
+
+class Database:
+    """A checkpoint database opened for reading (see `open_database`).
+
+    Attributes:
+        location: The database, without a password.
+        records: A saver that reads records only (messages are skipped).
+        full: A saver with LangGraph's default serializer (messages are built).
+        unreadable: Threads whose checkpoints could not be decoded (written with a custom or
+            encrypting serializer); counted and reported, their runs are not guessed at.
+    """
+
+    def __init__(self, location: str, records: Any, full: Any, query: Any, marker: str) -> None:
+        self.location = location
+        self.records = records
+        self.full = full
+        self._query = query
+        self._marker = marker
+        self.unreadable = 0
+
+    def threads(self) -> Iterator[tuple[str, str]]:
+        """Every `(thread_id, checkpoint_ns)` with checkpoints, in order, a page at a time."""
+        m = self._marker
+        first = (
+            f"SELECT DISTINCT thread_id, checkpoint_ns FROM checkpoints "
+            f"ORDER BY thread_id, checkpoint_ns LIMIT {THREAD_PAGE}"
+        )
+        after = (
+            f"SELECT DISTINCT thread_id, checkpoint_ns FROM checkpoints "
+            f"WHERE thread_id > {m} OR (thread_id = {m} AND checkpoint_ns > {m}) "
+            f"ORDER BY thread_id, checkpoint_ns LIMIT {THREAD_PAGE}"
+        )
+        last: tuple[str, str] | None = None
+        while True:
+            rows = (
+                self._query(first, ()) if last is None else self._query(after, (*last[:1], *last))
+            )
+            yield from rows
+            if len(rows) < THREAD_PAGE:
+                return
+            last = rows[-1]
+
+    def namespaces(self, thread_id: str) -> list[str]:
+        """The checkpoint namespaces of `thread_id` (none when the thread is unknown)."""
+        m = self._marker
+        rows = self._query(
+            f"SELECT DISTINCT thread_id, checkpoint_ns FROM checkpoints WHERE thread_id = {m} "
+            f"ORDER BY checkpoint_ns",
+            (thread_id,),
+        )
+        return [row[1] for row in rows]
+
+    def checkpoints(self, thread_id: str, checkpoint_ns: str) -> Iterator[Any]:
+        """The thread's checkpoint tuples, newest first, values decoded for records only."""
+        config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}}
+        before = None
+        while True:
+            page = self.records.list(config, before=before, limit=PAGE)
+            count = 0
+            with closing(page):
+                for item in page:
+                    count += 1
+                    before = {
+                        "configurable": {
+                            "checkpoint_id": item.config["configurable"]["checkpoint_id"]
+                        }
+                    }
+                    yield item
+            if count < PAGE:
+                return
+
+    def run_ends(
+        self, thread_id: str, checkpoint_ns: str, *, since: datetime | None = None
+    ) -> tuple[list[RunEnd], dict[str, Any] | None]:
+        """The thread's finished runs (oldest first) and the record so far of a run in progress
+        (`None` when there is none).
+
+        Memory is one page of checkpoints plus the thread's runs; a thread's runs are few
+        compared with its checkpoints. With `since`, older checkpoints are not read.
+        """
+        ends: list[RunEnd] = []
+        seen: set[Any] = set()
+        held: dict[str, Any] | None = None
+        in_progress: dict[str, Any] | None = None
+        newest = True
+        for item in self._readable(thread_id, checkpoint_ns):
+            checkpoint = item.checkpoint
+            values = checkpoint.get("channel_values") or {}
+            if newest:
+                run = values.get("toolstop_run")
+                if isinstance(run, dict) and run.get("open") is True:
+                    in_progress = run.get("record") if isinstance(run.get("record"), dict) else {}
+                newest = False
+            record = values.get("stop_record")
+            version = (checkpoint.get("channel_versions") or {}).get("stop_record")
+            moment = _moment(checkpoint.get("ts"))
+            checkpoint_id = item.config["configurable"]["checkpoint_id"]
+            if held is not None and version == held["version"]:
+                held["ended_at"], held["checkpoint_id"] = moment, checkpoint_id
+                if since is not None and moment is not None and moment < since:
+                    held = None  # ended before `since`, and so did everything older
+                    break
+                continue
+            if held is not None:
+                ends.append(self._end(thread_id, checkpoint_ns, held))
+                held = None
+            if since is not None and moment is not None and moment < since:
+                break
+            if isinstance(record, dict) and version not in seen:
+                seen.add(version)
+                held = {
+                    "version": version,
+                    "record": record,
+                    "ended_at": moment,
+                    "checkpoint_id": checkpoint_id,
+                }
+        if held is not None:
+            ends.append(self._end(thread_id, checkpoint_ns, held))
+        ends.reverse()
+        return ends, in_progress
+
+    @staticmethod
+    def _end(thread_id: str, checkpoint_ns: str, held: dict[str, Any]) -> RunEnd:
+        return RunEnd(
+            thread_id=thread_id,
+            checkpoint_ns=checkpoint_ns,
+            ended_at=held["ended_at"],
+            record=held["record"],
+            checkpoint_id=held["checkpoint_id"],
+        )
+
+    def _readable(self, thread_id: str, checkpoint_ns: str) -> Iterator[Any]:
+        """The thread's checkpoints; one that cannot be decoded (an unknown serialization type,
+        undecodable bytes) ends the thread's reading and counts it in `unreadable`."""
+        try:
+            yield from self.checkpoints(thread_id, checkpoint_ns)
+        except (NotImplementedError, ValueError):
+            self.unreadable += 1
+
+
+@contextmanager
+def open_database(db: str) -> Iterator[Database]:
+    """Open `db` (a SQLite file path or a `postgresql://` URL) read-only through LangGraph's
+    savers.
+
+    Raises:
+        ToolstopConfigError: one clear sentence when the database does not exist, cannot be
+            reached, or holds no LangGraph checkpoints; or when the saver's package is missing.
+    """
+    if is_postgres(db):
+        with _postgres(db) as database:
+            yield database
+        return
+    with _sqlite(db) as database:
+        yield database
+
+
+@contextmanager
+def _sqlite(db: str) -> Iterator[Database]:
+    try:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+    except ImportError:
+        msg = "reading SQLite checkpoints needs: pip install 'toolstop[sqlite]'"
+        raise ToolstopConfigError(msg) from None
+    path = Path(db).expanduser()
+    if not path.is_file():
+        msg = f"no database at {db} (a SQLite file path or a postgresql:// URL)"
+        raise ToolstopConfigError(msg)
+    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        tables = {
+            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
+    except sqlite3.Error as error:
+        msg = f"{db} is not a readable SQLite database: {error}"
+        raise ToolstopConfigError(msg) from None
+    with closing(conn):
+        if "checkpoints" not in tables:
+            msg = f"{db} holds no LangGraph checkpoints (no `checkpoints` table)"
+            raise ToolstopConfigError(msg)
+        records = SqliteSaver(conn, serde=_PlainValues())
+        full = SqliteSaver(conn)
+        records.setup()  # on an existing database: reads its layout, writes nothing
+        full.setup()
+
+        def query(sql: str, params: tuple[Any, ...]) -> list[tuple[str, str]]:
+            return [(row[0], row[1]) for row in conn.execute(sql, params)]
+
+        yield Database(db, records, full, query, "?")
+
+
+@contextmanager
+def _postgres(db: str) -> Iterator[Database]:
+    try:
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg import Connection
+        from psycopg.rows import dict_row
+    except ImportError:
+        msg = "reading PostgreSQL checkpoints needs: pip install 'toolstop[postgres]'"
+        raise ToolstopConfigError(msg) from None
+    shown = redact(db)
+    try:
+        conn = Connection.connect(
+            db,
+            autocommit=True,
+            prepare_threshold=0,
+            row_factory=dict_row,
+            options="-c default_transaction_read_only=on",
+            connect_timeout=10,
+        )
+    except Exception as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        msg = f"cannot connect to {shown}: {reason}"
+        raise ToolstopConfigError(msg) from None
+    with conn:
+        row = conn.execute("SELECT to_regclass('checkpoints') AS found").fetchone()
+        if row is None or row["found"] is None:
+            msg = f"{shown} holds no LangGraph checkpoints (no `checkpoints` table)"
+            raise ToolstopConfigError(msg)
+
+        def query(sql: str, params: tuple[Any, ...]) -> list[tuple[str, str]]:
+            rows = conn.execute(sql, params).fetchall()
+            return [tuple(r.values()) for r in rows]
+
+        yield Database(
+            shown, PostgresSaver(conn, serde=_PlainValues()), PostgresSaver(conn), query, "%s"
+        )
+
+
+def log_run_ends(
+    stream: TextIO, *, since: datetime | None = None, skipped: list[int] | None = None
+) -> Iterator[RunEnd]:
+    """Finished runs from JSON lines written by `toolstop.logs.JsonLines`, one line at a time.
+
+    Lines that are not JSON objects, or not a `run_end` event with a record, are skipped and
+    counted in `skipped[0]` when a list is given (other loggers' lines may share the file).
+    """
+    for line in stream:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            entry = None
+        record = entry.get("record") if isinstance(entry, dict) else None
+        if (
+            not isinstance(entry, dict)
+            or entry.get("event") != "run_end"
+            or not isinstance(record, dict)
+        ):
+            if skipped is not None and line.strip():
+                skipped[0] += 1
+            continue
+        moment = _moment(entry.get("time"))
+        if since is not None and moment is not None and moment < since:
+            continue
+        thread = entry.get("thread_id")
+        yield RunEnd(
+            thread_id=None if thread is None else str(thread),
+            checkpoint_ns=str(entry.get("checkpoint_ns") or ""),
+            ended_at=moment,
+            record=record,
+        )
