@@ -141,6 +141,7 @@ class Observed:
     input_tokens: int
     output_tokens: int
     saved: dict[str, int]
+    window: tuple[datetime, datetime] = (datetime.min.replace(tzinfo=UTC),) * 2
 
 
 def observe(spec: Spec, thread_id: str, before: int, state: dict[str, Any], calls: int) -> Observed:
@@ -177,9 +178,13 @@ def drive(checkpointer: Any, prefix: str) -> list[Observed]:
         model = ScriptedChatModel(spec.script)
         agent = build(spec, model, checkpointer)
         previous = agent.get_state(config).values.get("messages", [])
+        started = datetime.now(UTC)
         state = agent.invoke({"messages": [HumanMessage("Please help.")]}, config)
+        finished = datetime.now(UTC)
         model.assert_complete()
-        seen.append(observe(spec, thread_id, len(previous) + 1, state, len(model.calls)))
+        observed = observe(spec, thread_id, len(previous) + 1, state, len(model.calls))
+        observed.window = (started, finished)
+        seen.append(observed)
     # a run interrupted before its tools: in progress, no record yet
     spec = Spec("open", "graph", "hard", [call("pay", id="p9")], {"pay": [DONE]}, rule="-")
     agent = build(spec, ScriptedChatModel(spec.script), checkpointer, interrupt_before=["tools"])
@@ -263,6 +268,8 @@ def check_explain(db: str, seen: list[Observed]) -> None:
         assert [r["run"] for r in explanation["runs"]] == list(range(1, len(runs) + 1))
         for got, o in zip(explanation["runs"], runs, strict=True):
             assert (got["rule"], got["mode"]) == (o.spec.rule, o.spec.mode)
+            # the run ended while it was being invoked, not during a later run
+            assert o.window[0] <= datetime.fromisoformat(got["ended_at"]) <= o.window[1]
             assert [(d["tool"], d["tool_call_id"]) for d in got["deciding"]] == o.spec.deciding
             turns = [
                 [(c["tool"], c["tool_call_id"], c["signal"], c["stop"]) for c in t]
@@ -492,3 +499,27 @@ def test_report_and_explain_on_postgres(
     check_explain(postgres_db, postgres_traffic)
     code, _ = explain("nobody", "--db", postgres_db)
     assert code == 1
+
+
+def test_report_reads_json_lines_from_stdin(
+    sqlite_traffic: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, seen, log, _ = sqlite_traffic
+    monkeypatch.setattr("sys.stdin", io.StringIO(log.read_text()))
+    assert report("--log", "-", "--out", str(tmp_path))[0] == 0
+    assert json.loads((tmp_path / "report.json").read_text())["runs"] == len(seen)
+
+
+@pytest.mark.slow
+def test_the_scale_measurement_builds_the_runs_it_claims(tmp_path: Path) -> None:
+    from toolstop.bench.report_scale import TEMPLATE_RUNS, TEMPLATE_THREADS, measure
+
+    figures = measure(200, folder=tmp_path)
+    template = TEMPLATE_RUNS * TEMPLATE_THREADS
+    assert figures["copies"] == 200 // template
+    rules = figures["template_rules"]
+    assert sum(rules.values()) == template
+    for runs, copies in ((template, 1), (200, 2)):
+        measured = figures[f"{runs}_runs"]
+        assert measured["runs"] == runs
+        assert measured["rules"] == {rule: count * copies for rule, count in sorted(rules.items())}

@@ -125,17 +125,20 @@ def _copy_postgres(db: str, start: int, stop: int) -> None:
 
 def _report(db: str, out: Path) -> dict[str, Any]:
     """`toolstop report` in a child process: its wall time, peak RSS and report."""
-    start = time.perf_counter()
-    child = subprocess.Popen(
-        [sys.executable, "-m", "toolstop", "report", "--db", db, "--out", str(out)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    _, status, usage = os.wait4(child.pid, 0)
-    seconds = time.perf_counter() - start
-    if status != 0:
-        msg = f"toolstop report failed: {child.stderr.read().decode() if child.stderr else ''}"
-        raise RuntimeError(msg)
+    with tempfile.TemporaryFile() as errors:
+        start = time.perf_counter()
+        child = subprocess.Popen(
+            [sys.executable, "-m", "toolstop", "report", "--db", db, "--out", str(out)],
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+        )
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.perf_counter() - start
+        if child.returncode != 0:
+            errors.seek(0)
+            msg = f"toolstop report failed: {errors.read().decode(errors='replace')}"
+            raise RuntimeError(msg)
     document = json.loads((out / "report.json").read_text())
     return {
         "runs": document["runs"],
