@@ -92,7 +92,7 @@ def _counts(title: str, prefix: str, counts: dict[str, Any]) -> str:
 def _by_key(title: str, prefix: str, table: dict[str, dict[str, int]]) -> str:
     if not table:
         return f"<h2>{html.escape(title)}</h2><p>None.</p>"
-    columns = sorted({inner for counts in table.values() for inner in counts})
+    columns = list(dict.fromkeys(inner for counts in table.values() for inner in counts))
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     rows = []
     for key, counts in table.items():
