@@ -15,6 +15,7 @@ pytest.importorskip("opentelemetry.sdk.metrics", reason="needs opentelemetry-sdk
 pytest.importorskip("langchain.agents", reason="one run is a create_agent run")
 
 CHILD = Path(__file__).with_name("metrics_child.py")
+pytestmark = pytest.mark.timeout(600)  # a hang guard: a child process starts Python and langchain
 
 
 def child(*argv: str) -> dict[str, Any]:

@@ -33,6 +33,10 @@ pytest.importorskip("langgraph.checkpoint.sqlite", reason="needs the `sqlite` ex
 pytest.importorskip("langchain.agents", reason="the traffic includes create_agent runs")
 pytest.importorskip("matplotlib", reason="the report chart needs the `bench` extra")
 
+# A hang guard, not a speed target: the traffic, Chromium and the child processes of the scale
+# test take seconds, many more on the shared machine at load 6-8.
+pytestmark = pytest.mark.timeout(600)
+
 DONE = ("Paid. Receipt r-1.", signal(Outcome.COMPLETED))
 FOUND = ("Refunds take 5 days.", signal(Outcome.COMPLETED))
 RETRY = ("The service timed out.", signal(Outcome.TRANSIENT))
