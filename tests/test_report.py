@@ -23,7 +23,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from helpers import CHROMIUM, chromium
-from toolstop import Outcome, StopOnArtifact, StopPolicy, build_react_graph, signal
+from toolstop import Outcome, StopPolicy, build_react_graph, signal
 from toolstop.cli import main
 from toolstop.legacy import create_react_agent
 from toolstop.logs import log_json_lines
@@ -129,6 +129,8 @@ def build(spec: Spec, model: Any, checkpointer: Any, **extra: Any) -> Any:
     if spec.router == "legacy":
         return create_react_agent(model, tools, policy=policy, checkpointer=checkpointer)
     from langchain.agents import create_agent
+
+    from toolstop import StopOnArtifact
 
     return create_agent(
         model, tools, middleware=[StopOnArtifact(policy)], checkpointer=checkpointer
