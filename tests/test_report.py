@@ -344,7 +344,7 @@ def test_report_since_counts_only_later_runs(sqlite_traffic: Any, tmp_path: Path
 
 
 def test_report_from_json_log_lines_matches_the_database(
-    sqlite_traffic: Any, tmp_path: Path
+    sqlite_traffic: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _, seen, log, _ = sqlite_traffic
     lines = log.read_text().splitlines()
@@ -355,6 +355,12 @@ def test_report_from_json_log_lines_matches_the_database(
     document = json.loads((tmp_path / "report.json").read_text())
     assert_figures(document, expected_report(seen))
     assert document["skipped_lines"] == 2 + sum('"event":"run_end"' not in line for line in lines)
+    assert f"{document['skipped_lines']} line(s) of {log} are not run records" in (
+        capsys.readouterr().err
+    )
+    assert document["threads"] == len({o.thread_id for o in seen})  # from the lines' thread ids
+    assert document["open_runs"] is None  # a log has no checkpoints to show runs in progress
+    assert f"wrote {tmp_path / 'report.json'}, {tmp_path / 'report.html'}" in text
     first = json.loads(lines[0])
     assert first["event"] == "run_end"
     assert first["thread_id"] == "a-shop"
@@ -378,6 +384,9 @@ def test_explain_text_never_shows_content_or_arguments(sqlite_traffic: Any) -> N
     assert "run 2, ended" in text
     assert "turn 1: lookup l3 invalid: stop_not_bool" in text
     assert "deciding: lookup (l4)" in text
+    assert "1 tool turn\n" in text  # one turn, one word
+    assert "1 tool turns" not in text
+    assert "2 tool turns" in text
     for content in ("Paid.", "Refunds take", "timed out", "declined", "Please help", "query"):
         assert content not in text
     code, text = explain("a-desk", "--db", str(db), "--run", "3", "--json")

@@ -43,7 +43,12 @@ def add_report_parser(commands: Any) -> None:
         metavar="WHEN",
         help="only runs that ended since: 2025-05-01, 2025-05-01T12:00+02:00, or 30m, 12h, 7d",
     )
-    parser.add_argument("--out", type=Path, default=Path("toolstop-report"), help="output folder")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("toolstop-report"),
+        help="output folder for report.json, report.html, chart.png (default: ./toolstop-report)",
+    )
 
 
 def add_explain_parser(commands: Any) -> None:
@@ -99,10 +104,20 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
             else:
                 stream = sys.stdin if args.log == "-" else _open_log(args.log, stack)
                 skipped = [0]
+                thread_ids: set[str] = set()
                 for end in log_run_ends(stream, since=since, skipped=skipped):
                     summary.add(end)
-                extra = {"threads": None, "open_runs": None, "skipped_lines": skipped[0]}
+                    if end.thread_id is not None:
+                        thread_ids.add(end.thread_id)
+                # a log has no checkpoints: runs still open are not known from it
+                extra = {"threads": len(thread_ids), "open_runs": None, "skipped_lines": skipped[0]}
                 source = {"log": args.log}
+                if skipped[0]:
+                    print(
+                        f"toolstop report: {skipped[0]} line(s) of {args.log} are not run records "
+                        "(other log lines, toolstop's warnings, or not JSON) and were skipped",
+                        file=sys.stderr,
+                    )
     except ToolstopConfigError as error:
         print(f"toolstop report: {error}", file=sys.stderr)
         return 2
@@ -136,7 +151,8 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
         print(f"toolstop report: cannot write to {args.out}: {error.strerror}", file=sys.stderr)
         return 2
     render_summary(document, out)
-    print(f"wrote {args.out / 'report.json'}, {args.out / 'report.html'}", file=out)
+    written = [args.out / "report.json", args.out / "report.html", *([chart] if chart else [])]
+    print("wrote " + ", ".join(str(path) for path in written), file=out)
     return 0
 
 

@@ -164,7 +164,7 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
             print(f"  turn {index}: {calls}", file=out)
         print(
             f"  budgets: {run['transient_retries']} transient retries spent, "
-            f"{run['tool_turns']} tool turns",
+            f"{_turns(run['tool_turns'])}",
             file=out,
         )
         print(
@@ -181,7 +181,11 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
             )
     for current in explanation["in_progress"]:
         print(
-            f"\nrun {current['run']} in progress: {current['tool_turns']} tool turns, "
+            f"\nrun {current['run']} in progress: {_turns(current['tool_turns'])}, "
             f"{current['model_calls']} model calls so far (its record is written when it ends)",
             file=out,
         )
+
+
+def _turns(count: int) -> str:
+    return f"{count} tool turn" + ("" if count == 1 else "s")
