@@ -52,10 +52,11 @@ def _outcomes(outcome: str | None, seed: int, budget: int | None) -> list[str]:
 
 def _script(question: str, outcomes: list[str], mode: str) -> list[ScriptStep]:
     steps: list[ScriptStep] = [call("search", query=question) for _ in outcomes]
+    # The scripted model cannot read the tool's text; a real model writes these from it.
     if mode == "never":
-        steps.append("Here is what the search found, in my words: see the page above.")
+        steps.append(f"(the model's own answer to {question!r}, written from the search result)")
     elif mode == "polish" and outcomes[-1] != "retryable":
-        steps.append("In short: the search answered your question; the details are above.")
+        steps.append(f"(the model's narration of the search result for {question!r}, no tools)")
     return steps
 
 
