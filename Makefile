@@ -25,9 +25,11 @@ $(SERVE_STAMP): pyproject.toml
 serve-env: $(SERVE_STAMP)
 
 # The example agents on LangGraph Server + PostgreSQL + Redis, on 127.0.0.1:$${PORT:-8123}.
-# Needs DATABASE_URI and REDIS_URI; WORKERS (default 2), N_JOBS_PER_WORKER (default 10).
+# Needs DATABASE_URI and REDIS_URI; WORKERS (default 2), N_JOBS_PER_WORKER (default 10);
+# CONFIG=path/to/langgraph.json serves your own graphs.
+CONFIG ?= langgraph.json
 serve: $(SERVE_STAMP)
-	$(SERVE_VENV)/bin/python -m toolstop.deploy langgraph.json
+	$(SERVE_VENV)/bin/python -m toolstop.deploy $(CONFIG)
 
 # The figures of the README's scale-out section: throughput hard vs never on 2 workers, crash
 # recovery of a SIGKILLed replica. Needs PostgreSQL and Redis (see src/toolstop/bench/serve.py).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
-from toolstop import server
+from toolstop import deploy, server
 from toolstop.deploy import ServeSettings, main, serve_command
 from toolstop.errors import ToolstopConfigError
 from toolstop.examples import SEARCH_INDEX
@@ -222,3 +223,91 @@ def test_make_serve_without_langhost_says_so(
     monkeypatch.setenv("REDIS_URI", "redis://h")
     assert main(["langgraph.json"]) == 2  # this environment is .venv, not .venv-serve
     assert "langhost is not installed" in capsys.readouterr().err
+
+
+@pytest.fixture
+def serve_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Valid settings on a free port, langhost 'installed': the checks after those run."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        "DATABASE_URI": "postgresql://postgres:s3cret@127.0.0.1:1/none",
+        "REDIS_URI": "redis://127.0.0.1:6379/0",
+        "PORT": str(port),
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(deploy.shutil, "which", lambda *_a, **_k: "/usr/bin/langhost")
+    return env
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])  # nothing listens once the probe is closed
+
+
+def test_make_serve_refuses_a_port_in_use(
+    serve_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as taken:  # langgraph-api would move to a random port instead
+        taken.bind(("127.0.0.1", int(serve_env["PORT"])))
+        taken.listen()
+        assert main(["langgraph.json"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"make serve: port {serve_env['PORT']} on 127.0.0.1 is in use (another server or "
+        "replica?); choose another PORT\n"
+    )
+
+
+def test_make_serve_refuses_an_unreachable_redis_without_its_password(
+    serve_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    port = _closed_port()
+    monkeypatch.setenv("REDIS_URI", f"redis://:hunter2@127.0.0.1:{port}/0")
+    assert main(["langgraph.json"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"make serve: cannot reach Redis at redis://:***@127.0.0.1:{port}/0: ")
+    assert len(err.strip().splitlines()) == 1
+    assert "hunter2" not in err
+
+
+def test_check_redis_passes_a_redis_that_answers() -> None:
+    try:
+        socket.create_connection(("127.0.0.1", 6379), timeout=2).close()
+    except OSError as error:
+        pytest.skip(f"no Redis on 127.0.0.1:6379: {error}")
+    deploy.check_redis("redis://127.0.0.1:6379/0")  # PING -> +PONG
+
+
+def test_a_failed_migration_names_its_reason_not_a_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    migrate = tmp_path / "langgraph-runtime-pg-migrate"
+    migrate.write_text(
+        "#!/bin/sh\n"
+        "echo 'Traceback (most recent call last):' >&2\n"
+        "echo 'sqlalchemy.exc.OperationalError: (psycopg.OperationalError) connection failed: "
+        'FATAL:  database "nosuchdb" does not exist\' >&2\n'
+        "echo '(Background on this error at: https://sqlalche.me/e/21/e3q8)' >&2\n"
+        "exit 1\n"
+    )
+    migrate.chmod(0o755)
+    with pytest.raises(RuntimeError) as caught:
+        deploy.prepare_database("postgresql://postgres:s3cret@127.0.0.1/nosuchdb", tmp_path)
+    message = str(caught.value)
+    assert message.startswith("cannot migrate postgresql://postgres:***@127.0.0.1/nosuchdb: ")
+    assert 'database "nosuchdb" does not exist' in message
+    assert "sqlalche.me" not in message
+    assert "s3cret" not in message
+
+
+def test_make_serve_help_says_how_to_serve_your_own_config(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--help"]) == 0
+    assert "make serve [CONFIG=langgraph.json]" in capsys.readouterr().err

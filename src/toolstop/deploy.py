@@ -16,6 +16,11 @@ Environment:
     LG_BG_JOB_HEARTBEAT: seconds; a crashed replica's runs go back to the queue after about
         twice this (langgraph-api's default 120).
 
+Usage: `make serve [CONFIG=langgraph.json]`, or `python -m toolstop.deploy [CONFIG]` in
+`.venv-serve`. Before the server starts, the port must be free (langgraph-api would otherwise
+move to a random port) and Redis and PostgreSQL must answer; each failure is one sentence and
+exit status 2.
+
 Deliberately not handled: TLS, authentication, binding other interfaces. This is the local
 production-like setup; put a reverse proxy in front for anything else.
 """
@@ -24,13 +29,23 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["ServeSettings", "main", "prepare_database", "serve_command"]
+__all__ = [
+    "ServeSettings",
+    "check_port_free",
+    "check_redis",
+    "main",
+    "prepare_database",
+    "serve_command",
+    "without_password",
+]
 
 DEFAULT_PORT = 8123
 DEFAULT_WORKERS = 2
@@ -137,8 +152,8 @@ def prepare_database(database_uri: str, bin_dir: Path) -> None:
         [str(migrate), "upgrade"], env=env, capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
-        detail = (done.stderr or done.stdout).strip().splitlines()
-        msg = f"cannot migrate {database_uri}: {detail[-1] if detail else 'no output'}"
+        reason = _reason(done.stderr or done.stdout)
+        msg = f"cannot migrate {without_password(database_uri)}: {reason}"
         raise RuntimeError(msg)
     from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.store.postgres import PostgresStore
@@ -149,8 +164,93 @@ def prepare_database(database_uri: str, bin_dir: Path) -> None:
         with PostgresStore.from_conn_string(database_uri) as store:
             store.setup()
     except Exception as error:
-        msg = f"cannot set up LangGraph's tables in {database_uri}: {error}"
+        msg = f"cannot set up LangGraph's tables in {without_password(database_uri)}: {error}"
         raise RuntimeError(msg) from None
+
+
+def without_password(uri: str) -> str:
+    """`uri` with its password (if any) replaced by `***`, for messages."""
+    parts = urlsplit(uri)
+    if parts.password is None:
+        return uri
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def _reason(output: str) -> str:
+    """The line of a failed migration's output that says why (not SQLAlchemy's link line)."""
+    lines = [
+        line.strip()
+        for line in output.strip().splitlines()
+        if line.strip() and not line.strip().startswith("(Background on this error")
+    ]
+    for line in reversed(lines):
+        if "Error" in line or "error" in line or "does not exist" in line:
+            return line
+    return lines[-1] if lines else "no output"
+
+
+def check_port_free(port: int) -> None:
+    """Refuse a port something already listens on (langgraph-api would pick a random one).
+
+    Raises:
+        ValueError: one sentence naming the port.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((HOST, port))
+        except OSError:
+            msg = (
+                f"port {port} on {HOST} is in use (another server or replica?); choose another PORT"
+            )
+            raise ValueError(msg) from None
+
+
+def check_redis(redis_uri: str, timeout: float = 5.0) -> None:
+    """Refuse a Redis that does not answer PING (the server would start and fail in its workers).
+
+    Raises:
+        RuntimeError: one sentence naming the URI (without its password) and the reason.
+    """
+    shown = without_password(redis_uri)
+    parts = urlsplit(redis_uri)
+    try:
+        if parts.scheme == "unix":
+            connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            connection.settimeout(timeout)
+            connection.connect(parts.path)
+        else:
+            address = (parts.hostname or "127.0.0.1", parts.port or 6379)
+            connection = socket.create_connection(address, timeout=timeout)
+        with connection:
+            if parts.scheme == "rediss":
+                return  # TLS: reachable is as far as a plain socket can tell
+            if parts.password is not None:
+                user = [parts.username] if parts.username else []
+                command = ["AUTH", *user, parts.password]
+                connection.sendall(_resp(command))
+                answer = connection.recv(256)
+                if not answer.startswith(b"+"):
+                    msg = f"Redis at {shown} refused the password"
+                    raise RuntimeError(msg)
+            connection.sendall(_resp(["PING"]))
+            answer = connection.recv(256)
+    except OSError as error:
+        msg = f"cannot reach Redis at {shown}: {error.strerror or error}"
+        raise RuntimeError(msg) from None
+    if not answer.startswith(b"+PONG"):
+        reply = answer.decode("utf-8", "replace").strip() or "no answer"
+        msg = f"Redis at {shown} did not answer PING: {reply}"
+        raise RuntimeError(msg)
+
+
+def _resp(command: list[str]) -> bytes:
+    parts = [f"*{len(command)}\r\n".encode()]
+    for word in command:
+        data = word.encode()
+        parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(parts)
 
 
 def _server_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -169,6 +269,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: `[CONFIG]`, the path of `langgraph.json` (default: `./langgraph.json`).
     """
     args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] in ("-h", "--help"):
+        print(__doc__, file=sys.stderr)
+        return 0
     config = Path(args[0] if args else "langgraph.json")
     bin_dir = Path(sys.executable).parent
     try:
@@ -179,6 +282,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if shutil.which("langhost", path=str(bin_dir)) is None:
             msg = f"langhost is not installed next to {sys.executable}; make serve installs it"
             raise ValueError(msg)
+        check_port_free(settings.port)
+        check_redis(settings.redis_uri)
         prepare_database(settings.database_uri, bin_dir)
     except (ValueError, RuntimeError) as error:
         print(f"make serve: {error}", file=sys.stderr)
