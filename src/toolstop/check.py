@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shutil
 import sys
+import textwrap
 from typing import Any, TextIO
 
 from toolstop._compat import middleware_unavailable
@@ -83,9 +85,16 @@ def _real_model(spec: str, base_url: str | None) -> Any:
         raise SystemExit(f"toolstop check --model {spec}: {error}") from None
 
 
-def _table(results: list[CheckResult], out: TextIO) -> None:
-    header = ("scenario", "router", "mode", "expected path", "actual path", "calls", "result")
-    rows: list[tuple[str, ...]] = [header]
+def _table(results: list[CheckResult], out: TextIO, width: int) -> None:
+    """The results, one row each, within `width` columns.
+
+    The node path comes last and wraps at its `>` steps onto continuation lines: paths of the
+    middleware router run to 140 characters (hook nodes are shown without "Middleware":
+    `HumanInTheLoop.after_model`). When a run left the expected path, the row shows
+    both, `expected` then `actual`; otherwise the one path.
+    """
+    header = ("scenario", "router", "calls", "result")
+    rows: list[tuple[tuple[str, ...], list[str]]] = [(header, ["path"])]
     for r in results:
         data = r.summary()
         expected = ">".join(data["expected_path"] or []) or "-"
@@ -93,11 +102,34 @@ def _table(results: list[CheckResult], out: TextIO) -> None:
         want, got = data["expected_model_calls"], data["actual_model_calls"]
         calls = f"{'-' if want is None else want}/{'-' if got is None else got}"
         verdict = "pass" if r.passed else "FAIL"
-        rows.append((r.scenario.name, r.router, r.scenario.mode, expected, actual, calls, verdict))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    for row in rows:
-        cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
-        print("  ".join(cells).rstrip(), file=out)
+        both = [f"expected {expected}", f"actual {actual}"]
+        paths = [actual] if expected in (actual, "-") else both
+        rows.append(((r.scenario.key, r.router, calls, verdict), paths))
+    widths = [max(len(cells[i]) for cells, _ in rows) for i in range(len(header))]
+    indent = sum(widths) + 2 * len(widths)
+    room = max(24, width - indent)
+    for cells, paths in rows:
+        lines = [line for path in paths for line in _wrap_path(path, room)]
+        first = "  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True))
+        print(f"{first}  {lines[0]}".rstrip(), file=out)
+        for line in lines[1:]:
+            print(f"{' ' * indent}{line}", file=out)
+
+
+def _wrap_path(path: str, room: int) -> list[str]:
+    """`path` in lines of at most `room` characters, broken after a `>` (a longer step is cut)."""
+    lines: list[str] = []
+    line = ""
+    # LangChain's hook nodes are `ClassName.hook`; "Middleware" in a class name says nothing here
+    for step in path.replace("Middleware.", ".").replace(">", ">\0").split("\0"):
+        if line and len(line) + len(step) > room:
+            lines.append(line)
+            line = ""
+        line += step
+        while len(line) > room:
+            lines.append(line[:room])
+            line = line[room:]
+    return [*lines, line] if line or not lines else lines
 
 
 class _PlannedMalformedSignals(logging.Filter):
@@ -155,11 +187,13 @@ def run_check(args: argparse.Namespace, out: TextIO) -> int:
         }
         print(json.dumps(document, indent=2), file=out)
         return 1 if failed else 0
+    width = shutil.get_terminal_size((100, 24)).columns
     stack = ", ".join(f"{k} {v}" for k, v in versions().items())
-    print(f"toolstop check on {stack}; model: {args.model or 'scripted'}", file=out)
+    print(textwrap.fill(f"toolstop check on {stack}", width), file=out)
+    print(f"model: {args.model or 'scripted'}", file=out)
     for name, why in skipped.items():
-        print(f"skipped the {name} router: {why}", file=out)
-    _table(results, out)
+        print(textwrap.fill(f"skipped the {name} router: {why}", width), file=out)
+    _table(results, out, width)
     if failed:
         print("\nbreaches:", file=out)
         for r in failed:

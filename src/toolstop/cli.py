@@ -21,7 +21,8 @@ from toolstop.report.command import (
 __all__ = ["main", "main_entry"]
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The top-level parser and the parser of each subcommand, by name."""
     parser = argparse.ArgumentParser(
         prog="toolstop",
         description="Per-call, result-driven stops for LangGraph / LangChain tool-calling agents.",
@@ -32,13 +33,15 @@ def _parser() -> argparse.ArgumentParser:
     add_bench_parser(commands)
     add_report_parser(commands)
     add_explain_parser(commands)
-    return parser
+    return parser, commands.choices
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
     """Run the CLI with `argv` (default: `sys.argv[1:]`); return the exit code."""
-    parser = _parser()
-    args = parser.parse_args(argv)
+    parser, subcommands = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # argparse would print the top-level usage; the subcommand's is the helpful one
+        subcommands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command == "demo":
         return run_demo(args, out or sys.stdout)
     if args.command == "check":
