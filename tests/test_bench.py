@@ -65,8 +65,32 @@ def test_headline_ratios_and_table(result: Any) -> None:
             configs[f"{router}-hard"]["model_calls"] / configs[f"{router}-never"]["model_calls"]
         )
         assert figures["model_calls_hard_vs_never"] == round(expected, 4)
-    assert text.splitlines()[0].split()[:3] == ["configuration", "model", "calls"]
+    assert text.splitlines()[0].split()[:3] == ["configuration", "calls", "vs"]
     assert "graph-hard" in text
+    assert "graph, hard vs never: model calls " in text
+
+
+def test_the_table_fits_100_columns(result: Any) -> None:
+    _, text, _ = result
+    lines = [line for line in text.splitlines() if not line.startswith("wrote ")]  # a path
+    assert lines
+    assert [line for line in lines if len(line) > 100] == []
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--queries", "0", "--queries must be at least 1, got 0"),
+        ("--parallel", "1.5", "--parallel must be between 0 and 1, got 1.5"),
+        ("--latency-ms", "-1", "--latency-ms must be 0 or more, got -1.0"),
+        ("--payload-kb", "0", "--payload-kb must be more than 0, got 0.0"),
+    ],
+)
+def test_a_number_out_of_range_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str, message: str
+) -> None:
+    assert main(["bench", flag, value, "--out", str(tmp_path)], out=io.StringIO()) == 2
+    assert capsys.readouterr().err == f"toolstop bench: {message}\n"
 
 
 def test_deterministic_for_a_seed(tmp_path: Path, result: Any) -> None:

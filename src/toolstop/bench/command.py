@@ -78,15 +78,15 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
 
     try:
         mix = parse_mix(args.mix)
-        if args.queries < 1 or not 0 <= args.parallel <= 1 or args.latency_ms < 0:
-            msg = "--queries must be >= 1, --parallel in [0, 1], --latency-ms >= 0"
-            raise ToolstopConfigError(msg)
-        if args.payload_kb <= 0:
-            msg = "--payload-kb must be > 0"
-            raise ToolstopConfigError(msg)
+        _check_numbers(args)
         model = chat_model(args.model, base_url=args.base_url) if args.model else None
     except ToolstopConfigError as error:
         print(f"toolstop bench: {error}", file=sys.stderr)
+        return 2
+    try:  # before the run: a folder that cannot be written fails now, not after minutes
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        print(f"toolstop bench: cannot write to {args.out}: {error.strerror}", file=sys.stderr)
         return 2
     queries = make_queries(args.queries, mix=mix, parallel_share=args.parallel, seed=args.seed)
     configs = available_configs()
@@ -124,25 +124,46 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
         from toolstop.bench.overhead import measure_overhead
 
         document["overhead"] = measure_overhead()
-    args.out.mkdir(parents=True, exist_ok=True)
-    chart = args.out / "chart.png"
     try:
-        render_chart(rows, chart)
-    except ImportError:
-        print(
-            "chart skipped: matplotlib is missing (pip install 'toolstop[bench]')", file=sys.stderr
-        )
-        chart = None  # type: ignore[assignment]
-    write_json(document, args.out / "bench.json")
-    render_html(document, chart, args.out / "report.html")
+        chart: Path | None = args.out / "chart.png"
+        try:
+            render_chart(rows, args.out / "chart.png")
+        except ImportError:
+            print(
+                "chart skipped: matplotlib is missing (pip install 'toolstop[bench]')",
+                file=sys.stderr,
+            )
+            chart = None
+        write_json(document, args.out / "bench.json")
+        render_html(document, chart, args.out / "report.html")
+    except OSError as error:
+        print(f"toolstop bench: cannot write to {args.out}: {error.strerror}", file=sys.stderr)
+        return 1
     render_table(rows, out)
     for router, ratios in document["headline"].items():
-        pairs = ", ".join(f"{k} {v}" for k, v in ratios.items())
-        print(f"{router}: {pairs}", file=out)
+        pairs = ", ".join(
+            f"{key.removesuffix('_hard_vs_never').replace('_', ' ')} {value}"
+            for key, value in ratios.items()
+        )
+        print(f"{router}, hard vs never: {pairs}", file=out)
     if args.overhead:
         _print_overhead(document["overhead"], out)
     print(f"wrote {args.out / 'bench.json'}, {args.out / 'report.html'}", file=out)
     return 0
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    """ToolstopConfigError naming the first numeric flag out of range."""
+    limits = [
+        ("--queries", args.queries >= 1, "at least 1", args.queries),
+        ("--parallel", 0 <= args.parallel <= 1, "between 0 and 1", args.parallel),
+        ("--latency-ms", args.latency_ms >= 0, "0 or more", args.latency_ms),
+        ("--payload-kb", args.payload_kb > 0, "more than 0", args.payload_kb),
+    ]
+    for flag, valid, wanted, value in limits:
+        if not valid:
+            msg = f"{flag} must be {wanted}, got {value}"
+            raise ToolstopConfigError(msg)
 
 
 def _print_overhead(figures: dict[str, Any], out: TextIO) -> None:
