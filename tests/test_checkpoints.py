@@ -90,3 +90,31 @@ def test_unreachable_postgres_is_one_sentence() -> None:
         open_checkpointer("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2"),
     ):
         pass  # pragma: no cover
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://alice:s3cret-pw@127.0.0.1:1/none?connect_timeout=2",
+        # psycopg quotes a malformed connection string back in its error
+        "postgresql://alice:s3cret-pw@127.0.0.1:1/none?nosuchoption=1",
+    ],
+)
+def test_a_connection_error_never_shows_the_password(url: str) -> None:
+    pytest.importorskip("langgraph.checkpoint.postgres", reason="needs the `postgres` extra")
+    with pytest.raises(ToolstopConfigError) as error, open_checkpointer(url):
+        pass  # pragma: no cover
+    message = str(error.value)
+    assert "s3cret-pw" not in message
+    assert message.startswith("cannot connect to postgresql://alice:***@127.0.0.1:1/none")
+
+
+def test_an_explicit_sqlite_path_in_a_missing_folder_is_refused(tmp_path: Path) -> None:
+    pytest.importorskip("langgraph.checkpoint.sqlite", reason="needs the `sqlite` extra")
+    db = tmp_path / "typo" / "threads.sqlite"
+    with (
+        pytest.raises(ToolstopConfigError, match=r"the folder .*typo does not exist"),
+        open_checkpointer(str(db)),
+    ):
+        pass  # pragma: no cover
+    assert not db.parent.exists()

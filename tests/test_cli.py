@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -81,3 +82,62 @@ def test_demo_job_progress_comes_from_the_artifact_not_the_model() -> None:
     bars = [line for line in text.splitlines() if line.startswith("job export-42")]
     assert [line.split()[-1] for line in bars] == ["20%", "40%", "60%", "80%", "100%"]
     assert "rule: completed" in text
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["demo"], ["check"], ["bench"], ["report", "--log", "-"], ["explain", "t", "--db", "x"]],
+)
+def test_a_bad_flag_shows_the_subcommands_usage(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    command = argv[0]
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--frobnicate"], out=io.StringIO())
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: toolstop {command} ")
+    assert err.rstrip().endswith("error: unrecognized arguments: --frobnicate")
+
+
+def test_demo_says_whether_outcomes_were_forced_or_drawn() -> None:
+    _, forced = demo("--outcome", "success")
+    assert "(search tool, forced)" in forced
+    _, drawn = demo("--seed", "3")
+    assert "forced" not in drawn
+    assert "(search tool, drawn from a 60/25/15 mix with seed 3)" in drawn
+
+
+def test_db_without_thread_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = f"{tmp_path}/new/threads.sqlite"
+    code, _ = demo("--outcome", "success", "--db", db)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err == "toolstop demo: --db needs --thread (the conversation it keeps)\n"
+
+
+# Every file a command writes or reads, unwritable or missing: one line, non-zero, no traceback.
+MISSING = "/nonexistent-toolstop/x.sqlite"
+BAD_PATHS = [
+    ["bench", "--queries", "1", "--out", "/proc/x"],
+    ["report", "--log", "/nonexistent-toolstop/log.jsonl"],
+    ["report", "--db", MISSING],
+    ["report", "--log", "-", "--out", "/proc/x"],
+    ["explain", "t1", "--db", MISSING],
+    ["demo", "--outcome", "success", "--thread", "t1", "--db", "/proc/x/threads.sqlite"],
+    ["demo", "--outcome", "success", "--thread", "t1", "--db", MISSING],
+]
+
+
+@pytest.mark.parametrize("argv", BAD_PATHS, ids=lambda argv: " ".join(argv))
+def test_a_path_that_cannot_be_used_is_one_line(
+    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    code = main(argv, out=io.StringIO())
+    err = capsys.readouterr().err.strip()
+    assert code != 0
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(f"toolstop {argv[0]}: ")
+    assert "Traceback" not in err
+    assert "/proc/x" in err or "nonexistent-toolstop" in err

@@ -7,8 +7,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from toolstop.errors import ToolstopConfigError
+from toolstop.report.reader import redact
 
 __all__ = ["default_db_path", "open_checkpointer"]
 
@@ -39,7 +41,7 @@ def open_checkpointer(db: str | None) -> Iterator[Any]:
             manager = PostgresSaver.from_conn_string(db)
             saver = manager.__enter__()
         except Exception as error:
-            msg = f"cannot connect to {db}: {error}"
+            msg = f"cannot connect to {redact(db)}: {_without_password(str(error), db)}"
             raise ToolstopConfigError(msg) from None
         try:
             saver.setup()
@@ -53,6 +55,18 @@ def open_checkpointer(db: str | None) -> Iterator[Any]:
         msg = "SQLite checkpoints need: pip install 'toolstop[sqlite]'"
         raise ToolstopConfigError(msg) from None
     path = Path(db) if db else default_db_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if db is None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    elif not path.parent.is_dir():
+        msg = f"cannot open {db}: the folder {path.parent} does not exist"
+        raise ToolstopConfigError(msg)
     with SqliteSaver.from_conn_string(str(path)) as sqlite:
         yield sqlite
+
+
+def _without_password(text: str, url: str) -> str:
+    """`text` (a driver's error) with the password of `url` masked wherever the driver quoted it."""
+    password = urlsplit(url).password
+    for shown in {password, unquote(password)} if password else ():
+        text = text.replace(shown, "***")
+    return text

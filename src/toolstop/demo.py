@@ -88,6 +88,9 @@ def _failure(error: Exception, args: argparse.Namespace) -> str:
 
 
 def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
+    if args.db and not args.thread:
+        print("toolstop demo: --db needs --thread (the conversation it keeps)", file=sys.stderr)
+        return 2
     policy = StopPolicy(mode=args.mode)
     outcomes = _outcomes(args.outcome, args.seed, policy.max_transient_retries)
     tool = make_search_tool(force_outcome=outcomes, seed=args.seed)
@@ -114,7 +117,8 @@ def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
             return 1
     record = final.get("stop_record") or {}
     print(f"question : {args.question}", file=out)
-    print(f"outcomes : {' -> '.join(outcomes)} (search tool, forced)", file=out)
+    how = "forced" if args.outcome else f"drawn from a 60/25/15 mix with seed {args.seed}"
+    print(f"outcomes : {' -> '.join(outcomes)} (search tool, {how})", file=out)
     print(f"mode     : {args.mode}", file=out)
     print(f"model    : {args.model or 'scripted'}", file=out)
     if args.thread:
@@ -171,7 +175,11 @@ def add_demo_parser(commands: Any) -> None:
         "--thread", help="keep the conversation under this id (SQLite, or --db) and continue it"
     )
     demo.add_argument(
-        "--db", help="SQLite file or postgresql:// URL for --thread (default: the user data dir)"
+        "--db",
+        help=(
+            "SQLite file (in an existing folder) or postgresql:// URL for --thread "
+            "(default: the user data dir); needs --thread"
+        ),
     )
     demo.add_argument(
         "--job",

@@ -76,8 +76,8 @@ def redact(db: str) -> str:
     parts = urlsplit(db)
     if parts.password is None:
         return db
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    host = parts.netloc.rpartition("@")[2]  # with the port as written (even a malformed one)
+    netloc = f"{parts.username or ''}:***@{host}"
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
