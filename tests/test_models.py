@@ -9,7 +9,7 @@ import pytest
 
 from toolstop.cli import main
 from toolstop.errors import ToolstopConfigError
-from toolstop.models import chat_model
+from toolstop.models import LOCAL_KEY, chat_model
 from toolstop.testing.loopback import LoopbackProvider, reply
 
 pytest.importorskip("langchain_openai", reason="needs the `openai` extra")
@@ -57,6 +57,30 @@ def test_demo_with_a_real_client(monkeypatch: pytest.MonkeyPatch) -> None:
     assert code == 0
     assert "path     : agent -> tools -> finalize" in text
     assert '"rule": "completed"' in text
+
+
+def test_the_readmes_ollama_example_needs_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    # toolstop demo --model openai:llama3.1 --base-url http://localhost:11434/v1, as written
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with LoopbackProvider([SEARCH], model="llama3.1") as provider:
+        code, text = run(
+            "demo", "--model", "openai:llama3.1", "--base-url", provider.base_url,
+            "--outcome", "success",
+        )  # fmt: skip
+    assert code == 0, text
+    assert '"rule": "completed"' in text
+    assert [body["model"] for body in provider.requests] == ["llama3.1"]
+
+
+def test_a_key_in_the_environment_is_still_used_with_a_base_url(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    model = chat_model("openai:llama3.1", base_url="http://127.0.0.1:9/v1")
+    assert model.openai_api_key.get_secret_value() == "sk-from-env"
+    monkeypatch.delenv("OPENAI_API_KEY")
+    model = chat_model("openai:llama3.1", base_url="http://127.0.0.1:9/v1")
+    assert model.openai_api_key.get_secret_value() == LOCAL_KEY
 
 
 def free_port() -> int:

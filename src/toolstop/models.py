@@ -7,7 +7,7 @@ from typing import Any
 
 from toolstop.errors import ToolstopConfigError
 
-__all__ = ["KEY_ENV", "chat_model"]
+__all__ = ["KEY_ENV", "LOCAL_KEY", "chat_model"]
 
 KEY_ENV = {
     "openai": "OPENAI_API_KEY",
@@ -16,8 +16,12 @@ KEY_ENV = {
     "mistralai": "MISTRAL_API_KEY",
     "google_genai": "GOOGLE_API_KEY",
 }
-"""The API key each provider needs (a local OpenAI-compatible server given by `base_url` may
-accept any key; pass one in the environment anyway, the client insists on it)."""
+"""The API key each provider needs from the environment. With a `base_url` the server decides:
+a local OpenAI-compatible server (Ollama, vLLM) needs none, so a missing key is then replaced by
+the placeholder `LOCAL_KEY` (the client insists on some key)."""
+
+LOCAL_KEY = "not-needed"
+"""The key sent to a `base_url` server when the provider's key variable is not set."""
 
 _EXTRA = {"openai": "openai", "groq": "groq"}
 
@@ -27,7 +31,8 @@ def chat_model(spec: str, *, base_url: str | None = None, **kwargs: Any) -> Any:
 
     Args:
         spec: `provider:name`, as `init_chat_model` takes it.
-        base_url: An OpenAI-compatible server (Ollama, vLLM, a proxy) instead of the provider's.
+        base_url: An OpenAI-compatible server (Ollama, vLLM, a proxy) instead of the provider's;
+            without the provider's key in the environment, `LOCAL_KEY` is sent.
         **kwargs: Passed to `init_chat_model`.
 
     Raises:
@@ -39,7 +44,9 @@ def chat_model(spec: str, *, base_url: str | None = None, **kwargs: Any) -> Any:
         msg = f"--model takes PROVIDER:NAME (e.g. groq:llama-3.3-70b-versatile), got {spec!r}"
         raise ToolstopConfigError(msg)
     env = KEY_ENV.get(provider)
-    if env and not os.environ.get(env):
+    if env and not os.environ.get(env) and base_url is not None:
+        kwargs.setdefault("api_key", LOCAL_KEY)  # the server at base_url decides if it needs one
+    elif env and not os.environ.get(env):
         msg = f"{env} is not set; set it to use {spec}, or leave out --model for the scripted model"
         raise ToolstopConfigError(msg)
     try:
