@@ -212,3 +212,141 @@ def test_the_loopback_rejects_what_providers_reject() -> None:
         assert error.value.code == 400
         error.value.close()
         assert provider.remaining == 1
+
+
+# -- failing like the real API ----------------------------------------------------------------
+USER = {"role": "user", "content": "q"}
+BAD_REQUESTS = [
+    pytest.param(b"{not json", None, id="malformed-json"),
+    pytest.param(b"[1, 2]", None, id="json-array"),
+    pytest.param({"messages": [USER]}, "model", id="no-model"),
+    pytest.param({"model": "m", "messages": "hello"}, "messages", id="messages-not-a-list"),
+    pytest.param({"model": "m", "messages": []}, "messages", id="no-messages"),
+    pytest.param({"model": "m", "messages": ["hello"]}, "messages[0]", id="message-not-object"),
+    pytest.param(
+        {"model": "m", "messages": [{"role": "wizard", "content": "q"}]},
+        "messages[0].role",
+        id="unknown-role",
+    ),
+    pytest.param(
+        {
+            "model": "m",
+            "messages": [
+                USER,
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {"type": "function", "function": {"name": "f", "arguments": ""}}
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "a", "content": "r"},
+            ],
+        },
+        "messages[1].tool_calls[0].id",
+        id="tool-call-without-id",
+    ),
+    pytest.param(
+        {"model": "m", "messages": [USER, {"role": "tool", "content": "r"}]},
+        "messages[1].tool_call_id",
+        id="tool-message-without-call-id",
+    ),
+    pytest.param(
+        {"model": "m", "messages": [USER, {"role": "tool", "tool_call_id": "x", "content": "r"}]},
+        "messages",
+        id="orphan-tool-message",
+    ),
+]
+
+
+def assert_openai_error(body: Any, param: str | None) -> None:
+    assert set(body) == {"message", "type", "param", "code"}
+    assert body["type"] == "invalid_request_error"
+    assert body["param"] == param
+    assert body["message"]
+
+
+@pytest.mark.parametrize(("request_body", "param"), BAD_REQUESTS)
+def test_a_malformed_request_is_a_400_with_openais_error_shape(
+    request_body: bytes | dict[str, Any], param: str | None
+) -> None:
+    openai = pytest.importorskip("openai", reason="needs the `openai` extra")
+    import httpx
+
+    raw = request_body if isinstance(request_body, bytes) else json.dumps(request_body).encode()
+    with LoopbackProvider(["the one reply"]) as provider, httpx.Client() as http:
+        answer = http.post(
+            f"{provider.base_url}/chat/completions",
+            content=raw,
+            headers={"Content-Type": "application/json"},
+        )
+        assert answer.status_code == 400
+        assert_openai_error(answer.json()["error"], param)
+        if isinstance(request_body, dict):  # the SDK itself, with its default retries
+            client = openai.OpenAI(base_url=provider.base_url, api_key="k", http_client=http)
+            with pytest.raises(openai.BadRequestError) as error:
+                client.post("/chat/completions", body=request_body, cast_to=httpx.Response)
+            assert error.value.param == param
+            assert_openai_error(error.value.body, param)
+        sent = 1 + isinstance(request_body, dict)
+        assert len(provider.raw_requests) == sent  # the client did not retry
+        assert len(provider.rejected) == sent
+        assert provider.remaining == 1  # a rejected request consumes no reply
+        valid = {"model": "m", "messages": [USER]}
+        reply_body = http.post(f"{provider.base_url}/chat/completions", json=valid).json()
+        assert reply_body["choices"][0]["message"]["content"] == "the one reply"
+
+
+@pytest.mark.parametrize(
+    ("messages", "param"),
+    [
+        pytest.param("wizard", "messages[0].role", id="unknown-role"),
+        pytest.param("no-id", "messages[1].tool_calls[0].id", id="tool-call-without-id"),
+        pytest.param("orphan", "messages", id="orphan-tool-message"),
+        pytest.param("no-model", "model", id="no-model"),
+    ],
+)
+def test_chat_openai_gets_the_400_and_no_reply_is_consumed(messages: str, param: str) -> None:
+    openai = pytest.importorskip("openai", reason="needs the `openai` extra")
+    from langchain_core.messages import AIMessage, ChatMessage, ToolMessage
+
+    question = HumanMessage("q")
+    sent = {
+        "wizard": [ChatMessage(role="wizard", content="q")],
+        "no-id": [
+            question,
+            AIMessage(content="", tool_calls=[{"name": "f", "args": {}, "id": None}]),
+            ToolMessage("r", tool_call_id=""),
+        ],
+        "orphan": [question, ToolMessage("r", tool_call_id="nobody")],
+        "no-model": [question],
+    }[messages]
+    with LoopbackProvider(["the one reply"]) as provider:
+        model = client("openai", provider, streaming=False)
+        if messages == "no-model":
+            model.model_name = ""
+        with pytest.raises(openai.BadRequestError) as error:
+            model.invoke(sent)
+        assert error.value.status_code == 400
+        assert_openai_error(error.value.body, param)
+        assert provider.remaining == 1
+        model.model_name = "gpt-loopback"
+        assert model.invoke([question]).content == "the one reply"
+
+
+def test_models_are_listed_and_unknown_paths_are_404s() -> None:
+    openai = pytest.importorskip("openai", reason="needs the `openai` extra")
+    import httpx
+
+    with LoopbackProvider([], model="llama3.1") as provider, httpx.Client() as http:
+        sdk = openai.OpenAI(base_url=provider.base_url, api_key="k", http_client=http)
+        assert [m.id for m in sdk.models.list()] == ["llama3.1"]
+        assert sdk.models.retrieve("llama3.1").id == "llama3.1"
+        with pytest.raises(openai.NotFoundError) as missing:
+            sdk.models.retrieve("gpt-5")
+        assert missing.value.code == "model_not_found"
+        for method in ("GET", "POST"):
+            answer = http.request(method, f"{provider.base_url}/embeddings", json={})
+            assert answer.status_code == 404
+            assert_openai_error(answer.json()["error"], None)
+            assert answer.json()["error"]["message"] == f"Invalid URL ({method} /v1/embeddings)"
+        assert provider.requests == []

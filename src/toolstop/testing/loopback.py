@@ -1,10 +1,17 @@
 """`LoopbackProvider`: an OpenAI-compatible chat server on 127.0.0.1 for offline client tests.
 
 Real provider clients (`ChatOpenAI`, `ChatGroq`, anything speaking `/chat/completions`) talk to it
-over real HTTP. It answers from a script, records every request body, and rejects what real
-providers reject: a tool message that answers no preceding assistant tool call, and an assistant
-tool call left unanswered. Streaming (server-sent events, with a usage chunk when asked) and
-plain responses are both served.
+over real HTTP. It answers from a script, records every request body, and fails like the real
+API: a malformed request (a body that is not a JSON object, no `model`, `messages` that is not a
+list of message objects, an unknown role, an assistant tool call without an `id`, a tool message
+that answers no preceding assistant tool call, an assistant tool call left unanswered) is answered
+with HTTP 400 and OpenAI's error shape,
+`{"error": {"message", "type": "invalid_request_error", "param", "code"}}`, and never consumes a
+scripted reply. `GET /v1/models` lists the served model; any other path is a 404 of the same shape.
+Streaming (server-sent events, with a usage chunk when asked) and plain responses are both served.
+
+Deliberately not checked: the model name of a request (any name is answered), sampling
+parameters, and the JSON schema of the tools.
 """
 
 from __future__ import annotations
@@ -17,7 +24,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
-__all__ = ["LoopbackProvider", "Reply", "message_order_problems", "reply"]
+__all__ = ["LoopbackProvider", "Reply", "message_order_problems", "reply", "request_problem"]
+
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+"""The roles OpenAI's chat completions API accepts."""
 
 
 @dataclass(frozen=True)
@@ -49,27 +59,83 @@ def message_order_problems(messages: Sequence[dict[str, Any]]) -> list[str]:
             problems.append(f"messages[{index}]: tool calls {sorted(open_ids)} have no response")
             open_ids = set()
         if role == "assistant":
-            open_ids = {c["id"] for c in message.get("tool_calls") or []}
+            calls = message.get("tool_calls") or []
+            open_ids = {
+                c["id"] for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)
+            }
     if open_ids:
         problems.append(f"tool calls {sorted(open_ids)} at the end have no response")
     return problems
 
 
+def _error(message: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
+    """OpenAI's error body."""
+    kind = "invalid_request_error"
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def request_problem(body: Any) -> tuple[str, str | None] | None:
+    """The first reason the chat completions API rejects `body`, as `(message, param)`; None: valid.
+
+    `body` is the parsed JSON of a request. Checks the shape (an object with a `model` string and a
+    non-empty list of message objects with known roles; tool calls with an `id` and a function
+    name; tool messages with a `tool_call_id`), then the message order (`message_order_problems`).
+    """
+    if not isinstance(body, dict):
+        return f"the request body must be a JSON object, not {type(body).__name__}", None
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        return "you must provide a model parameter", "model"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return f"'messages' must be a non-empty list of messages, not {messages!r:.60}", "messages"
+    for index, message in enumerate(messages):
+        where = f"messages[{index}]"
+        if not isinstance(message, dict):
+            return f"{where} must be an object, not {message!r:.60}", where
+        role = message.get("role")
+        if role not in ROLES:
+            return f"{where}.role {role!r:.60} is not one of {sorted(ROLES)}", f"{where}.role"
+        if role == "tool" and not isinstance(message.get("tool_call_id"), str):
+            return f"{where}: a tool message needs a 'tool_call_id'", f"{where}.tool_call_id"
+        calls = message.get("tool_calls") if role == "assistant" else None
+        if calls is None:
+            continue
+        if not isinstance(calls, list):
+            return f"{where}.tool_calls must be a list", f"{where}.tool_calls"
+        for number, call in enumerate(calls):
+            at = f"{where}.tool_calls[{number}]"
+            if not isinstance(call, dict):
+                return f"{at} must be an object", at
+            if not isinstance(call.get("id"), str) or not call["id"]:
+                return f"{at}: a tool call needs an 'id'", f"{at}.id"
+            function = call.get("function")
+            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+                return f"{at}: a tool call needs a 'function' with a 'name'", f"{at}.function"
+    problems = message_order_problems(messages)
+    return ("; ".join(problems), "messages") if problems else None
+
+
 class LoopbackProvider:
     """A scripted OpenAI-compatible server on a free port of 127.0.0.1. Use as a context manager.
 
+    Args:
+        script: The replies, served in order to the accepted chat completion requests.
+        model: The model name `GET /v1/models` lists (requests may name any model).
+
     Attributes:
-        requests: Every request body received, parsed, in order (rejected ones too).
-        rejected: Bodies answered with HTTP 400 (invalid message order).
+        requests: Every chat completion body that parsed as JSON, in order (rejected ones too).
+        raw_requests: Every chat completion body as received, in order.
+        rejected: Bodies answered with HTTP 400 (parsed, or the raw bytes when they did not parse).
     """
 
-    def __init__(self, script: Sequence[Reply | str]) -> None:
+    def __init__(self, script: Sequence[Reply | str], *, model: str = "gpt-loopback") -> None:
+        self.model = model
         self._script = [Reply(text=s) if isinstance(s, str) else s for s in script]
         self._position = 0
         self._lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
         self.raw_requests: list[bytes] = []
-        self.rejected: list[dict[str, Any]] = []
+        self.rejected: list[Any] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
@@ -105,14 +171,20 @@ class LoopbackProvider:
         self._thread.join(timeout=5)
 
     # -- serving ---------------------------------------------------------------------------------
-    def _next(self, body: dict[str, Any]) -> tuple[int, Any]:
+    def _next(self, raw: bytes) -> tuple[int, Any]:
         with self._lock:
-            self.requests.append(body)
-            problems = message_order_problems(body.get("messages") or [])
-            if problems:
+            self.raw_requests.append(raw)
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                self.rejected.append(raw)
+                return 400, _error("We could not parse the JSON body of your request.")
+            if isinstance(body, dict):
+                self.requests.append(body)
+            problem = request_problem(body)
+            if problem:
                 self.rejected.append(body)
-                error = {"message": "; ".join(problems), "type": "invalid_request_error"}
-                return 400, {"error": error}
+                return 400, _error(*problem)
             if self._position >= len(self._script):
                 message = f"unexpected request #{len(self.requests)}: the script is used up"
                 return 500, {"error": {"message": message, "type": "server_error"}}
@@ -130,6 +202,7 @@ class LoopbackProvider:
             for i, (name, args) in enumerate(step.tool_calls)
         ]
         return 200, {
+            "body": body,
             "number": number,
             "text": step.text,
             "calls": calls,
@@ -147,21 +220,41 @@ class LoopbackProvider:
             def log_message(self, *args: Any) -> None:  # keep test output quiet
                 pass
 
+            def do_GET(self) -> None:
+                path = self.path.split("?")[0].rstrip("/")
+                card = {
+                    "id": provider.model,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "toolstop",
+                }
+                if path.endswith("/models"):
+                    self._json(200, {"object": "list", "data": [card]})
+                elif path.endswith(f"/models/{provider.model}"):
+                    self._json(200, card)
+                elif "/models/" in path:
+                    name = path.rsplit("/", 1)[1]
+                    message = f"The model '{name}' does not exist"
+                    self._json(404, _error(message, "model", "model_not_found"))
+                else:
+                    self._unknown("GET")
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
-                provider.raw_requests.append(raw)
-                if not self.path.rstrip("/").endswith("/chat/completions"):
-                    self._json(404, {"error": {"message": f"no route {self.path}"}})
+                if not self.path.split("?")[0].rstrip("/").endswith("/chat/completions"):
+                    self._unknown("POST")
                     return
-                body = json.loads(raw or b"{}")
-                status, answer = provider._next(body)
+                status, answer = provider._next(raw)
                 if status != 200:
                     self._json(status, answer)
-                elif body.get("stream"):
-                    self._stream(body, answer)
+                elif answer["body"].get("stream"):
+                    self._stream(answer["body"], answer)
                 else:
-                    self._json(200, _completion(body, answer))
+                    self._json(200, _completion(answer["body"], answer))
+
+            def _unknown(self, method: str) -> None:
+                self._json(404, _error(f"Invalid URL ({method} {self.path})"))
 
             def _json(self, status: int, payload: Any) -> None:
                 data = json.dumps(payload).encode()
