@@ -46,7 +46,7 @@ from toolstop.decision import Decision, Turn, current_turn
 from toolstop.errors import ToolstopConfigError
 from toolstop.graph import check_tools
 from toolstop.observe import logger
-from toolstop.policy import StopPolicy
+from toolstop.policy import StopPolicy, resolve_policy
 from toolstop.record import StopRecord, count_model_call
 
 __all__ = ["StopOnArtifact", "StopOnArtifactState"]
@@ -305,9 +305,12 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
 
         Args:
             policy: The stop policy; `StopPolicy()` by default.
+
+        Raises:
+            TypeError: when `policy` is not a `StopPolicy` (or None).
         """
         super().__init__()
-        self.policy = policy if policy is not None else StopPolicy()
+        self.policy = resolve_policy(policy, "StopOnArtifact")
         self._checked_tools: object = None  # the tools list last checked for return_direct
 
     # -- the decision, shared by sync and async ---------------------------------------------

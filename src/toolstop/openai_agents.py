@@ -37,7 +37,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from toolstop.decision import content_text, decide
 from toolstop.errors import ToolstopConfigError
-from toolstop.policy import StopPolicy
+from toolstop.policy import StopPolicy, resolve_policy
 from toolstop.record import Savings, StopRecord, fold_turn, new_record, stopped
 
 __all__ = ["FailedText", "ToolOutput", "artifact_tool", "stop_on_artifact"]
@@ -223,5 +223,6 @@ def stop_on_artifact(policy: StopPolicy | None = None) -> _Behaviour:
 
     Raises:
         ToolstopConfigError: for `mode="polish"`.
+        TypeError: when `policy` is not a `StopPolicy` (or None).
     """
-    return _Behaviour(policy if policy is not None else StopPolicy())
+    return _Behaviour(resolve_policy(policy, "stop_on_artifact"))

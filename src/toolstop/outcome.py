@@ -49,7 +49,7 @@ def signal(outcome: Outcome | str, *, stop: bool | None = None, **extra: Any) ->
 
     Raises:
         ValueError: for an unknown outcome, a non-bool `stop`, `transient` with `stop=True` (the one
-            contradiction in the contract).
+            contradiction in the contract), an extra `reason` (the outcome is the reason).
 
     Example:
         >>> signal(Outcome.TRANSIENT, retry_after=2)
@@ -68,5 +68,8 @@ def signal(outcome: Outcome | str, *, stop: bool | None = None, **extra: Any) ->
         raise ValueError(msg)
     if reason is Outcome.TRANSIENT and stop:
         msg = "a transient outcome cannot stop the loop; use fatal if retrying is pointless"
+        raise ValueError(msg)
+    if "reason" in extra:
+        msg = f"reason={extra['reason']!r}: the outcome is the reason; extra keys cannot replace it"
         raise ValueError(msg)
     return {"stop": stop, "reason": reason.value, **extra}

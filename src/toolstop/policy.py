@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from toolstop.errors import ToolstopConfigError
 from toolstop.outcome import Outcome
 
-__all__ = ["Mode", "Parallel", "StopPolicy"]
+__all__ = ["Mode", "Parallel", "StopPolicy", "resolve_policy"]
 
 Parallel = Literal["all", "any", "first", "priority"]
 """How the signals of several tool calls in one turn combine.
@@ -108,3 +108,19 @@ class StopPolicy:
             return self.priority.index(reason)
         except ValueError:
             return len(self.priority)
+
+
+def resolve_policy(policy: Any, where: str) -> StopPolicy:
+    """`policy`, or `StopPolicy()` for None; a TypeError naming `StopPolicy` for anything else.
+
+    Every router calls it when it is built, so a wrong argument (`StopOnArtifact("hard")`) fails
+    there, not at the first model call.
+    """
+    if policy is None:
+        return StopPolicy()
+    if isinstance(policy, StopPolicy):
+        return policy
+    hint = f" (did you mean StopPolicy(mode={policy!r})?)" if policy in _MODES else ""
+    kind = type(policy).__name__
+    msg = f"{where}: policy must be a StopPolicy or None, got {kind} {policy!r}{hint}"
+    raise TypeError(msg)
