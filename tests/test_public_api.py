@@ -113,9 +113,51 @@ def test_every_public_name_of_every_module_has_a_docstring() -> None:
             value = getattr(module, name)
             if (inspect.isclass(value) or inspect.isfunction(value)) and not inspect.getdoc(value):
                 missing.append(f"{info.name}.{name}")
-            if inspect.isclass(value):
+            # the members of LangGraph's classes (the ReactGraph alias) are LangGraph's to document
+            if inspect.isclass(value) and value.__module__.startswith("toolstop"):
                 for attribute, function in vars(value).items():
                     public = inspect.isfunction(function) and not attribute.startswith("_")
                     if public and not inspect.getdoc(function):
                         missing.append(f"{info.name}.{name}.{attribute}")
     assert missing == []
+
+
+def test_extra_keys_cannot_replace_stop_or_reason() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="the outcome is the reason"):
+        toolstop.signal("transient", reason="completed")
+    with pytest.raises(ValueError, match="the outcome is the reason"):
+        toolstop.signal("completed", stop=False, reason="completed")
+    assert toolstop.signal("completed", why="done") == {
+        "stop": True,
+        "reason": "completed",
+        "why": "done",
+    }
+
+
+def test_a_policy_of_the_wrong_type_fails_when_the_router_is_built() -> None:
+    import pytest
+
+    from toolstop.legacy import create_react_agent
+    from toolstop.testing import ScriptedChatModel
+
+    model = ScriptedChatModel(["hi"])
+    builders = {
+        "build_react_graph": lambda p: toolstop.build_react_graph(model, [], policy=p),
+        "create_react_agent": lambda p: create_react_agent(model, [], policy=p),
+    }
+    try:
+        from toolstop.middleware import StopOnArtifact
+    except ImportError:  # the legacy stack has no create_agent middleware
+        pass
+    else:
+        builders["StopOnArtifact"] = StopOnArtifact
+    for where, build in builders.items():
+        with pytest.raises(TypeError, match=rf"^{where}: policy must be a StopPolicy") as error:
+            build("hard")
+        assert "did you mean StopPolicy(mode='hard')" in str(error.value)
+        with pytest.raises(TypeError, match="got dict"):
+            build({"mode": "hard"})
+        build(None)  # the default policy
+        build(toolstop.StopPolicy(mode="polish"))

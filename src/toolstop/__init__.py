@@ -5,7 +5,7 @@ Tools return `(content, artifact)`: the content goes to the model, the artifact
 """
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolstop.decision import CallSignal, Decision, Problem, Rule, decide
 from toolstop.errors import ToolstopConfigError, ToolstopError
@@ -14,6 +14,9 @@ from toolstop.outcome import Outcome, signal
 from toolstop.policy import Mode, Parallel, StopPolicy
 from toolstop.record import InvalidSignal, Savings, StopRecord
 from toolstop.tools import ToolTimeoutError, with_timeout
+
+if TYPE_CHECKING:  # type checkers see the real classes; at run time they load on first use
+    from toolstop.middleware import StopOnArtifact, StopOnArtifactState
 
 __version__ = "0.1.0"
 

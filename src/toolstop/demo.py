@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any, TextIO
 
@@ -212,7 +213,10 @@ def _run_job(args: argparse.Namespace, out: TextIO) -> int:
     ]
     final: dict[str, Any] = {}
     interactive = out.isatty()
-    for mode, chunk in graph.stream({"messages": question}, stream_mode=["custom", "values"]):
+    parts: Iterator[tuple[str, dict[str, Any]]] = graph.stream(  # type: ignore[assignment]
+        {"messages": question}, stream_mode=["custom", "values"]
+    )
+    for mode, chunk in parts:
         if mode == "values":
             final = chunk
             continue

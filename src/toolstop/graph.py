@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypeAlias, TypedDict
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    MessageLikeRepresentation,
+    SystemMessage,
+)
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.managed import RemainingSteps
 
 from toolstop._compat import prebuilt_mismatch
@@ -34,7 +41,7 @@ from toolstop._shell import (
 from toolstop.decision import Decision, Turn, current_turn, decide
 from toolstop.errors import ToolstopConfigError
 from toolstop.observe import logger
-from toolstop.policy import StopPolicy
+from toolstop.policy import StopPolicy, resolve_policy
 from toolstop.record import StopRecord, count_model_call
 
 _RunnableCallable: Any
@@ -44,7 +51,9 @@ except ImportError:  # pragma: no cover - depends on the langgraph version
     _RunnableCallable = None
 
 __all__ = [
+    "ReactGraph",
     "ReactIO",
+    "ReactInput",
     "ReactState",
     "build_react_graph",
     "check_tools",
@@ -76,6 +85,22 @@ class ReactState(ReactIO):
 
     remaining_steps: RemainingSteps
     toolstop_run: NotRequired[RunState]
+
+
+class ReactInput(TypedDict):
+    """What type checkers accept as the hand-built graph's input: `messages` as anything
+    LangGraph's `add_messages` takes (messages, `("user", "hi")` pairs, dicts, strings)."""
+
+    messages: Sequence[MessageLikeRepresentation]
+    stop_record: NotRequired[StopRecord]
+
+
+if TYPE_CHECKING:
+    ReactGraph: TypeAlias = CompiledStateGraph[ReactState, None, ReactInput, ReactIO]
+else:  # the generic's parameters differ between langgraph versions; only type checkers need them
+    ReactGraph = CompiledStateGraph
+"""The type `build_react_graph` returns: LangGraph's compiled graph of `ReactState`, taking
+`ReactInput` and returning `ReactIO`."""
 
 
 def _node(func: Callable[..., Any], afunc: Callable[..., Any], name: str) -> Runnable[Any, Any]:
@@ -303,7 +328,7 @@ def build_react_graph(
     interrupt_after: list[str] | None = None,
     debug: bool = False,
     name: str | None = None,
-) -> Any:
+) -> ReactGraph:
     """Build and compile the hand-built ReAct graph whose tool turns stop per call.
 
     Nodes: `agent` (calls the model with tools bound), `tools` (LangGraph's `ToolNode`, tool
@@ -364,12 +389,12 @@ def compile_react_graph(
     compile_kwargs: dict[str, Any],
     agent_name: str | None,
     where: str = "build_react_graph",
-) -> Any:
+) -> ReactGraph:
     """`build_react_graph` with the compile arguments and the agent's name given separately.
 
     `where` names the public function in error messages (`create_react_agent` for the legacy
     drop-in)."""
-    policy = policy if policy is not None else StopPolicy()
+    policy = resolve_policy(policy, where)
     if isinstance(tools, ToolNode):
         tool_node = tools
     else:
@@ -390,4 +415,5 @@ def compile_react_graph(
     graph.add_conditional_edges("agent", route_after_agent, ["tools", END])
     graph.add_conditional_edges("tools", nodes.route_after_tools, targets)
     graph.add_edge("finalize", END)
-    return graph.compile(**compile_kwargs)
+    compiled: ReactGraph = graph.compile(**compile_kwargs)  # type: ignore[assignment]
+    return compiled

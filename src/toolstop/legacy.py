@@ -17,7 +17,7 @@ from langchain_core.tools import BaseTool
 from langgraph.prebuilt import ToolNode
 
 from toolstop.errors import ToolstopConfigError
-from toolstop.graph import compile_react_graph
+from toolstop.graph import ReactGraph, compile_react_graph
 from toolstop.policy import StopPolicy
 
 __all__ = ["create_react_agent"]
@@ -60,7 +60,7 @@ def create_react_agent(
     name: str | None = None,
     policy: StopPolicy | None = None,
     **unsupported: Any,
-) -> Any:
+) -> ReactGraph:
     """Build a ReAct agent like `langgraph.prebuilt.create_react_agent`, stopping per call.
 
     The common subset of langgraph 0.6's signature is accepted with the same meaning; the graph

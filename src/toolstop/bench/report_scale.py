@@ -35,6 +35,8 @@ PAYLOAD = "Refunds are paid within 5 business days of the return. " * 15
 
 def build_template(checkpointer: Any) -> dict[str, int]:
     """Drive the template's runs into `checkpointer`; return their rules (to check a report)."""
+    from langchain_core.runnables import RunnableConfig
+
     from toolstop import Outcome, StopPolicy, build_react_graph, signal
     from toolstop.policy import Mode
     from toolstop.testing import ScriptedChatModel, ScriptStep, call, forced_tool
@@ -46,7 +48,7 @@ def build_template(checkpointer: Any) -> dict[str, int]:
     rules: dict[str, int] = {}
     for thread in range(TEMPLATE_THREADS):
         mode: Mode = "never" if thread % 2 == 0 else "hard"
-        config = {"configurable": {"thread_id": f"t{thread:02d}"}}
+        config: RunnableConfig = {"configurable": {"thread_id": f"t{thread:02d}"}}
         for run in range(TEMPLATE_RUNS):
             kind = (thread + run) % 5
             script: list[ScriptStep]
