@@ -25,11 +25,11 @@ def chromium(page: Path, profile: Path, *, screenshot: Path | None = None) -> st
     url = page.resolve().as_uri()
     base = [str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}"]
     dom = subprocess.run(
-        [*base, "--dump-dom", url], capture_output=True, text=True, timeout=120, check=True
+        [*base, "--dump-dom", url], capture_output=True, text=True, timeout=600, check=True
     ).stdout
     if screenshot is not None:
         subprocess.run(
             [*base, "--window-size=1300,1800", f"--screenshot={screenshot}", url],
-            capture_output=True, timeout=120, check=True,
+            capture_output=True, timeout=600, check=True,
         )  # fmt: skip
     return dom

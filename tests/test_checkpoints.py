@@ -30,7 +30,7 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def demo(*argv: str) -> str:
     result = subprocess.run(
         [sys.executable, "-m", "toolstop", "demo", *argv],
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     return result.stdout

@@ -70,7 +70,7 @@ def test_console_script_module() -> None:
         capture_output=True,
         text=True,
         check=False,
-        timeout=60,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr
     assert '"rule": "fatal"' in result.stdout

@@ -49,13 +49,13 @@ def drive(
             if line.startswith("AT "):
                 if line[3:].strip() == kill_at:
                     os.kill(child.pid, signal.SIGKILL)  # a real kill -9, mid-run
-                    child.wait(timeout=30)
+                    child.wait(timeout=600)
                     return None
                 child.stdin.write("go\n")
                 child.stdin.flush()
             elif line.startswith("RESULT "):
                 result = json.loads(line[7:])
-        child.wait(timeout=60)
+        child.wait(timeout=600)
     finally:
         if child.poll() is None:
             child.kill()

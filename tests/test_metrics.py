@@ -21,7 +21,7 @@ pytestmark = pytest.mark.timeout(600)  # a hang guard: a child process starts Py
 def child(*argv: str) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, str(CHILD), *argv],
-        capture_output=True, text=True, timeout=120, check=True, cwd=CHILD.parent,
+        capture_output=True, text=True, timeout=600, check=True, cwd=CHILD.parent,
     )  # fmt: skip
     return json.loads(done.stdout)  # type: ignore[no-any-return]
 
