@@ -166,3 +166,26 @@ def test_jump_to_with_hook_config_ends_the_run() -> None:
         "the alternative StopOnArtifact was measured against",
     )
     assert _messages(result)[-1].content == "the page"
+
+
+def test_langgraphs_private_runnable_callable_is_where_the_graph_imports_it() -> None:
+    """toolstop.graph builds its nodes with `langgraph._internal._runnable.RunnableCallable`
+    (private; it measured faster than RunnableLambda) and falls back to RunnableLambda without
+    it (`test_graph.py::test_the_graph_runs_without_langgraphs_private_runnable_callable`)."""
+    import inspect
+
+    import toolstop.graph
+
+    recheck = (
+        "toolstop/graph.py imports it and now falls back to RunnableLambda (slower under "
+        "concurrency); import it from its new place or drop it"
+    )
+    try:
+        from langgraph._internal._runnable import RunnableCallable
+    except ImportError as error:
+        pytest.fail(_changed(f"langgraph moved RunnableCallable ({error})", recheck))
+    assert toolstop.graph._RunnableCallable is RunnableCallable
+    parameters = inspect.signature(RunnableCallable).parameters
+    assert {"func", "afunc", "name", "trace"} <= set(parameters), _changed(
+        f"RunnableCallable's parameters are now {list(parameters)}", recheck
+    )

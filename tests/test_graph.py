@@ -108,3 +108,50 @@ def test_without_langchain_import_works_and_the_error_names_the_extra() -> None:
         pytest.skip("langchain is installed here; the legacy environment of the matrix runs this")
     with pytest.raises(ImportError, match=r"toolstop\[agents\]"):
         _ = toolstop.StopOnArtifact
+
+
+HIDE_RUNNABLE_CALLABLE = """
+import importlib
+import sys
+
+import langgraph._internal._runnable as private  # langgraph itself keeps using it
+import toolstop.graph  # everything it imports is loaded; then it is imported again below
+
+class Without:  # the module as a future langgraph might have it: no RunnableCallable
+    def __getattr__(self, name):
+        if name == "RunnableCallable":
+            raise AttributeError(name)
+        return getattr(private, name)
+
+sys.modules["langgraph._internal._runnable"] = Without()
+del sys.modules["toolstop.graph"]
+fallback = importlib.import_module("toolstop.graph")
+sys.modules["langgraph._internal._runnable"] = private
+
+from langchain_core.runnables import RunnableLambda
+from toolstop import signal
+from toolstop.testing import ScriptedChatModel, call, forced_tool
+
+assert fallback._RunnableCallable is None
+model = ScriptedChatModel([call("lookup")])
+lookup = forced_tool("lookup", ("the page", signal("completed")))
+graph = fallback.build_react_graph(model, [lookup])
+assert isinstance(graph.nodes["agent"].bound, RunnableLambda), graph.nodes["agent"].bound
+state = graph.invoke({"messages": [("user", "q")]})
+assert state["stop_record"]["rule"] == "completed", state["stop_record"]
+assert state["messages"][-1].content == "the page"
+print("fallback ok")
+"""
+
+
+def test_the_graph_runs_without_langgraphs_private_runnable_callable() -> None:
+    """The fallback of toolstop.graph's one private import (RunnableLambda), run for real."""
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-c", HIDE_RUNNABLE_CALLABLE],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "fallback ok"
