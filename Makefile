@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 SERVE_VENV := .venv-serve
 SERVE_STAMP := $(SERVE_VENV)/.installed
 
-.PHONY: demo test lint typecheck unit matrix clean serve serve-env serve-bench
+.PHONY: demo test lint typecheck unit matrix clean serve serve-env serve-bench docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ demo: $(STAMP)
 	$(BIN)/toolstop demo --job
 	$(BIN)/toolstop check
 
+# The documentation site into site/ (guides from docs/, API reference from the docstrings);
+# `make test` builds it with --strict too (tests/test_docs.py).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests
 	$(BIN)/ruff format --check src tests
@@ -62,4 +67,4 @@ matrix: $(STAMP)
 test: lint typecheck unit matrix
 
 clean:
-	rm -rf $(VENV) $(SERVE_VENV) .nox .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(SERVE_VENV) .nox .mypy_cache .ruff_cache .pytest_cache site

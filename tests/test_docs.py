@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -45,3 +46,31 @@ def test_the_drawn_graphs_match_the_compiled_graphs() -> None:
     assert committed == page(), (
         "docs/graphs.md is stale: python -m toolstop.diagrams > docs/graphs.md"
     )
+
+
+def test_the_docs_site_builds_strict(tmp_path: Path) -> None:
+    """MkDocs Material + mkdocstrings: the guides of docs/ and an API reference generated from
+    the docstrings. `--strict`: a broken link, a missing page or an unresolved reference fails."""
+    pytest.importorskip("mkdocstrings_handlers.python", reason="the docs site needs the dev extra")
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    api = (tmp_path / "api" / "toolstop" / "index.html").read_text(encoding="utf-8")
+    for name in ("signal", "StopPolicy", "build_react_graph", "StopOnArtifact", "decide"):
+        assert f'id="toolstop.{name}"' in api, f"the API reference lost toolstop.{name}"
+
+
+def test_the_docstring_examples_run() -> None:
+    import doctest
+    import importlib
+
+    for name in ("toolstop.outcome", "toolstop.testing.forced", "toolstop.testing.scripted"):
+        failed, tried = doctest.testmod(importlib.import_module(name))
+        assert tried, f"{name} has no example"
+        assert failed == 0, f"an example in {name}'s docstrings fails"

@@ -294,8 +294,11 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
     the first model call, as middleware cannot see the agent's tools earlier).
 
     Example:
+        ```pycon
         >>> from langchain.agents import create_agent
         >>> agent = create_agent(model, tools, middleware=[StopOnArtifact()])  # doctest: +SKIP
+
+        ```
     """
 
     state_schema = StopOnArtifactState

@@ -52,8 +52,11 @@ def signal(outcome: Outcome | str, *, stop: bool | None = None, **extra: Any) ->
             contradiction in the contract), an extra `reason` (the outcome is the reason).
 
     Example:
+        ```pycon
         >>> signal(Outcome.TRANSIENT, retry_after=2)
         {'stop': False, 'reason': 'transient', 'retry_after': 2}
+
+        ```
     """
     try:
         reason = Outcome(outcome)

@@ -21,10 +21,13 @@ def forced_tool(name: str, *results: ForcedResult, description: str | None = Non
     `query: str` argument.
 
     Example:
+        ```pycon
         >>> from toolstop import signal
         >>> lookup = forced_tool("lookup", ("42", signal("completed")))
         >>> lookup.invoke({"type": "tool_call", "name": "lookup", "args": {}, "id": "1"}).artifact
         {'stop': True, 'reason': 'completed'}
+
+        ```
     """
     if not results:
         msg = "forced_tool needs at least one result"

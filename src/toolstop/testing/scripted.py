@@ -278,10 +278,13 @@ class ScriptedChatModel(BaseChatModel):
     It has no network, so it takes no `api_key`, `timeout` or `max_retries`.
 
     Example:
+        ```pycon
         >>> model = ScriptedChatModel([call("search", query="refunds")])
-        >>> model.invoke("how do refunds work?").tool_calls[0]["name"]
-        'search'
+        >>> [c["name"] for c in model.invoke("how do refunds work?").tool_calls]
+        ['search']
         >>> model.assert_complete()
+
+        ```
     """
 
     model_config = ConfigDict(extra="forbid")
