@@ -189,10 +189,11 @@ def run_check(args: argparse.Namespace, out: TextIO) -> int:
         return 1 if failed else 0
     width = shutil.get_terminal_size((100, 24)).columns
     stack = ", ".join(f"{k} {v}" for k, v in versions().items())
-    print(textwrap.fill(f"toolstop check on {stack}", width), file=out)
+    wrap = textwrap.TextWrapper(width, break_long_words=False, break_on_hyphens=False)
+    print(wrap.fill(f"toolstop check on {stack}"), file=out)
     print(f"model: {args.model or 'scripted'}", file=out)
     for name, why in skipped.items():
-        print(textwrap.fill(f"skipped the {name} router: {why}", width), file=out)
+        print(wrap.fill(f"skipped the {name} router: {why}"), file=out)
     _table(results, out, width)
     if failed:
         print("\nbreaches:", file=out)
