@@ -243,3 +243,14 @@ def test_cli_rejects_unknown_scenarios_and_missing_keys(
     err = capsys.readouterr().err
     assert "GROQ_API_KEY is not set" in err
     assert "Traceback" not in err
+
+
+def test_update_goldens_into_a_folder_that_cannot_be_written_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(harness, "goldens_dir", lambda: Path("/proc/toolstop-goldens"))
+    code, _ = cli("--scenario", "success.hard", "--router", "graph", "--update-goldens")
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith("toolstop check: cannot write /proc/toolstop-goldens")
+    assert len(err.splitlines()) == 1

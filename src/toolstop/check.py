@@ -217,8 +217,13 @@ def _update(results: list[CheckResult], out: TextIO) -> int:
                 print(f"- {r.scenario.key} on {r.router}: {breach}", file=out)
         print(f"refused: {len(broken)} runs break an invariant; no golden was written", file=out)
         return 1
-    for r in results:
-        write_golden(r.actual, r.scenario, r.router)
+    try:
+        for r in results:
+            write_golden(r.actual, r.scenario, r.router)
+    except OSError as error:  # an installed package's folder is often read-only
+        where = error.filename or goldens_dir()
+        print(f"toolstop check: cannot write {where}: {error.strerror}", file=sys.stderr)
+        return 1
     print(f"wrote {len(results)} golden transcripts to {goldens_dir()}", file=out)
     return 0
 
