@@ -117,10 +117,11 @@ def test_db_without_thread_is_refused(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 # Every file a command writes or reads, unwritable or missing: one line, non-zero, no traceback.
-MISSING = "/nonexistent-toolstop/x.sqlite"
+# MISSING is a file in a folder that does not exist (under the test's tmp_path).
+MISSING = "MISSING/x.sqlite"
 BAD_PATHS = [
     ["bench", "--queries", "1", "--out", "/proc/x"],
-    ["report", "--log", "/nonexistent-toolstop/log.jsonl"],
+    ["report", "--log", "MISSING/log.jsonl"],
     ["report", "--db", MISSING],
     ["report", "--log", "-", "--out", "/proc/x"],
     ["explain", "t1", "--db", MISSING],
@@ -131,13 +132,18 @@ BAD_PATHS = [
 
 @pytest.mark.parametrize("argv", BAD_PATHS, ids=lambda argv: " ".join(argv))
 def test_a_path_that_cannot_be_used_is_one_line(
-    argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    argv: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))
+    argv = [arg.replace("MISSING", str(tmp_path / "missing")) for arg in argv]
     code = main(argv, out=io.StringIO())
     err = capsys.readouterr().err.strip()
     assert code != 0
     assert len(err.splitlines()) == 1, err
     assert err.startswith(f"toolstop {argv[0]}: ")
     assert "Traceback" not in err
-    assert "/proc/x" in err or "nonexistent-toolstop" in err
+    assert "/proc/x" in err or str(tmp_path / "missing") in err
+    assert not (tmp_path / "missing").exists()  # nothing created on the way

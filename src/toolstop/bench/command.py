@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from toolstop._console import progress, versions
+from toolstop._page import chart_or_none
 from toolstop.errors import ToolstopConfigError
 from toolstop.models import chat_model
 
@@ -125,15 +126,7 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
 
         document["overhead"] = measure_overhead()
     try:
-        chart: Path | None = args.out / "chart.png"
-        try:
-            render_chart(rows, args.out / "chart.png")
-        except ImportError:
-            print(
-                "chart skipped: matplotlib is missing (pip install 'toolstop[bench]')",
-                file=sys.stderr,
-            )
-            chart = None
+        chart = chart_or_none(lambda path: render_chart(rows, path), args.out / "chart.png")
         write_json(document, args.out / "bench.json")
         render_html(document, chart, args.out / "report.html")
     except OSError as error:

@@ -73,6 +73,7 @@ def add_explain_parser(commands: Any) -> None:
 def run_report(args: argparse.Namespace, out: TextIO) -> int:
     """Run `toolstop report` with parsed `args`; return the exit code."""
     from toolstop import __version__
+    from toolstop._page import chart_or_none
     from toolstop.report.reader import log_run_ends, open_database, parse_time, redact
     from toolstop.report.render import render_chart, render_html, render_summary, write_json
     from toolstop.report.summary import REPORT_VERSION, Summary
@@ -136,15 +137,7 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
     }
     try:
         args.out.mkdir(parents=True, exist_ok=True)
-        chart: Path | None = args.out / "chart.png"
-        try:
-            render_chart(document, chart)  # type: ignore[arg-type]
-        except ImportError:
-            print(
-                "chart skipped: matplotlib is missing (pip install 'toolstop[bench]')",
-                file=sys.stderr,
-            )
-            chart = None
+        chart = chart_or_none(lambda path: render_chart(document, path), args.out / "chart.png")
         write_json(document, args.out / "report.json")
         render_html(document, chart, args.out / "report.html")
     except OSError as error:
