@@ -134,6 +134,11 @@ def test_polish_is_refused() -> None:
         stop_on_artifact(StopPolicy(mode="polish"))
 
 
+def test_a_policy_that_is_not_a_stop_policy_is_refused() -> None:
+    with pytest.raises(TypeError, match=r"^stop_on_artifact: policy must be a StopPolicy"):
+        stop_on_artifact("hard")  # type: ignore[arg-type]
+
+
 def test_a_raising_tool_counts_against_the_retry_budget_like_on_langgraph() -> None:
     def lookup(query: str) -> tuple[str, dict[str, Any]]:
         """Look something up."""

@@ -113,7 +113,8 @@ def _node(func: Callable[..., Any], afunc: Callable[..., Any], name: str) -> Run
     if _RunnableCallable is not None:
         node: Runnable[Any, Any] = _RunnableCallable(func, afunc, name=name, trace=False)
         return node
-    return RunnableLambda(func, afunc=afunc, name=name)  # pragma: no cover - future langgraph
+    # a langgraph without it; tests/test_graph.py runs this path with the private import hidden
+    return RunnableLambda(func, afunc=afunc, name=name)  # pragma: no cover
 
 
 def route_after_agent(state: ReactState) -> Literal["tools", "__end__"]:
