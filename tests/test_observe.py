@@ -14,7 +14,6 @@ from langchain_core.messages import HumanMessage
 
 from routers import ROUTERS, Router
 from toolstop import Outcome, StopPolicy, signal
-from toolstop.observe import span_attributes
 from toolstop.testing import ScriptedChatModel, call, forced_tool, turn
 
 otel_sdk = pytest.importorskip("opentelemetry.sdk.trace", reason="needs opentelemetry-sdk")
@@ -124,6 +123,23 @@ def observe(router: Router, name: str, caplog: pytest.LogCaptureFixture) -> dict
     }
 
 
+def flattened(record: dict[str, Any]) -> dict[str, Any]:
+    """The span attributes a record should become, written out here (not with the code under
+    test): nested counts as dotted keys, lists as tuples, None as "", invalid signals as their
+    problems."""
+    out: dict[str, Any] = {}
+    for key, value in record.items():
+        if isinstance(value, dict):
+            out.update({f"toolstop.{key}.{inner}": count for inner, count in value.items()})
+        elif key == "invalid_signals":
+            out[f"toolstop.{key}"] = tuple(str(entry["problem"]) for entry in value)
+        elif isinstance(value, list):
+            out[f"toolstop.{key}"] = tuple(value)
+        else:
+            out[f"toolstop.{key}"] = "" if value is None else value
+    return out
+
+
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_each_channel_names_the_rule_and_nothing_leaks(
     router: Router, name: str, caplog: pytest.LogCaptureFixture
@@ -139,13 +155,65 @@ def test_each_channel_names_the_rule_and_nothing_leaks(
     assert seen["callbacks"] == [("toolstop_run_end", record)]
     assert len(seen["spans"]) == 1
     assert seen["spans"][0]["toolstop.rule"] == rule
-    expected = {
-        k: tuple(v) if isinstance(v, list) else v for k, v in span_attributes(record).items()
-    }
-    assert seen["spans"][0] == expected
+    assert seen["spans"][0] == flattened(record)
     # The planted secret was in the question, the tool's arguments and its content.
     everything = json.dumps(seen, default=str)
     assert SECRET not in everything
+
+
+def test_the_span_event_carries_every_field_of_the_record(
+    router: Router, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen = observe(router, "never", caplog)
+    record = seen["record"]
+    assert seen["spans"] == [
+        {
+            "toolstop.schema_version": 2,
+            "toolstop.run": 1,
+            "toolstop.rule": "none",
+            "toolstop.stopped": False,
+            "toolstop.mode": "never",
+            "toolstop.parallel": "all",
+            "toolstop.would_stop": "completed",
+            "toolstop.would_save.model_calls": 1,
+            "toolstop.would_save.input_tokens": record["would_save"]["input_tokens"],
+            "toolstop.would_save.output_tokens": record["would_save"]["output_tokens"],
+            "toolstop.tools": ("lookup",),
+            "toolstop.tool_call_ids": ("call_0_0",),
+            "toolstop.invalid_signals": (),
+            "toolstop.outcomes.completed": 1,
+            "toolstop.outcomes.transient": 0,
+            "toolstop.outcomes.fatal": 0,
+            "toolstop.outcomes.policy_block": 0,
+            "toolstop.outcomes.invalid": 0,
+            "toolstop.outcomes.unsignalled": 0,
+            "toolstop.outcomes.rejected": 0,
+            "toolstop.transient_retries": 0,
+            "toolstop.tool_turns": 1,
+            "toolstop.model_calls": 2,
+            "toolstop.input_tokens": record["input_tokens"],
+            "toolstop.output_tokens": record["output_tokens"],
+        }
+    ]
+    assert record["would_save"]["input_tokens"] > 0  # tokens from the messages' usage
+
+
+def test_the_span_event_lists_invalid_signals_by_problem(router: Router) -> None:
+    model = ScriptedChatModel([call("lookup"), "answer"])
+    agent = router.build(
+        model,
+        [forced_tool("lookup", (f"page {SECRET}", {"stop": "yes", "reason": SECRET}))],
+        policy=None,
+        checkpointer=None,
+    )
+    agent.invoke({"messages": [HumanMessage("q")]})
+    [event] = [
+        e for s in EXPORTER.get_finished_spans() for e in s.events if e.name == "toolstop.run_end"
+    ]
+    attributes = dict(event.attributes or {})
+    assert attributes["toolstop.invalid_signals"] == ("stop_not_bool",)
+    assert attributes["toolstop.outcomes.invalid"] == 1
+    assert SECRET not in json.dumps(attributes, default=str)
 
 
 def test_turn_events_carry_signals_and_progress_only(router: Router) -> None:
@@ -166,13 +234,25 @@ def test_turn_events_carry_signals_and_progress_only(router: Router) -> None:
     assert SECRET not in json.dumps(turns)
 
 
-def test_a_failing_channel_never_breaks_the_run(router: Router) -> None:
+def test_a_failing_channel_never_breaks_the_run(
+    router: Router, monkeypatch: pytest.MonkeyPatch
+) -> None:
     class Broken(BaseCallbackHandler):
-        raise_error = False
+        raise_error = True  # LangChain re-raises it: only toolstop's own guard can catch it
 
         def on_custom_event(self, *args: Any, **kwargs: Any) -> None:
             raise RuntimeError("observer down")
 
+    def broken_writer(chunk: Any) -> None:
+        raise RuntimeError("stream consumer down")
+
+    written: list[str] = []
+
+    def writer() -> Any:
+        written.append("asked")
+        return broken_writer
+
+    monkeypatch.setattr("toolstop.observe.get_stream_writer", writer)
     model = ScriptedChatModel([call("lookup")])
     agent = router.build(
         model,
@@ -182,3 +262,4 @@ def test_a_failing_channel_never_breaks_the_run(router: Router) -> None:
     )
     state = agent.invoke({"messages": [HumanMessage("q")]}, {"callbacks": [Broken()]})
     assert state["stop_record"]["rule"] == "completed"
+    assert written  # the failing writer was reached (turn and run_end events)
