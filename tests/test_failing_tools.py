@@ -106,16 +106,38 @@ def test_failing_forever_ends_with_the_retry_budget(router: Router, failure: str
     assert_valid_history(state["messages"])
 
 
-def test_a_timeout_answers_before_the_tool_and_async_tools_are_cancelled() -> None:
+def test_a_sync_tool_that_hangs_times_out() -> None:
+    # It would answer "too late" once released: the error proves the wrapper gave up first.
     FINISHED.clear()
-    tool = with_timeout(hanging_tool(), 0.2)
     with pytest.raises(ToolTimeoutError, match=r"within 0\.2 s"):
-        tool.invoke({"query": "x"})
+        with_timeout(hanging_tool(), 0.2).invoke({"query": "x"})
     assert not RELEASE.is_set()  # the sync tool is still hanging: the timeout answered
     assert FINISHED == []
-    with pytest.raises(ToolTimeoutError):
-        asyncio.run(tool.ainvoke({"query": "x"}))
-    assert FINISHED == ["cancelled"]  # the coroutine was cancelled, not left to run
+
+
+def test_an_async_tool_that_hangs_is_cancelled() -> None:
+    seen: list[str] = []
+
+    async def ahang(query: str = "") -> tuple[str, dict[str, Any]]:
+        seen.append("started")
+        try:
+            await asyncio.Event().wait()  # never set: only a cancellation ends this
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+            raise
+        seen.append("answered")  # pragma: no cover - the await never returns
+        return "too late", signal("completed")
+
+    inner = StructuredTool.from_function(
+        coroutine=ahang, name="lookup", description="Hangs.", response_format="content_and_artifact"
+    )
+
+    async def main() -> list[str]:
+        with pytest.raises(ToolTimeoutError, match=r"within 0\.2 s"):
+            await with_timeout(inner, 0.2).ainvoke({"query": "x"})
+        return list(seen)  # before the event loop's own shutdown cancels what is left
+
+    assert asyncio.run(main()) == ["started", "cancelled"]
 
 
 def test_with_timeout_keeps_the_tool_and_its_artifact() -> None:
