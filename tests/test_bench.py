@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import re
@@ -57,17 +58,84 @@ def test_hard_mode_uses_the_minimum_and_never_stops_wrongly(result: Any) -> None
         assert polish["missed_stops"] == 0
 
 
+def figures(config: dict[str, Any], thousands: str = "") -> list[str]:
+    """A configuration's row as the table prints it (floats with two decimals)."""
+    return [
+        config["name"],
+        f"{config['model_calls']:{thousands}}",
+        f"{config['ratio_to_min']:.2f}",
+        f"{config['input_tokens']:{thousands}}",
+        f"{config['output_tokens']:{thousands}}",
+        f"{config['wall_ms_per_query']:.2f}",
+        str(config["wrong_stops"]),
+        str(config["missed_stops"]),
+    ]
+
+
 def test_headline_ratios_and_table(result: Any) -> None:
     document, text, _ = result
-    for router, figures in document["headline"].items():
-        configs = by_name(document)
-        expected = (
-            configs[f"{router}-hard"]["model_calls"] / configs[f"{router}-never"]["model_calls"]
+    configs = by_name(document)
+    lines = text.splitlines()
+    assert re.split(r"\s{2,}", lines[0].strip()) == [
+        "configuration",
+        "calls",
+        "vs min",
+        "tokens in",
+        "tokens out",
+        "ms/query",
+        "wrong",
+        "missed",
+    ]
+    # one row per configuration, in bench.json's order, with bench.json's figures
+    assert [line.split() for line in lines[1 : 1 + len(configs)]] == [
+        figures(c) for c in document["configs"]
+    ]
+    for config in document["configs"]:
+        assert config["ratio_to_min"] == round(config["model_calls"] / config["min_model_calls"], 4)
+        assert config["wall_ms_per_query"] == pytest.approx(1000 * config["wall_s"] / 30, abs=0.01)
+    for router, ratios in document["headline"].items():
+        hard, never = configs[f"{router}-hard"], configs[f"{router}-never"]
+        assert ratios == {
+            "model_calls_hard_vs_never": round(hard["model_calls"] / never["model_calls"], 4),
+            "input_tokens_hard_vs_never": round(hard["input_tokens"] / never["input_tokens"], 4),
+            "wall_time_hard_vs_never": round(hard["wall_s"] / never["wall_s"], 4),
+        }
+        pairs = ", ".join(
+            f"{k.removesuffix('_hard_vs_never').replace('_', ' ')} {v}" for k, v in ratios.items()
         )
-        assert figures["model_calls_hard_vs_never"] == round(expected, 4)
-    assert text.splitlines()[0].split()[:3] == ["configuration", "calls", "vs"]
-    assert "graph-hard" in text
-    assert "graph, hard vs never: model calls " in text
+        assert f"{router}, hard vs never: {pairs}" in lines
+
+
+def test_the_readme_quotes_the_committed_bench_json() -> None:
+    """The README's bench table and headline are docs/bench/bench.json's figures."""
+    root = Path(__file__).resolve().parent.parent
+    committed = json.loads((root / "docs" / "bench" / "bench.json").read_text())
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    rows = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in readme.splitlines()
+        if re.match(r"\| (graph|middleware)-\w+ \| \d", line)
+    ]
+    assert rows == [figures(c, ",") for c in committed["configs"]]
+    settings = committed["settings"]
+    assert (settings["queries"], settings["latency_ms"], settings["model"]) == (
+        100,
+        20.0,
+        "simulated",
+    )
+    for ratios in committed["headline"].values():
+        headline = (
+            f"**{ratios['model_calls_hard_vs_never']:.2f}x the model calls, "
+            f"{ratios['input_tokens_hard_vs_never']:.2f}x the input tokens\n"
+            f"and {ratios['wall_time_hard_vs_never']:.2f}x the wall time of `never`**"
+        )
+        assert headline in readme
+    # "most of the wall time is the simulated latency": its share, per configuration
+    shares = [
+        c["model_calls"] * settings["latency_ms"] / 1000 / c["wall_s"] for c in committed["configs"]
+    ]
+    low, high = (int(100 * f) for f in (min(shares), max(shares)))
+    assert f"{low}-{high}% of each configuration's wall time" in readme
 
 
 def test_the_table_fits_100_columns(result: Any) -> None:
@@ -104,11 +172,21 @@ def test_deterministic_for_a_seed(tmp_path: Path, result: Any) -> None:
 
 
 def test_outputs_are_written_and_self_contained(result: Any) -> None:
-    _, _, out = result
-    assert (out / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    document, _, out = result
+    chart = (out / "chart.png").read_bytes()
+    assert chart[:8] == b"\x89PNG\r\n\x1a\n"
     page = (out / "report.html").read_text()
-    assert 'src="data:image/png;base64,' in page
+    assert f'src="data:image/png;base64,{base64.b64encode(chart).decode()}"' in page
     assert not re.search(r'(src|href)="(https?:)?//', page)  # nothing loaded from the network
+    parser = Cells()
+    parser.feed(page)
+    keys = ("name", "model_calls", "ratio_to_min", "input_tokens", "output_tokens")
+    keys += ("wall_ms_per_query", "wrong_stops", "missed_stops")
+    assert parser.cells == {
+        (c["name"], key): text
+        for c in document["configs"]
+        for key, text in zip(keys, figures(c), strict=True)
+    }
 
 
 def test_bad_options_are_clear_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -128,6 +206,9 @@ def test_plans_end_on_a_final_outcome_within_the_transient_cap() -> None:
             assert plan[-1] in ("success", "fatal")
             assert plan.count("retryable") <= MAX_TRANSIENT
     assert any(q.parallel for q in queries)
+
+
+METRICS = ("model_calls", "input_tokens", "output_tokens", "wrong_stops", "missed_stops")
 
 
 class Cells(HTMLParser):
@@ -165,16 +246,12 @@ def test_report_renders_in_chromium_with_the_figures_of_bench_json(
     parser.feed(dom)
     assert parser.cells, "the rendered page has no figures"
     for config in document["configs"]:
-        for metric in (
-            "model_calls",
-            "input_tokens",
-            "output_tokens",
-            "wrong_stops",
-            "missed_stops",
-        ):
+        for metric in METRICS:
             assert parser.cells[(config["name"], metric)] == str(config[metric])
+    # the rendered page holds the very chart the bench drew, not a broken or empty image
+    chart = base64.b64encode((out / "chart.png").read_bytes()).decode()
+    assert f'src="data:image/png;base64,{chart}"' in dom
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert shot.stat().st_size > 20_000  # a page with a chart and a table, not a blank one
 
 
 def test_bench_with_a_real_client_over_http(

@@ -101,6 +101,28 @@ def test_is_error_is_transient_whatever_it_claims(router: Router) -> None:
     assert_valid_history(state["messages"])
 
 
+def test_an_untrusted_server_that_keeps_failing_ends_the_run_on_the_retry_budget(
+    router: Router,
+) -> None:
+    """Its signals are ignored, but its errors count: a failing service, and no loop on it."""
+    policy = StopPolicy(max_transient_retries=0)
+    state, model = run_with(
+        router, [call("flaky", query="q")], policy, trusted=frozenset({"someone-else"})
+    )
+    model.assert_complete()  # no second model call
+    record = state["stop_record"]
+    assert (record["rule"], record["stopped"], record["transient_retries"]) == (
+        "retry_budget",
+        True,
+        0,
+    )
+    assert record["tools"] == ["flaky"]
+    final = content_text(state["messages"][-1].content)
+    assert final == policy.retry_budget_message  # the policy's text, never the server's
+    assert "Upstream timed out" not in final
+    assert_valid_history(state["messages"])
+
+
 def test_a_server_cannot_forge_the_envelope(router: Router) -> None:
     state, model = run_with(router, [call("forge", query="q"), "ok"])
     model.assert_complete()

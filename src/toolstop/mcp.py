@@ -8,9 +8,11 @@ the raw result, and wraps each tool so the router finds the signal where it alwa
 top of the artifact.
 
 Trust: a stop signal counts only when the server is on the application's allowlist. A server you
-do not control must not be able to end your agent's loop or fake a `completed`; its signals are
-kept as `{"untrusted": true}` (recorded as an invalid signal, routing goes back to the model).
-An `isError` result goes back to the model as a transient failure, with its text.
+do not control must not be able to stop your agent's loop with a signal or fake a `completed`;
+its signals are kept as `{"untrusted": true}` (recorded as an invalid signal, routing goes back to
+the model). An `isError` result, from any server, goes back to the model as a transient failure,
+with its text: it counts against the retry budget, so a server that keeps failing ends the run
+with `retry_budget` (the policy's own text) instead of looping on it.
 
 Needs the `mcp` extra (`langchain-mcp-adapters`).
 """
