@@ -20,8 +20,9 @@ from toolstop.record import fold_turn, new_record, stopped  # noqa: E402
 from toolstop.testing import ScriptedChatModel, assert_valid_history, call, forced_tool, turn  # noqa: E402
 
 # Seconds of CPU each (the 10,000-case fuzz over a minute): on a busy shared machine the
-# default 60 s hang guard fired; the guard stays, wide enough for load.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+# default 60 s hang guard fired; the guard stays, wide enough for load (10 minutes were measured
+# for the 10,000 cases at load 7 on 2 cores).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 SEEN: Counter[str] = Counter()
 
 
@@ -138,21 +139,79 @@ def turn_with(results: list[tuple[Any, str]]) -> list[Any]:
     return messages
 
 
-def is_valid_stop(artifact: Any, status: str) -> bool:
-    """An oracle: does this artifact validly ask to stop? (A dict read through the plain dict
-    protocol, so a subclass's overridden methods do not count; `stop` a real True; a known
-    stopping reason, or none.)"""
+STOPPING = {"completed": Rule.COMPLETED, "fatal": Rule.FATAL, "policy_block": Rule.POLICY_BLOCK}
+
+
+def oracle_signal(artifact: Any, status: str) -> tuple[bool, bool, str | None]:
+    """An oracle: what one result says, as `(valid, stop, reason)`. A dict is read through the
+    plain dict protocol, so a subclass's overridden methods do not count; `stop` must be a real
+    bool; a missing reason is `completed` when stopping and `transient` when not; `transient`
+    with `stop: true` is invalid; a tool error is invalid whatever its artifact says."""
+    invalid = (False, False, None)
     if status == "error" or not isinstance(artifact, dict):
-        return False
-    stop, reason = dict.get(artifact, "stop"), dict.get(artifact, "reason")
-    if stop is not True:
-        return False
-    if reason is None:
-        return True
+        return invalid
     try:
-        return isinstance(reason, str) and str(reason) in ("completed", "fatal", "policy_block")
+        if dict.get(artifact, "untrusted") is True or "envelope_error" in dict.keys(artifact):
+            return invalid
+        if "stop" not in dict.keys(artifact):
+            return invalid
+        stop = dict.get(artifact, "stop")
+        if type(stop) is not bool:
+            return invalid
+        raw = dict.get(artifact, "reason")
+        if raw is None:
+            reason = "completed" if stop else "transient"
+        elif isinstance(raw, str) and str(raw) in (*STOPPING, "transient"):
+            reason = str(raw)
+        else:
+            return invalid
     except Exception:
-        return False
+        return invalid
+    if reason == "transient" and stop:
+        return invalid
+    return True, stop, reason
+
+
+def oracle(
+    said: list[tuple[bool, bool, str | None]],
+    errors: int,
+    policy: StopPolicy,
+    transient_count: int,
+    remaining: int | None,
+) -> tuple[Rule, Rule | None, set[int]]:
+    """An oracle for the turn: `(rule, would_stop, indices of the deciding calls)`.
+
+    `said` has one entry per tool call of the turn, in call order; a call left without a result
+    is `(False, False, None)`: it never asks to stop, so under `all` it keeps the run going."""
+    valid = [i for i, (ok, _, _) in enumerate(said) if ok]
+    stops = [i for i in valid if said[i][1]]
+    deciding: list[int] = []
+    if policy.parallel == "all":
+        deciding = list(range(len(said))) if said and len(stops) == len(said) else []
+    elif policy.parallel == "any":
+        deciding = stops
+    elif policy.parallel == "first":
+        deciding = valid[:1] if valid and said[valid[0]][1] else []
+    else:  # priority: the most important reason present decides
+        ranks = {i: policy.priority.index(str(said[i][2])) for i in valid}
+        top = min(ranks.values(), default=None)
+        deciding = [i for i in stops if ranks[i] == top]
+    transient = errors + sum(1 for _, _, reason in said if reason == "transient")
+    rule = Rule.NONE
+    if deciding:
+        rule = STOPPING[min((str(said[i][2]) for i in deciding), key=policy.priority.index)]
+    elif (
+        transient
+        and policy.max_transient_retries is not None
+        and transient_count + transient > policy.max_transient_retries
+    ):
+        rule = Rule.RETRY_BUDGET
+    would_stop = None
+    if rule is not Rule.NONE and policy.mode == "never":
+        would_stop, rule = rule, Rule.NONE
+    if rule is Rule.NONE and said and remaining is not None and remaining <= 2:
+        rule = Rule.STEP_BUDGET  # the default loop: tools, then a node that ends at >= 1 step
+    return rule, would_stop, set(deciding) if rule in STOPPING.values() else set()
 
 
 @settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -176,37 +235,24 @@ def test_decide_never_raises_and_stops_only_on_valid_signals(
 ) -> None:
     results = [(make(spec), status) for spec, status in results]
     messages = turn_with(results)
-    dropped = drop_last and len(results) > 1
-    if dropped:
-        messages = messages[:-1]  # a call without a result
-        results = results[:-1]
+    said = [oracle_signal(a, s) for a, s in results]
+    errors = sum(1 for _, status in results if status == "error")
+    if drop_last and len(results) > 1:
+        messages = messages[:-1]  # the last call is left without a result
+        said[-1] = (False, False, None)
+        errors -= results[-1][1] == "error"
     decision = decide(messages, policy, transient_count=transient_count, remaining_steps=remaining)
-    asked = [is_valid_stop(a, s) for a, s in results]
     SEEN[decision.rule.value] += 1
+    SEEN["cases"] += 1
     SEEN["invalid"] += sum(1 for signal in decision.signals if not signal.valid)
-    if decision.rule in (Rule.COMPLETED, Rule.FATAL, Rule.POLICY_BLOCK):
-        assert decision.stop
-        assert policy.mode != "never"
-        assert decision.deciding
-        for signal in decision.deciding:
-            index = int(signal.tool_call_id[1:])
-            assert asked[index], "stopped on a call that did not validly ask to stop"
-    if decision.rule is Rule.RETRY_BUDGET:
-        assert policy.max_transient_retries is not None
-        assert transient_count + decision.transient_in_turn > policy.max_transient_retries
-    if decision.rule is Rule.STEP_BUDGET:
-        assert remaining is not None
-        assert remaining <= 2  # the default loop: tools, then a stop node that ends at >= 1
-    if not any(asked) and decision.stop:
-        assert decision.rule in (Rule.RETRY_BUDGET, Rule.STEP_BUDGET)
-    if policy.parallel == "all" and decision.rule in (
-        Rule.COMPLETED,
-        Rule.FATAL,
-        Rule.POLICY_BLOCK,
-    ):
-        # every call of the turn asked to stop, including one left without a result
-        assert all(asked)
-        assert not dropped
+    if decision.would_stop is not None:
+        SEEN[f"would_stop:{decision.would_stop.value}"] += 1
+    rule, would_stop, deciding = oracle(said, errors, policy, transient_count, remaining)
+    assert (decision.rule, decision.would_stop) == (rule, would_stop)
+    assert decision.stop is (rule is not Rule.NONE)
+    if rule in STOPPING.values():
+        assert {int(s.tool_call_id[1:]) for s in decision.deciding} == deciding
+    assert [s.valid for s in decision.signals] == [ok for ok, _, _ in said]
     record = fold_turn(new_record(policy), decision)
     if decision.stop:
         record = stopped(record, decision)
@@ -250,9 +296,13 @@ def test_whole_graph_runs_keep_history_valid_and_records_json(
 
 
 def test_the_fuzzing_was_not_vacuous() -> None:
-    """The generated cases reached every rule and many invalid signals (runs after the fuzzer)."""
-    if not SEEN:
-        pytest.skip("the decide fuzzer did not run in this session")
+    """The generated cases reached every rule and many invalid signals. It reads the counts of
+    the fuzzer's run in this session, and runs the fuzzer itself when it has not run (alone, -k)."""
+    if not SEEN["cases"]:
+        test_decide_never_raises_and_stops_only_on_valid_signals()
     for rule in ("completed", "fatal", "policy_block", "retry_budget", "step_budget", "none"):
         assert SEEN[rule] > 0, rule
+    for rule in ("completed", "fatal", "policy_block", "retry_budget"):
+        assert SEEN[f"would_stop:{rule}"] > 0, f"would_stop {rule}"
     assert SEEN["invalid"] > 1000
+    assert SEEN["cases"] >= 10_000
