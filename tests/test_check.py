@@ -233,6 +233,27 @@ def test_cli_update_goldens_writes_then_matches(
     assert cli("--scenario", "success", "--router", "graph")[0] == 0
 
 
+def test_cli_update_goldens_refuses_a_run_that_breaks_an_invariant(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from toolstop.testing.routers import ROUTERS
+
+    monkeypatch.setattr(harness, "goldens_dir", lambda: tmp_path)
+    broken = Router(
+        name="graph",
+        build=_static_return_direct,
+        model_node="agent",
+        stop_node="tools",
+        polish_node="agent",
+    )
+    monkeypatch.setitem(ROUTERS, "graph", broken)  # a regression in the graph router
+    code, text = cli("--scenario", "success.hard", "--router", "graph", "--update-goldens")
+    assert code == 1
+    assert "the stop came from return_direct, not from the artifact" in text
+    assert text.splitlines()[-1] == "refused: 1 runs break an invariant; no golden was written"
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_cli_rejects_unknown_scenarios_and_missing_keys(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -118,3 +118,32 @@ def test_an_explicit_sqlite_path_in_a_missing_folder_is_refused(tmp_path: Path) 
     ):
         pass  # pragma: no cover
     assert not db.parent.exists()
+
+
+def test_without_db_a_thread_lives_in_the_user_data_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from toolstop.cli import main
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    expected = tmp_path / "data" / "toolstop" / "threads.sqlite"
+    for question in ("Refunds?", "And shipping?"):
+        out = io.StringIO()
+        assert main(["demo", question, "--thread", "t-1", "--outcome", "success"], out=out) == 0
+    assert f"in {expected})" in out.getvalue()
+    assert expected.is_file()
+    with open_checkpointer(str(expected)) as saver:
+        graph = build_react_graph(ScriptedChatModel([]), [], checkpointer=saver)
+        state = graph.get_state({"configurable": {"thread_id": "t-1"}}).values
+    assert [m.content for m in state["messages"] if m.type == "human"] == [
+        "Refunds?",
+        "And shipping?",
+    ]
+    assert state["stop_record"]["run"] == 2
+    monkeypatch.delenv("XDG_DATA_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    out = io.StringIO()
+    assert main(["demo", "--thread", "t-2", "--outcome", "success"], out=out) == 0
+    assert (tmp_path / "home" / ".local" / "share" / "toolstop" / "threads.sqlite").is_file()

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import io
+import re
 import socket
+import sys
+from typing import Any
 
 import pytest
 
@@ -130,3 +133,48 @@ def test_demo_without_a_key_exits_2(
         "toolstop demo: GROQ_API_KEY is not set; set it to use groq:llama-3.3-70b-versatile, "
         "or leave out --model for the scripted model"
     )
+
+
+def test_unreachable_server_is_one_sentence_for_bench(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Any
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    shape = ("--queries", "1", "--mix", "1/0/0", "--parallel", "0", "--out", str(tmp_path))
+    code, _ = run("bench", *shape, "--model", "openai:gpt-x", "--base-url", url)
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.startswith("toolstop bench: the run failed: "), err
+    assert "Connection" in err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_unreachable_server_fails_each_check_scenario_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What the README says of `check` today: every scenario fails, naming the connection error
+    (not one sentence: the run is the check's unit)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    argv = ("check", "--router", "graph", "--scenario", "success.hard")
+    code, text = run(*argv, "--model", "openai:gpt-x", "--base-url", url)
+    assert code == 1
+    assert re.search(r"the run raised \w+: Connection error\.", text), text
+    assert text.splitlines()[-1] == "0 passed, 1 failed"
+    assert "Traceback" not in text + capsys.readouterr().err
+
+
+def test_a_missing_provider_package_is_one_sentence(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GROQ_API_KEY", "test-key")
+    monkeypatch.setitem(sys.modules, "langchain_groq", None)  # as if it were not installed
+    with pytest.raises(ToolstopConfigError, match=r"the groq provider package is missing .*"):
+        chat_model("groq:llama-3.3-70b-versatile")
+    code, _ = run("demo", "--model", "groq:llama-3.3-70b-versatile")
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("toolstop demo: the groq provider package is missing"), err
+    assert err.rstrip().endswith("pip install 'toolstop[groq]'")
+    assert len(err.strip().splitlines()) == 1
