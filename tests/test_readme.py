@@ -68,8 +68,11 @@ def test_the_check_table_in_the_readme_is_what_check_prints() -> None:
     out = io.StringIO()
     argv = ["check", "--router", "graph", "--scenario", "success.hard"]
     assert main([*argv, "--scenario", "retryable-then-success.hard"], out=out) == 0
-    printed = [line.split() for line in out.getvalue().splitlines()[1:]]
-    assert printed == [*shown, ["2", "passed,", "0", "failed"]]
+    printed = [line.split() for line in out.getvalue().splitlines()[2:]]  # after the versions
+    # the header and the two passing rows; the sample's FAIL rows show a breach of another router
+    assert printed == [*shown[:3], ["2", "passed,", "0", "failed"]]
+    assert shown[3][3:5] == ["FAIL", "expected"]
+    assert shown[4][0] == "actual"
 
 
 def test_the_readmes_example_check_runs() -> None:
@@ -81,9 +84,9 @@ def test_the_readmes_example_check_runs() -> None:
         pytest.skip(MIDDLEWARE_UNAVAILABLE)
     out = io.StringIO()
     assert main(argv.split()[1:], out=out) == 0
-    rows = [line.split() for line in out.getvalue().splitlines()[2:-1]]
-    assert {(row[0], row[1], row[-1]) for row in rows} == {
-        ("parallel-any-stop-last", "middleware", "pass")
+    rows = [line.split() for line in out.getvalue().splitlines()[3:-1]]  # versions, model, header
+    assert {(row[0], row[1], row[3]) for row in rows} == {
+        ("parallel-any-stop-last.hard", "middleware", "pass")
     }
     assert out.getvalue().splitlines()[-1] == f"{len(rows)} passed, 0 failed"
 
