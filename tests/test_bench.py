@@ -283,3 +283,63 @@ def test_bench_with_a_real_client_over_http(
         assert configs[f"{router}-never"]["model_calls"] == 2
         assert configs[f"{router}-polish"]["narration_calls"] == 1
         assert configs[f"{router}-hard"]["input_tokens"] > 0  # the provider's usage
+
+
+def test_overhead_json_is_computed_from_its_measurements(tmp_path: Path) -> None:
+    """Each overhead figure follows from the raw measurements stored beside it (no speed check)."""
+    import statistics
+
+    from toolstop.bench.overhead import measure_overhead, write_overhead
+
+    document = measure_overhead(runs=3, concurrent=4, rounds=3, rss_runs=5, decide_repeat=5)
+    stored = json.loads(write_overhead(document, tmp_path).read_text())
+    assert stored == document
+
+    wall = stored["wall_per_run_no_stop"]
+    samples = wall["samples_ms"]
+    expected_names = {"hand-built graph"}
+    if "create_agent" in samples:  # langchain installed
+        expected_names |= {
+            "create_agent",
+            "create_agent+empty wrap_model_call",
+            "create_agent+empty wrap_model_call+after_agent",
+            "create_agent+StopOnArtifact",
+            "create_agent+before_model jump",
+        }
+    assert set(samples) == set(wall["figures"]) == expected_names
+    assert all(len(values) == wall["runs"] == 3 for values in samples.values())
+    base = statistics.median(samples[wall["baseline"]])
+    for name, figures in wall["figures"].items():
+        median = statistics.median(samples[name])
+        assert figures == {
+            "median_ms": round(median, 4),
+            "vs_create_agent": round(median / base, 4),
+        }
+    assert wall["figures"][wall["baseline"]]["vs_create_agent"] == 1.0
+
+    concurrent = stored["concurrent_throughput"]
+    seconds = concurrent["seconds"]
+    routers = {"hand-built graph"} | (
+        {"create_agent", "create_agent+StopOnArtifact"} & set(samples)
+    )
+    assert set(seconds) == set(concurrent["figures"]) == routers
+    assert all(len(values) == concurrent["rounds"] == 3 for values in seconds.values())
+    base_rate = concurrent["concurrent"] / statistics.median(seconds[concurrent["baseline"]])
+    for name, figures in concurrent["figures"].items():
+        rate = concurrent["concurrent"] / statistics.median(seconds[name])
+        assert figures == {
+            "runs_per_s": round(rate, 1),
+            "median_seconds": round(statistics.median(seconds[name]), 4),
+            "vs_create_agent": round(rate / base_rate, 4),
+        }
+
+    scaling = stored["decide_scaling"]
+    best = {length: min(values) for length, values in scaling["samples_us"].items()}
+    assert scaling["figures"] == {
+        "10_messages_us": best["10"],
+        "10000_messages_us": best["10000"],
+        "ratio_10000_vs_10": round(best["10000"] / best["10"], 4),
+    }
+    rss = stored["rss"]
+    assert rss["runs"] == 5
+    assert rss["growth_mb"] == round(rss["rss_after_mb"] - rss["rss_before_mb"], 3)

@@ -67,7 +67,13 @@ def add_bench_parser(commands: Any) -> None:
     parser.add_argument(
         "--overhead",
         action="store_true",
-        help="also measure hook overhead, decide() scaling, concurrent throughput and RSS",
+        help="also measure hook overhead, decide() scaling, concurrent throughput and RSS "
+        "(written to overhead.json too)",
+    )
+    parser.add_argument(
+        "--overhead-only",
+        action="store_true",
+        help="measure only the overhead (about 2 minutes); writes overhead.json",
     )
 
 
@@ -89,6 +95,8 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
     except OSError as error:
         print(f"toolstop bench: cannot write to {args.out}: {error.strerror}", file=sys.stderr)
         return 2
+    if args.overhead_only:
+        return _overhead_only(args.out, out)
     queries = make_queries(args.queries, mix=mix, parallel_share=args.parallel, seed=args.seed)
     configs = available_configs()
     advance, stop = progress("toolstop bench", len(queries), sys.stderr.isatty())
@@ -122,9 +130,10 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
         "headline": headline(rows),
     }
     if args.overhead:
-        from toolstop.bench.overhead import measure_overhead
+        from toolstop.bench.overhead import measure_overhead, write_overhead
 
         document["overhead"] = measure_overhead()
+        write_overhead({"versions": document["versions"], **document["overhead"]}, args.out)
     try:
         chart = chart_or_none(lambda path: render_chart(rows, path), args.out / "chart.png")
         write_json(document, args.out / "bench.json")
@@ -145,40 +154,31 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _check_numbers(args: argparse.Namespace) -> None:
-    """ToolstopConfigError naming the first numeric flag out of range."""
-    limits = [
-        ("--queries", args.queries >= 1, "at least 1", args.queries),
-        ("--parallel", 0 <= args.parallel <= 1, "between 0 and 1", args.parallel),
-        ("--latency-ms", args.latency_ms >= 0, "0 or more", args.latency_ms),
-        ("--payload-kb", args.payload_kb > 0, "more than 0", args.payload_kb),
-    ]
-    for flag, valid, wanted, value in limits:
-        if not valid:
-            msg = f"{flag} must be {wanted}, got {value}"
-            raise ToolstopConfigError(msg)
+        write_overhead({"versions": document["versions"], **document["overhead"]}, args.out)
 
 
 def _print_overhead(figures: dict[str, Any], out: TextIO) -> None:
-    print("overhead (nothing stops, 3 tool turns, medians):", file=out)
-    for name, values in figures["wall_per_run_no_stop"].items():
+    wall = figures["wall_per_run_no_stop"]
+    print(
+        f"overhead (nothing stops, 3 tool turns, medians of {wall['runs']} interleaved runs):",
+        file=out,
+    )
+    for name, values in wall["figures"].items():
         median, ratio = values["median_ms"], values["vs_create_agent"]
-        print(f"  {name:30s} {median:8.3f} ms  {ratio:.3f}x", file=out)
-    scaling = figures["decide_scaling"]
+        print(f"  {name:48s} {median:8.3f} ms  {ratio:.3f}x", file=out)
+    scaling = figures["decide_scaling"]["figures"]
     print(
         f"  decide(): {scaling['10_messages_us']} us at 10 messages, "
         f"{scaling['10000_messages_us']} us at 10,000 ({scaling['ratio_10000_vs_10']}x)",
         file=out,
     )
     throughput = figures["concurrent_throughput"]
-    for name, values in throughput.items():
-        if isinstance(values, dict):
-            ratio = values.get("vs_create_agent", "-")
-            runs = values["runs_per_s"]
-            print(
-                f"  {throughput['concurrent']} concurrent, {name:28s} {runs:8.1f} runs/s  {ratio}x",
-                file=out,
-            )
+    for name, values in throughput["figures"].items():
+        ratio, runs = values["vs_create_agent"], values["runs_per_s"]
+        print(
+            f"  {throughput['concurrent']} concurrent, {name:28s} {runs:8.1f} runs/s  {ratio:.3f}x",
+            file=out,
+        )
     rss = figures["rss"]
     print(
         f"  RSS over {rss['runs']} runs: {rss['rss_before_mb']} -> {rss['rss_after_mb']} MB "

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import os
+import re
 import statistics
 import time
 import timeit
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
@@ -22,7 +25,13 @@ from toolstop.testing.forced import forced_tool
 from toolstop.testing.routers import has_agents
 from toolstop.testing.scripted import ScriptedChatModel, call
 
-__all__ = ["measure_overhead"]
+__all__ = [
+    "decide_figures",
+    "measure_overhead",
+    "throughput_figures",
+    "wall_figures",
+    "write_overhead",
+]
 
 
 def _no_stop_tools() -> list[Any]:
@@ -68,18 +77,57 @@ def _article_hook() -> Any:
     return BeforeModelStop()
 
 
-def _builders(*, with_article: bool = False) -> dict[str, Callable[[Any, list[Any]], Any]]:
+def _floor(*, after_agent: bool) -> Any:
+    """An empty middleware: `wrap_model_call` only calls the model (the mechanism's floor).
+
+    With `after_agent`, also an empty `after_agent` hook (one more graph node per run, the node
+    StopOnArtifact ends its runs with).
+    """
+    from langchain.agents.middleware import AgentMiddleware
+
+    class EmptyWrap(AgentMiddleware):  # type: ignore[type-arg]
+        def wrap_model_call(self, request: Any, handler: Any) -> Any:
+            return handler(request)
+
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            return await handler(request)
+
+    if not after_agent:
+        return EmptyWrap()
+
+    class EmptyWrapAndEnd(EmptyWrap):
+        def after_agent(self, state: Any, runtime: Any) -> None:
+            return None
+
+        async def aafter_agent(self, state: Any, runtime: Any) -> None:
+            return None
+
+    return EmptyWrapAndEnd()
+
+
+BARE = "create_agent"
+"""The baseline every ratio is taken against (the hand-built graph when langchain is missing)."""
+
+
+def _builders(*, floors: bool = False) -> dict[str, Callable[[Any, list[Any]], Any]]:
     builders: dict[str, Callable[[Any, list[Any]], Any]] = {}
     if has_agents():
         from langchain.agents import create_agent
 
         from toolstop.middleware import StopOnArtifact
 
-        builders["create_agent"] = lambda m, t: create_agent(m, t)
+        builders[BARE] = lambda m, t: create_agent(m, t)
+        if floors:
+            builders["create_agent+empty wrap_model_call"] = lambda m, t: create_agent(
+                m, t, middleware=[_floor(after_agent=False)]
+            )
+            builders["create_agent+empty wrap_model_call+after_agent"] = lambda m, t: create_agent(
+                m, t, middleware=[_floor(after_agent=True)]
+            )
         builders["create_agent+StopOnArtifact"] = lambda m, t: create_agent(
             m, t, middleware=[StopOnArtifact()]
         )
-        if with_article:
+        if floors:
             builders["create_agent+before_model jump"] = lambda m, t: create_agent(
                 m, t, middleware=[_article_hook()]
             )
@@ -87,23 +135,44 @@ def _builders(*, with_article: bool = False) -> dict[str, Callable[[Any, list[An
     return builders
 
 
+def _baseline(names: Any) -> str:
+    return BARE if BARE in names else "hand-built graph"
+
+
+def wall_figures(samples_ms: dict[str, list[float]]) -> dict[str, Any]:
+    """Median per configuration and its ratio to the baseline's median, from the samples."""
+    medians = {name: statistics.median(values) for name, values in samples_ms.items()}
+    base = medians[_baseline(medians)]
+    return {
+        name: {"median_ms": round(m, 4), "vs_create_agent": round(m / base, 4)}
+        for name, m in medians.items()
+    }
+
+
 def wall_per_run(runs: int) -> dict[str, Any]:
-    """Median wall time of a 3-turn run where nothing stops, interleaved across builders."""
-    builders = _builders(with_article=True)
-    times: dict[str, list[float]] = {name: [] for name in builders}
-    for _ in range(runs):
-        for name, build in builders.items():
+    """Wall time of a 3-turn run where nothing stops, per configuration, interleaved.
+
+    Each round runs every configuration once, in an order rotated by one each round (so no
+    configuration always follows the same one); `samples_ms` keeps every run's time and the
+    figures are the medians of those samples and their ratios to bare `create_agent`.
+    """
+    builders = _builders(floors=True)
+    names = list(builders)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for round_ in range(runs):
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
             model = ScriptedChatModel([call("search"), call("search"), call("search"), "answer"])
-            agent = build(model, _no_stop_tools())
+            agent = builders[name](model, _no_stop_tools())
             start = time.perf_counter()
             agent.invoke({"messages": [HumanMessage("q")]})
-            times[name].append(time.perf_counter() - start)
+            samples[name].append(round(1000 * (time.perf_counter() - start), 4))
             model.assert_complete()
-    medians = {name: statistics.median(values) for name, values in times.items()}
-    base = medians.get("create_agent", medians["hand-built graph"])
     return {
-        name: {"median_ms": round(1000 * m, 3), "vs_create_agent": round(m / base, 4)}
-        for name, m in medians.items()
+        "runs": runs,
+        "baseline": _baseline(names),
+        "samples_ms": samples,
+        "figures": wall_figures(samples),
     }
 
 
@@ -125,27 +194,51 @@ def decide_scaling(repeat: int = 2000) -> dict[str, Any]:
         ]
         return old[:length] + turn
 
-    figures = {}
+    samples: dict[str, list[float]] = {}
     for length in (10, 10_000):
         messages = history(length)
-        best = min(timeit.repeat(lambda m=messages: decide(m), number=repeat, repeat=5))  # type: ignore[misc]
-        figures[f"{length}_messages_us"] = round(1e6 * best / repeat, 3)
-    figures["ratio_10000_vs_10"] = round(
-        figures["10000_messages_us"] / figures["10_messages_us"], 4
-    )
-    return figures
+        times = timeit.repeat(lambda m=messages: decide(m), number=repeat, repeat=5)  # type: ignore[misc]
+        samples[str(length)] = [round(1e6 * t / repeat, 4) for t in times]
+    return {"repeat": repeat, "samples_us": samples, "figures": decide_figures(samples)}
 
 
-def throughput(concurrent: int, rounds: int = 3) -> dict[str, Any]:
-    """Runs per second of `concurrent` simultaneous `ainvoke` calls on one compiled agent each.
+def decide_figures(samples_us: dict[str, list[float]]) -> dict[str, Any]:
+    """The best time per `decide` at each history length, and the ratio 10,000 vs 10."""
+    best = {length: min(values) for length, values in samples_us.items()}
+    return {
+        "10_messages_us": best["10"],
+        "10000_messages_us": best["10000"],
+        "ratio_10000_vs_10": round(best["10000"] / best["10"], 4),
+    }
 
-    The agents take turns for `rounds` rounds (collecting garbage before each burst, so no agent
-    pays for another's) and the best round counts.
+
+def throughput_figures(concurrent: int, seconds: dict[str, list[float]]) -> dict[str, Any]:
+    """Runs per second from the median round of each configuration, and its ratio to bare."""
+    medians = {name: statistics.median(values) for name, values in seconds.items()}
+    rates = {name: concurrent / elapsed for name, elapsed in medians.items()}
+    base = rates[_baseline(rates)]
+    return {
+        name: {
+            "runs_per_s": round(rate, 1),
+            "median_seconds": round(medians[name], 4),
+            "vs_create_agent": round(rate / base, 4),
+        }
+        for name, rate in rates.items()
+    }
+
+
+def throughput(concurrent: int, rounds: int = 5) -> dict[str, Any]:
+    """`concurrent` simultaneous `ainvoke` calls on one compiled agent per configuration.
+
+    The configurations take turns for `rounds` rounds (order rotated each round, garbage
+    collected before each burst, so no agent pays for another's); `seconds` keeps every burst's
+    time, the figures are from each configuration's median burst.
     """
     agents = {
         name: build(SimulatedChatModel(tool_names=("search",)), _no_stop_tools())
         for name, build in _builders().items()
     }
+    names = list(agents)
 
     async def burst(agent: Any) -> float:
         start = time.perf_counter()
@@ -154,21 +247,19 @@ def throughput(concurrent: int, rounds: int = 3) -> dict[str, Any]:
         )
         return time.perf_counter() - start
 
-    best: dict[str, float] = {}
-    for _ in range(rounds):
-        for name, agent in agents.items():
+    seconds: dict[str, list[float]] = {name: [] for name in names}
+    for round_ in range(rounds):
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
             gc.collect()
-            elapsed = asyncio.run(burst(agent))
-            best[name] = min(best.get(name, elapsed), elapsed)
-    results: dict[str, Any] = {
-        name: {"runs_per_s": round(concurrent / elapsed, 1), "seconds": round(elapsed, 3)}
-        for name, elapsed in best.items()
+            seconds[name].append(round(asyncio.run(burst(agents[name])), 4))
+    return {
+        "concurrent": concurrent,
+        "rounds": rounds,
+        "baseline": _baseline(names),
+        "seconds": seconds,
+        "figures": throughput_figures(concurrent, seconds),
     }
-    base = results.get("create_agent")
-    if base:
-        for figures in results.values():
-            figures["vs_create_agent"] = round(figures["runs_per_s"] / base["runs_per_s"], 4)
-    return results
 
 
 def _rss_mb() -> float:
@@ -184,26 +275,48 @@ def rss_growth(runs: int) -> dict[str, Any]:
     for _ in range(50):  # warm up caches before the first reading
         graph.invoke({"messages": [HumanMessage("q")]})
     gc.collect()
-    before = _rss_mb()
+    before = round(_rss_mb(), 3)
     for i in range(runs):
         graph.invoke({"messages": [HumanMessage(f"q{i}")]})
     gc.collect()
-    after = _rss_mb()
+    after = round(_rss_mb(), 3)
     return {
         "runs": runs,
-        "rss_before_mb": round(before, 1),
-        "rss_after_mb": round(after, 1),
-        "growth_mb": round(after - before, 2),
+        "rss_before_mb": before,
+        "rss_after_mb": after,
+        "growth_mb": round(after - before, 3),
     }
 
 
 def measure_overhead(
-    *, runs: int = 200, concurrent: int = 1000, rss_runs: int = 10_000
+    *,
+    runs: int = 300,
+    concurrent: int = 1000,
+    rounds: int = 5,
+    rss_runs: int = 5000,
+    decide_repeat: int = 2000,
 ) -> dict[str, Any]:
-    """All overhead and scaling figures, in one process."""
+    """All overhead and scaling figures, in one process.
+
+    Every figure is computed from the raw measurements stored next to it (`samples_ms`,
+    `seconds`), so a reader can recompute it.
+    """
     return {
         "wall_per_run_no_stop": wall_per_run(runs),
-        "decide_scaling": decide_scaling(),
-        "concurrent_throughput": {"concurrent": concurrent, **throughput(concurrent)},
+        "decide_scaling": decide_scaling(decide_repeat),
+        "concurrent_throughput": throughput(concurrent, rounds),
         "rss": rss_growth(rss_runs),
     }
+
+
+def write_overhead(document: dict[str, Any], folder: Path) -> Path:
+    """Write `overhead.json` into `folder` (lists of numbers on one line each)."""
+    text = json.dumps(document, indent=2)
+    text = re.sub(
+        r"\[([^\[\]{}\"]*)\]",
+        lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",") if x.strip()) + "]",
+        text,
+    )
+    path = folder / "overhead.json"
+    path.write_text(text + "\n", encoding="utf-8")
+    return path
