@@ -263,3 +263,28 @@ def test_a_failing_channel_never_breaks_the_run(
     state = agent.invoke({"messages": [HumanMessage("q")]}, {"callbacks": [Broken()]})
     assert state["stop_record"]["rule"] == "completed"
     assert written  # the failing writer was reached (turn and run_end events)
+
+
+def test_no_stream_event_is_built_when_nobody_streams_custom_events(
+    router: Router, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import toolstop.observe
+
+    built: list[object] = []
+    real = toolstop.observe._progress
+    monkeypatch.setattr(toolstop.observe, "_progress", lambda m: built.append(m) or real(m))
+
+    def agent() -> Any:
+        poll = forced_tool(
+            "poll",
+            ("running", signal(Outcome.COMPLETED, stop=False)),
+            ("done", signal(Outcome.COMPLETED)),
+        )
+        model = ScriptedChatModel([call("poll"), call("poll")])
+        return router.build(model, [poll], policy=None, checkpointer=None)
+
+    agent().invoke({"messages": [HumanMessage("q")]})
+    list(agent().stream({"messages": [HumanMessage("q")]}, stream_mode=["values", "updates"]))
+    assert built == []  # LangGraph's writer does nothing here: no event is built for it
+    list(agent().stream({"messages": [HumanMessage("q")]}, stream_mode="custom"))
+    assert len(built) == 2  # one per tool turn, when someone listens

@@ -57,11 +57,28 @@ EVENT_RUN_END = "run_end"
 EVENT_TURN = "turn"
 
 
+def _does_nothing(_: Any) -> None:
+    pass
+
+
+_NOTHING = _does_nothing.__code__.co_code
+"""The bytecode of a function that does nothing: LangGraph's writer when nobody streams "custom"."""
+
+
 def _stream_writer() -> Any:
+    """The graph's custom-stream writer, or `None` when nobody streams custom events.
+
+    Outside `stream_mode="custom"` LangGraph hands out a writer that does nothing; building an
+    event for it would be work nobody receives, so it counts as no writer.
+    """
     try:
-        return get_stream_writer()
+        writer = get_stream_writer()
     except Exception:  # outside a graph run
         return None
+    code = getattr(writer, "__code__", None)
+    if code is not None and code.co_code == _NOTHING and not code.co_names:
+        return None
+    return writer
 
 
 def _progress(message: ToolMessage | None) -> float | None:

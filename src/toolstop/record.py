@@ -106,8 +106,8 @@ def new_record(policy: StopPolicy, *, run: int = 1) -> StopRecord:
 
 def fold_turn(record: StopRecord, decision: Decision) -> StopRecord:
     """Return `record` with one tool turn's signals added (a new dict; `record` is not changed)."""
-    outcomes = dict(record["outcomes"])
-    invalid = list(record["invalid_signals"])
+    updated = record.copy()
+    outcomes = updated["outcomes"] = dict(record["outcomes"])
     for signal in decision.signals:
         if signal.problem is not None and signal.problem in PROBLEMS_NOT_INVALID:
             outcomes[signal.problem.value] = outcomes.get(signal.problem.value, 0) + 1
@@ -115,21 +115,16 @@ def fold_turn(record: StopRecord, decision: Decision) -> StopRecord:
             outcomes["invalid"] = outcomes.get("invalid", 0) + 1
             if signal.problem in MALFORMED_SIGNALS:
                 _warn_once(signal.tool, signal.problem)
-            invalid.append(
+            if updated["invalid_signals"] is record["invalid_signals"]:
+                updated["invalid_signals"] = list(record["invalid_signals"])
+            updated["invalid_signals"].append(
                 InvalidSignal(
                     tool=signal.tool, tool_call_id=signal.tool_call_id, problem=signal.problem.value
                 )
             )
         elif signal.reason is not None:
             outcomes[signal.reason.value] = outcomes.get(signal.reason.value, 0) + 1
-    updated = StopRecord(
-        **{
-            **record,
-            "outcomes": outcomes,
-            "invalid_signals": invalid,
-            "tool_turns": record["tool_turns"] + 1,
-        }
-    )
+    updated["tool_turns"] = record["tool_turns"] + 1
     if not decision.stop:
         updated["transient_retries"] = record["transient_retries"] + decision.transient_in_turn
     if decision.would_stop is not None and record["would_stop"] is None:
@@ -141,15 +136,12 @@ def fold_turn(record: StopRecord, decision: Decision) -> StopRecord:
 
 def stopped(record: StopRecord, decision: Decision) -> StopRecord:
     """Return `record` marked as ended by `decision` (which must be a stop)."""
-    return StopRecord(
-        **{
-            **record,
-            "rule": decision.rule.value,
-            "stopped": True,
-            "tools": [s.tool for s in decision.deciding],
-            "tool_call_ids": [s.tool_call_id for s in decision.deciding],
-        }
-    )
+    updated = record.copy()
+    updated["rule"] = decision.rule.value
+    updated["stopped"] = True
+    updated["tools"] = [s.tool for s in decision.deciding]
+    updated["tool_call_ids"] = [s.tool_call_id for s in decision.deciding]
+    return updated
 
 
 def count_model_call(record: StopRecord, response: Any) -> StopRecord:
@@ -162,14 +154,11 @@ def count_model_call(record: StopRecord, response: Any) -> StopRecord:
     usage = response.usage_metadata if isinstance(response, AIMessage) else None
     input_tokens = usage["input_tokens"] if usage else 0
     output_tokens = usage["output_tokens"] if usage else 0
-    updated = StopRecord(
-        **{
-            **record,
-            "model_calls": record["model_calls"] + 1,
-            "input_tokens": record["input_tokens"] + input_tokens,
-            "output_tokens": record["output_tokens"] + output_tokens,
-        }
-    )
+    updated = record.copy()
+    updated["model_calls"] = record["model_calls"] + 1
+    if input_tokens or output_tokens:
+        updated["input_tokens"] = record["input_tokens"] + input_tokens
+        updated["output_tokens"] = record["output_tokens"] + output_tokens
     if record["would_stop"] is not None:
         saved = record["would_save"]
         updated["would_save"] = Savings(
