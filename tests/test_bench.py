@@ -291,7 +291,9 @@ def test_overhead_json_is_computed_from_its_measurements(tmp_path: Path) -> None
 
     from toolstop.bench.overhead import measure_overhead, write_overhead
 
-    document = measure_overhead(runs=3, concurrent=4, rounds=3, rss_runs=5, decide_repeat=5)
+    document = measure_overhead(
+        runs=3, concurrent=4, rounds=3, rss_runs=5, decide_repeat=5, profile_runs=2
+    )
     stored = json.loads(write_overhead(document, tmp_path).read_text())
     assert stored == document
 
@@ -340,6 +342,32 @@ def test_overhead_json_is_computed_from_its_measurements(tmp_path: Path) -> None
         "10000_messages_us": best["10000"],
         "ratio_10000_vs_10": round(best["10000"] / best["10"], 4),
     }
+    profiled = stored["calls_per_run"]
+    assert set(profiled["counts"]) == set(profiled["figures"]) == expected_names
+    base_calls = profiled["counts"][profiled["baseline"]]["calls"]
+    for name, figures in profiled["figures"].items():
+        counts = profiled["counts"][name]
+        assert figures == {
+            "calls_per_run": round(counts["calls"] / 2),
+            "vs_create_agent": round(counts["calls"] / base_calls, 4),
+            "toolstop_calls_per_run": round(counts["toolstop_calls"] / 2),
+            "toolstop_time_share": round(
+                counts["toolstop_seconds"] / counts["profiled_seconds"], 4
+            ),
+        }
+    assert profiled["figures"]["hand-built graph"]["toolstop_calls_per_run"] > 0
+    if "create_agent" in samples:
+        assert profiled["figures"]["create_agent"]["toolstop_calls_per_run"] == 0
+
     rss = stored["rss"]
     assert rss["runs"] == 5
     assert rss["growth_mb"] == round(rss["rss_after_mb"] - rss["rss_before_mb"], 3)
+
+    from toolstop.bench.command import _print_overhead
+
+    text = io.StringIO()
+    _print_overhead(stored, text)
+    for name, figures in wall["figures"].items():
+        assert f"{name:48s} {figures['median_ms']:8.3f} ms  {figures['vs_create_agent']:.3f}x" in (
+            text.getvalue()
+        )

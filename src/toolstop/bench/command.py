@@ -179,6 +179,15 @@ def _print_overhead(figures: dict[str, Any], out: TextIO) -> None:
             f"  {throughput['concurrent']} concurrent, {name:28s} {runs:8.1f} runs/s  {ratio:.3f}x",
             file=out,
         )
+    profiled = figures["calls_per_run"]
+    print(f"  Python calls per run (cProfile, {profiled['runs']} runs each):", file=out)
+    for name, values in profiled["figures"].items():
+        print(
+            f"  {name:48s} {values['calls_per_run']:8d}  {values['vs_create_agent']:.3f}x  "
+            f"toolstop's own: {values['toolstop_calls_per_run']} calls, "
+            f"{100 * values['toolstop_time_share']:.1f}% of the time",
+            file=out,
+        )
     rss = figures["rss"]
     print(
         f"  RSS over {rss['runs']} runs: {rss['rss_before_mb']} -> {rss['rss_after_mb']} MB "

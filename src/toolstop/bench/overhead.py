@@ -288,6 +288,67 @@ def rss_growth(runs: int) -> dict[str, Any]:
     }
 
 
+def calls_per_run(runs: int) -> dict[str, Any]:
+    """Python function calls per 3-turn run, per configuration, counted by cProfile.
+
+    Unlike time, the count does not depend on the machine's load: it shows where the work is.
+    `toolstop_calls` and `toolstop_seconds` are the share of toolstop's own functions (its
+    test doubles excluded); `profiled_seconds` is the whole run under the profiler.
+    """
+    import cProfile
+    import pstats
+
+    counts: dict[str, dict[str, Any]] = {}
+    for name, build in _builders(floors=True).items():
+        agents = []
+        for _ in range(runs):
+            model = ScriptedChatModel([call("search"), call("search"), call("search"), "answer"])
+            agents.append(build(model, _no_stop_tools()))
+        warm = ScriptedChatModel([call("search"), call("search"), call("search"), "answer"])
+        build(warm, _no_stop_tools()).invoke({"messages": [HumanMessage("q")]})
+        profile = cProfile.Profile()
+        profile.enable()
+        for agent in agents:
+            agent.invoke({"messages": [HumanMessage("q")]})
+        profile.disable()
+        stats = pstats.Stats(profile)
+        own = [
+            (calls, seconds)
+            for (path, _, _), (_, calls, seconds, _, _) in stats.stats.items()  # type: ignore[attr-defined]
+            if _OWN in path and _DOUBLES not in path
+        ]
+        counts[name] = {
+            "calls": stats.total_calls,  # type: ignore[attr-defined]
+            "toolstop_calls": sum(c for c, _ in own),
+            "profiled_seconds": round(stats.total_tt, 4),  # type: ignore[attr-defined]
+            "toolstop_seconds": round(sum(s for _, s in own), 4),
+        }
+    return {
+        "runs": runs,
+        "baseline": _baseline(counts),
+        "counts": counts,
+        "figures": calls_figures(runs, counts),
+    }
+
+
+_OWN = os.sep + "toolstop" + os.sep
+_DOUBLES = os.sep + "testing" + os.sep
+
+
+def calls_figures(runs: int, counts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Calls per run, their ratio to the baseline's, and toolstop's share of the profiled time."""
+    base = counts[_baseline(counts)]["calls"]
+    return {
+        name: {
+            "calls_per_run": round(c["calls"] / runs),
+            "vs_create_agent": round(c["calls"] / base, 4),
+            "toolstop_calls_per_run": round(c["toolstop_calls"] / runs),
+            "toolstop_time_share": round(c["toolstop_seconds"] / c["profiled_seconds"], 4),
+        }
+        for name, c in counts.items()
+    }
+
+
 def measure_overhead(
     *,
     runs: int = 300,
@@ -295,6 +356,7 @@ def measure_overhead(
     rounds: int = 5,
     rss_runs: int = 5000,
     decide_repeat: int = 2000,
+    profile_runs: int = 20,
 ) -> dict[str, Any]:
     """All overhead and scaling figures, in one process.
 
@@ -306,6 +368,7 @@ def measure_overhead(
         "decide_scaling": decide_scaling(decide_repeat),
         "concurrent_throughput": throughput(concurrent, rounds),
         "rss": rss_growth(rss_runs),
+        "calls_per_run": calls_per_run(profile_runs),
     }
 
 
