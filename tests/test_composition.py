@@ -260,6 +260,7 @@ def _tool_turns_that_fit(limit: int, before: int, after: int) -> int:
     return fitted
 
 
+@pytest.mark.timeout(600)  # a hang guard: 29 agents per case, on a shared machine
 @pytest.mark.parametrize(("before", "after"), [(0, 0), (1, 1), (2, 0), (0, 2), (3, 1)])
 def test_the_step_budget_ends_the_run_for_any_recursion_limit_and_any_hooks(
     before: int, after: int

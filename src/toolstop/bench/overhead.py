@@ -293,7 +293,8 @@ def calls_per_run(runs: int) -> dict[str, Any]:
 
     Unlike time, the count does not depend on the machine's load: it shows where the work is.
     `toolstop_calls` and `toolstop_seconds` are the share of toolstop's own functions (its
-    test doubles excluded); `profiled_seconds` is the whole run under the profiler.
+    test doubles and the bench's own tool and empty hooks excluded); `profiled_seconds` is the
+    whole run under the profiler.
     """
     import cProfile
     import pstats
@@ -315,7 +316,7 @@ def calls_per_run(runs: int) -> dict[str, Any]:
         own = [
             (calls, seconds)
             for (path, _, _), (_, calls, seconds, _, _) in stats.stats.items()  # type: ignore[attr-defined]
-            if _OWN in path and _DOUBLES not in path
+            if _OWN in path and not any(part in path for part in _NOT_OWN)
         ]
         counts[name] = {
             "calls": stats.total_calls,  # type: ignore[attr-defined]
@@ -332,7 +333,8 @@ def calls_per_run(runs: int) -> dict[str, Any]:
 
 
 _OWN = os.sep + "toolstop" + os.sep
-_DOUBLES = os.sep + "testing" + os.sep
+_NOT_OWN = (_OWN + "testing" + os.sep, _OWN + "bench" + os.sep)
+"""The test doubles, and the bench's own tool and empty hooks, are not toolstop's work."""
 
 
 def calls_figures(runs: int, counts: dict[str, dict[str, Any]]) -> dict[str, Any]:
