@@ -79,9 +79,6 @@ def test_the_docstring_examples_run() -> None:
 
 TEST_ID = re.compile(r"`(tests/[\w/]+\.py)(?:::(\w+))?(?:\[[^\]`]*\])?`")
 CLAIM = re.compile(r'^\| (README|docs/[\w.]+\.md) \| "(.+)" \| (.+) \|$', flags=re.M)
-# Named in the claims table before the test lands (helper i19's --overhead test); remove the
-# entry once it exists.
-PENDING = {("tests/test_bench.py", "test_overhead_json_is_computed_from_its_measurements")}
 
 
 def defined_tests(path: Path) -> set[str]:
@@ -112,7 +109,7 @@ def test_every_claim_is_quoted_and_names_tests_that_exist() -> None:
     for file, function in sorted(named):
         path = ROOT / file
         assert path.is_file(), f"the docs name {file}, which does not exist"
-        if function and (file, function) not in PENDING:
+        if function:
             assert function in defined_tests(path), (
                 f"the docs name {file}::{function}: no such test"
             )

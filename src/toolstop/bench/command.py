@@ -154,7 +154,29 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-        write_overhead({"versions": document["versions"], **document["overhead"]}, args.out)
+def _check_numbers(args: argparse.Namespace) -> None:
+    """ToolstopConfigError naming the first numeric flag out of range."""
+    limits = [
+        ("--queries", args.queries >= 1, "at least 1", args.queries),
+        ("--parallel", 0 <= args.parallel <= 1, "between 0 and 1", args.parallel),
+        ("--latency-ms", args.latency_ms >= 0, "0 or more", args.latency_ms),
+        ("--payload-kb", args.payload_kb > 0, "more than 0", args.payload_kb),
+    ]
+    for flag, valid, wanted, value in limits:
+        if not valid:
+            msg = f"{flag} must be {wanted}, got {value}"
+            raise ToolstopConfigError(msg)
+
+
+def _overhead_only(folder: Path, out: TextIO) -> int:
+    from toolstop.bench.overhead import measure_overhead, write_overhead
+
+    document = {"versions": versions(), **measure_overhead()}
+    folder.mkdir(parents=True, exist_ok=True)
+    write_overhead(document, folder)
+    _print_overhead(document, out)
+    print(f"wrote {folder / 'overhead.json'}", file=out)
+    return 0
 
 
 def _print_overhead(figures: dict[str, Any], out: TextIO) -> None:
