@@ -62,6 +62,19 @@ def add_check_parser(commands: Any) -> None:
     parser.add_argument(
         "--base-url", help="an OpenAI-compatible server for --model (Ollama, vLLM, a proxy)"
     )
+    parser.add_argument(
+        "--agent",
+        metavar="MODULE:FACTORY",
+        help="check your own agent: FACTORY(model, tools, policy), importable from here",
+    )
+    parser.add_argument(
+        "--tools", metavar="MODULE:ATTR", help="with --agent: your list of LangChain tools"
+    )
+    parser.add_argument(
+        "--goldens",
+        metavar="DIR",
+        help="with --agent: compare with (or, with --update-goldens, write) your agent's goldens",
+    )
 
 
 def _select_scenarios(names: list[str] | None) -> list[Scenario]:
@@ -141,6 +154,10 @@ class _PlannedMalformedSignals(logging.Filter):
 
 def run_check(args: argparse.Namespace, out: TextIO) -> int:
     """Run `toolstop check` with parsed `args`; return the exit code."""
+    if args.agent or args.tools or args.goldens:
+        from toolstop.check_agent import run_check_agent
+
+        return run_check_agent(args, out)
     routers = available_routers()
     # Why the middleware router cannot run here (None when it can): said, never a failed run.
     unavailable = middleware_unavailable()

@@ -3,14 +3,47 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
+from pydantic import PrivateAttr
 
-__all__ = ["ForcedResult", "forced_tool"]
+__all__ = ["ForcedResult", "ForcedTool", "forced_tool", "in_call_order"]
 
 ForcedResult = tuple[Any, Any] | BaseException
 """`(content, artifact)` to return, or an exception to raise (a tool failure)."""
+
+
+class ForcedTool(StructuredTool):
+    """A `StructuredTool` that knows its scripted results (`forced`), so a harness can hand the
+    same results to a stand-in of another tool."""
+
+    _forced: tuple[ForcedResult, ...] = PrivateAttr(default=())
+
+    @property
+    def forced(self) -> tuple[ForcedResult, ...]:
+        """The scripted results, in call order (the last repeats)."""
+        return self._forced
+
+
+def in_call_order(results: Sequence[ForcedResult]) -> Callable[[], tuple[Any, Any]]:
+    """A function returning `results` one per call (the last repeats; exceptions are raised)."""
+    if not results:
+        msg = "a forced tool needs at least one result"
+        raise ValueError(msg)
+    lock = threading.Lock()
+    used = [0]
+
+    def next_result() -> tuple[Any, Any]:
+        with lock:
+            result = results[min(used[0], len(results) - 1)]
+            used[0] += 1
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    return next_result
 
 
 def forced_tool(name: str, *results: ForcedResult, description: str | None = None) -> BaseTool:
@@ -29,23 +62,17 @@ def forced_tool(name: str, *results: ForcedResult, description: str | None = Non
 
         ```
     """
-    if not results:
-        msg = "forced_tool needs at least one result"
-        raise ValueError(msg)
-    lock = threading.Lock()
-    used = [0]
+    next_result = in_call_order(results)
 
     def run(query: str = "") -> tuple[Any, Any]:
-        with lock:
-            result = results[min(used[0], len(results) - 1)]
-            used[0] += 1
-        if isinstance(result, BaseException):
-            raise result
-        return result
+        return next_result()
 
-    return StructuredTool.from_function(
+    tool = ForcedTool.from_function(
         run,
         name=name,
         description=description or f"The {name} tool (scripted results).",
         response_format="content_and_artifact",
     )
+    assert isinstance(tool, ForcedTool)
+    tool._forced = tuple(results)
+    return tool

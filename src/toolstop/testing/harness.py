@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -135,14 +136,21 @@ def transcript_of(
     return transcript
 
 
-def run_scenario(scenario: Scenario, router: Router, *, model: Any = None) -> Transcript:
+def run_scenario(
+    scenario: Scenario, router: Router, *, model: Any = None, callbacks: Sequence[Any] = ()
+) -> Transcript:
     """Run `scenario` on `router` and return its transcript (an exception is recorded, not raised).
 
     With `model=None` the scenario's script drives a `ScriptedChatModel`; otherwise `model` (a
-    real chat model) decides, and only invariants can be checked.
+    real chat model) decides, and only invariants can be checked. `callbacks` go into the run's
+    config (LangChain callback handlers). The run has a thread id of its own, so an agent
+    compiled with a checkpointer runs as well.
     """
     scripted = ScriptedChatModel(scenario.script) if model is None else None
-    config: dict[str, Any] = {}
+    thread = f"toolstop-check-{scenario.key}-{uuid.uuid4().hex[:8]}"
+    config: dict[str, Any] = {"configurable": {"thread_id": thread}}
+    if callbacks:
+        config["callbacks"] = list(callbacks)
     if scenario.recursion_limit is not None:
         config["recursion_limit"] = scenario.recursion_limit
     extra: dict[str, Any] = {}
@@ -153,7 +161,6 @@ def run_scenario(scenario: Scenario, router: Router, *, model: Any = None) -> Tr
         from langgraph.checkpoint.memory import InMemorySaver
 
         checkpointer = InMemorySaver()
-        config["configurable"] = {"thread_id": f"toolstop-check-{scenario.key}"}
     try:
         agent = router.build(
             scripted or model,
@@ -162,7 +169,7 @@ def run_scenario(scenario: Scenario, router: Router, *, model: Any = None) -> Tr
             checkpointer=checkpointer,
             **extra,
         )
-        path, state = run_agent(agent, QUESTION, config or None)
+        path, state = run_agent(agent, QUESTION, config)
         for decision in scenario.review:
             more, state = run_agent(agent, config=config, resume={"decisions": [decision]})
             path += more

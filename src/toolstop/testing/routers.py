@@ -8,6 +8,7 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 from langgraph.errors import GraphBubbleUp
+from langgraph.pregel import Pregel
 
 from toolstop._compat import middleware_unavailable
 from toolstop.graph import build_react_graph
@@ -151,7 +152,8 @@ def run_agent(
     create_agent runs each tool call of a turn as its own task (`Send`), so one tools step
     reports one update per call; the path shows a step once, whatever number of tasks it ran.
     With `resume`, the thread's interrupted run is resumed with `Command(resume=resume)`
-    instead of asking `question` (an interrupt shows as `__interrupt__` in the path).
+    instead of asking `question` (an interrupt shows as `__interrupt__` in the path). An agent
+    that is not a LangGraph graph (anything else with `invoke`) is invoked; its path is empty.
     """
     path: list[str] = []
     final: dict[str, Any] = {}
@@ -160,7 +162,10 @@ def run_agent(
         from langgraph.types import Command
 
         inputs = Command(resume=resume)
-    for mode, chunk in agent.stream(inputs, config, stream_mode=["updates", "values"]):
+    if not isinstance(agent, Pregel):  # an agent of your own with invoke(): no node path
+        return path, dict(agent.invoke(inputs, config))
+    graph: Any = agent
+    for mode, chunk in graph.stream(inputs, config, stream_mode=["updates", "values"]):
         final = _collect(path, final, mode, chunk)
     return path, final
 

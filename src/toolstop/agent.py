@@ -1,0 +1,155 @@
+"""Load your agent factory and tools by name (`MODULE:ATTR`), as `--agent` / `--tools` take them.
+
+The recommended structure of an agent is a factory, `make_agent(model, tools, policy)`, that
+returns a compiled graph or agent (anything with `invoke` on `{"messages": [...]}`). Production
+calls it with the real model, the real tools and `StopPolicy()`; `toolstop check --agent` calls it
+with a scripted model, stand-ins of the tools and each scenario's policy; `toolstop bench --agent`
+with the real tools and each mode's policy.
+
+Every loading problem raises `ToolstopConfigError` with one sentence that names what was wrong;
+the CLI prints it and exits 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.tools import BaseTool
+
+from toolstop.errors import ToolstopConfigError
+
+__all__ = ["AgentFactory", "as_factory", "load_factory", "load_object", "load_tools"]
+
+
+def load_object(spec: str, flag: str) -> Any:
+    """Import `MODULE:ATTR` (the module importable from the current directory); return the object.
+
+    `ATTR` may be dotted (`module:Class.method`). `flag` names the option in the error.
+    """
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        msg = f"{flag} takes MODULE:ATTR (e.g. my_agent:make_agent), got {spec!r}"
+        raise ToolstopConfigError(msg)
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        missing = error.name or ""
+        if module_name == missing or module_name.startswith(missing + "."):
+            msg = f"{flag} {spec}: no module named {missing!r} in {here} or the installed packages"
+        else:
+            msg = f"{flag} {spec}: importing {module_name} failed: {error}"
+        raise ToolstopConfigError(msg) from None
+    except Exception as error:
+        where = ""
+        if isinstance(error, SyntaxError) and error.filename:
+            where = f" ({error.filename}, line {error.lineno})"
+        msg = f"{flag} {spec}: importing {module_name} raised {type(error).__name__}: {error}"
+        raise ToolstopConfigError(msg + where) from None
+    found: Any = module
+    for part in attr.split("."):
+        if not hasattr(found, part):
+            msg = f"{flag} {spec}: {module_name} has no attribute {attr!r}"
+            raise ToolstopConfigError(msg)
+        found = getattr(found, part)
+    return found
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentFactory:
+    """The user's factory, validated.
+
+    Attributes:
+        name: `MODULE:ATTR`, as given.
+        build: The factory itself, `build(model, tools, policy)`.
+        takes_middleware: Whether it takes a `middleware` keyword (langchain middleware it puts
+            first in its list); `toolstop check` then also runs the model-call-limit and
+            human-review scenarios.
+    """
+
+    name: str
+    build: Callable[..., Any]
+    takes_middleware: bool = False
+
+    def __call__(self, model: Any, tools: Sequence[BaseTool], policy: Any, **extra: Any) -> Any:
+        """Build the agent; a factory that returns something without `invoke` is refused."""
+        agent = self.build(model, list(tools), policy, **extra)
+        if not callable(getattr(agent, "invoke", None)):
+            msg = (
+                f"--agent {self.name} returned {type(agent).__name__}, which has no invoke(); "
+                "return the compiled graph or agent"
+            )
+            raise ToolstopConfigError(msg)
+        return agent
+
+
+def load_factory(spec: str, flag: str = "--agent") -> AgentFactory:
+    """Load and check `FACTORY(model, tools, policy)` from `MODULE:ATTR`."""
+    return as_factory(load_object(spec, flag), name=spec, flag=flag)
+
+
+def as_factory(factory: Any, *, name: str | None = None, flag: str = "--agent") -> AgentFactory:
+    """Check that `factory` can be called as `factory(model, tools, policy)`; wrap it.
+
+    Raises:
+        ToolstopConfigError: not callable, or a signature that does not take three arguments.
+    """
+    name = name or getattr(factory, "__qualname__", None) or repr(factory)
+    if not callable(factory):
+        msg = f"{flag} {name} is a {type(factory).__name__}, not a function (model, tools, policy)"
+        raise ToolstopConfigError(msg)
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # a builtin without a signature: trust it
+        return AgentFactory(name=name, build=factory)
+    try:
+        signature.bind(None, None, None)
+    except TypeError:
+        msg = f"{flag} {name} must take (model, tools, policy); its signature is {signature}"
+        raise ToolstopConfigError(msg) from None
+    parameter = signature.parameters.get("middleware")
+    takes = parameter is not None and parameter.kind in (
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        inspect.Parameter.KEYWORD_ONLY,
+    )
+    return AgentFactory(name=name, build=factory, takes_middleware=takes)
+
+
+def load_tools(spec: str, flag: str = "--tools") -> list[BaseTool]:
+    """Load a list of LangChain tools from `MODULE:ATTR` (a list or tuple of `BaseTool`)."""
+    found = load_object(spec, flag)
+    if isinstance(found, BaseTool):
+        found = [found]
+    if isinstance(found, str | bytes) or not isinstance(found, Sequence):
+        msg = f"{flag} {spec} is a {type(found).__name__}, not a list of LangChain tools"
+        raise ToolstopConfigError(msg)
+    if not found:
+        msg = f"{flag} {spec} is an empty list; name at least one tool"
+        raise ToolstopConfigError(msg)
+    for index, item in enumerate(found):
+        if not isinstance(item, BaseTool):
+            hint = " (decorate it with @tool)" if callable(item) else ""
+            msg = (
+                f"{flag} {spec}: item {index} ({_label(item)}) is a {type(item).__name__}, "
+                f"not a LangChain tool{hint}"
+            )
+            raise ToolstopConfigError(msg)
+    names = [tool.name for tool in found]
+    doubles = sorted({name for name in names if names.count(name) > 1})
+    if doubles:
+        msg = f"{flag} {spec}: two tools share the name {', '.join(doubles)}"
+        raise ToolstopConfigError(msg)
+    return list(found)
+
+
+def _label(item: Any) -> str:
+    name = getattr(item, "__name__", None)
+    return str(name) if name else repr(item)[:40]

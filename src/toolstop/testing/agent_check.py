@@ -1,0 +1,417 @@
+"""`check_agent`: toolstop's scenario matrix through *your* agent factory and stand-ins of *your*
+tools, with the same invariants as `toolstop check` (and, optionally, your own goldens).
+
+Each scenario of `scenario_matrix()` is retargeted onto your tools: a scenario on one tool runs
+once per tool; a scenario on two tools (the parallel policies) uses your first two tools and is
+skipped when you have only one; calls that would land twice on one tool in a turn are split
+into consecutive turns. Every stand-in has your tool's name, description and argument schema;
+the scripted model calls it with arguments generated from that schema (`example_args`).
+
+The scenarios with langchain middleware (a model-call limit, human review) run only when your
+factory takes a `middleware` keyword (it puts that middleware first in its own list); without
+it they are listed in `AgentCheck.skipped`, with why.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import AIMessage, ToolCall
+from langchain_core.tools import BaseTool
+from langgraph.pregel import Pregel
+
+from toolstop.agent import AgentFactory, as_factory
+from toolstop.errors import ToolstopConfigError
+from toolstop.outcome import Outcome, signal
+from toolstop.policy import StopPolicy
+from toolstop.testing.forced import ForcedResult, ForcedTool
+from toolstop.testing.harness import (
+    CheckResult,
+    Transcript,
+    compare,
+    invariant_breaches,
+    load_golden,
+    run_scenario,
+    write_golden,
+)
+from toolstop.testing.routers import Router
+from toolstop.testing.scenarios import Scenario, scenario_matrix
+from toolstop.testing.scripted import ScriptStep
+from toolstop.testing.stand_ins import example_args, stand_in
+
+__all__ = ["AgentCheck", "agent_scenarios", "check_agent", "write_agent_goldens"]
+
+_IDLE: ForcedResult = ("(not called in this scenario)", signal(Outcome.COMPLETED))
+_RAISED_HINT = (
+    " (create_agent re-raises a tool's exception: add langchain's ToolErrorMiddleware, or "
+    "ToolRetryMiddleware(max_retries=0, on_failure=...), to send it back to the model)"
+)
+
+_NOT_TOOLSTOP_HINT = (
+    " (add StopOnArtifact(policy) to your create_agent middleware, or build with "
+    "build_react_graph(model, tools, policy=policy))"
+)
+
+
+class _RunEnds(BaseCallbackHandler):
+    """Counts toolstop's `toolstop_run_end` callback events (one per finished run)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def on_custom_event(self, name: str, data: Any, **kwargs: Any) -> None:
+        if name == "toolstop_run_end":
+            self.count += 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentCheck:
+    """What `check_agent` found.
+
+    Attributes:
+        factory: The factory's name.
+        results: One per scenario run, in order.
+        skipped: Scenario name -> why it did not run on this agent.
+        goldens: The folder of golden transcripts compared with, if any.
+    """
+
+    factory: str
+    results: list[CheckResult]
+    skipped: dict[str, str] = field(default_factory=dict)
+    goldens: Path | None = None
+
+    @property
+    def passed(self) -> bool:
+        """True when no scenario has a breach."""
+        return all(r.passed for r in self.results)
+
+    @property
+    def breaches(self) -> list[str]:
+        """Every breach, as `scenario.mode: sentence`."""
+        return [f"{r.scenario.key}: {b}" for r in self.results for b in r.breaches]
+
+    def assert_passed(self) -> None:
+        """Raise `AssertionError` listing every breach (for your own test suite)."""
+        if not self.passed:
+            failed = sum(not r.passed for r in self.results)
+            lines = "\n".join(f"- {b}" for b in self.breaches)
+            msg = f"{self.factory}: {failed} of {len(self.results)} scenarios broke:\n{lines}"
+            raise AssertionError(msg)
+
+
+# -- retargeting the matrix onto the user's tools -----------------------------------------------
+def _remap_call(
+    tool_call: ToolCall, names: dict[str, BaseTool], args: dict[str, dict[str, Any]]
+) -> ToolCall:
+    target = names[tool_call["name"]]
+    return ToolCall(name=target.name, args=dict(args[target.name]), id=None, type="tool_call")
+
+
+def _remap_script(
+    script: Sequence[ScriptStep], names: dict[str, BaseTool], args: dict[str, dict[str, Any]]
+) -> tuple[ScriptStep, ...]:
+    """The script with each call on the mapped tool and its generated arguments; a turn with two
+    calls on one tool becomes consecutive turns (so each tool's results come in a fixed order)."""
+    steps: list[ScriptStep] = []
+    for step in script:
+        if isinstance(step, str):
+            steps.append(step)
+            continue
+        if isinstance(step, AIMessage):
+            calls = [
+                ToolCall(name=c["name"], args=c["args"], id=None, type="tool_call")
+                for c in step.tool_calls
+            ]
+            if not calls:
+                steps.append(step)
+                continue
+        elif isinstance(step, dict):
+            calls = [step]  # type: ignore[list-item]
+        else:
+            calls = list(step)
+        turns: list[list[ToolCall]] = [[]]
+        for c in calls:
+            mapped = _remap_call(c, names, args)
+            if any(m["name"] == mapped["name"] for m in turns[-1]):
+                turns.append([])
+            turns[-1].append(mapped)
+        steps += [AIMessage(content="", tool_calls=list(t)) for t in turns]
+    return tuple(steps)
+
+
+def _remap_middleware(
+    build: Callable[[], list[Any]], names: dict[str, BaseTool]
+) -> Callable[[], list[Any]]:
+    def remapped() -> list[Any]:
+        from langchain.agents.middleware import HumanInTheLoopMiddleware
+
+        found = []
+        for middleware in build():
+            if isinstance(middleware, HumanInTheLoopMiddleware):
+                interrupt_on: dict[str, Any] = {
+                    names[k].name: v for k, v in middleware.interrupt_on.items()
+                }
+                middleware = HumanInTheLoopMiddleware(interrupt_on=interrupt_on)
+            found.append(middleware)
+        return found
+
+    return remapped
+
+
+def _remap_review(
+    review: Sequence[dict[str, Any]], names: dict[str, BaseTool], args: dict[str, dict[str, Any]]
+) -> tuple[dict[str, Any], ...]:
+    decisions = []
+    for decision in review:
+        decision = copy.deepcopy(decision)
+        action = decision.get("edited_action")
+        if isinstance(action, dict) and action.get("name") in names:
+            target = names[action["name"]]
+            decision["edited_action"] = {"name": target.name, "args": dict(args[target.name])}
+        decisions.append(decision)
+    return tuple(decisions)
+
+
+def _retarget(
+    base: Scenario,
+    names: dict[str, BaseTool],
+    tools: Sequence[BaseTool],
+    args: dict[str, dict[str, Any]],
+    forced: dict[str, tuple[ForcedResult, ...]],
+    name: str,
+) -> Scenario:
+    results: dict[str, list[ForcedResult]] = {}
+    for role, target in names.items():
+        results.setdefault(target.name, []).extend(forced[role])
+
+    def build() -> list[BaseTool]:
+        return [stand_in(t, *(results.get(t.name) or [_IDLE])) for t in tools]
+
+    recursion_limit, script = base.recursion_limit, _remap_script(base.script, names, args)
+    if base.name == "step-budget":
+        # How many model calls fit under a recursion limit depends on your agent's nodes: script
+        # more than fit, and check that the run ends with rule step_budget, not an error.
+        recursion_limit = 12
+        script = script[:1] * recursion_limit
+    used = ", ".join(dict.fromkeys(t.name for t in names.values()))
+    return Scenario(
+        name=name,
+        description=f"{base.description} (your tools: {used})",
+        tools=build,
+        script=script,
+        policy=base.policy,
+        stops=base.stops,
+        recursion_limit=recursion_limit,
+        middleware=_remap_middleware(base.middleware, names) if base.middleware else None,
+        review=_remap_review(base.review, names, args),
+    )
+
+
+def agent_scenarios(
+    tools: Sequence[BaseTool], *, middleware: bool = True
+) -> tuple[list[tuple[Scenario, Scenario]], dict[str, str]]:
+    """The matrix retargeted onto `tools`: `([(scenario, the toolstop scenario it is from)],
+    skipped)`, where `skipped` maps a scenario name to why it does not run.
+
+    Raises:
+        ToolstopConfigError: when no valid arguments can be generated for a tool.
+    """
+    args = {t.name: example_args(t) for t in tools}
+    found: list[tuple[Scenario, Scenario]] = []
+    skipped: dict[str, str] = {}
+    for base in scenario_matrix():
+        made = base.tools()
+        if not all(isinstance(t, ForcedTool) for t in made):
+            skipped[base.name] = "it runs toolstop's own example search tool"
+            continue
+        if base.middleware is not None and not middleware:
+            skipped[base.name] = (
+                "your factory takes no `middleware` keyword (the model-call-limit and "
+                "human-review scenarios add langchain middleware to your agent)"
+            )
+            continue
+        forced = {t.name: t.forced for t in made if isinstance(t, ForcedTool)}
+        roles = list(forced)
+        if len(roles) == 1:
+            for target in tools:
+                scenario = _retarget(
+                    base, {roles[0]: target}, tools, args, forced, f"{base.name}@{target.name}"
+                )
+                found.append((scenario, base))
+            continue
+        if base.name.startswith("parallel-") and len(tools) < 2:
+            skipped[base.name] = "the parallel scenarios need two tools; you have one"
+            continue
+        names = {role: tools[i % len(tools)] for i, role in enumerate(roles)}
+        found.append((_retarget(base, names, tools, args, forced, base.name), base))
+    return found, skipped
+
+
+# -- running ---------------------------------------------------------------------------------
+def _router(factory: AgentFactory) -> Router:
+    def build(
+        model: Any,
+        tools: Sequence[BaseTool],
+        *,
+        policy: StopPolicy,
+        checkpointer: Any = None,
+        middleware: Sequence[Any] | None = None,
+    ) -> Any:
+        extra = {"middleware": list(middleware)} if middleware is not None else {}
+        agent = factory(model, tools, policy, **extra)
+        if checkpointer is not None and isinstance(agent, Pregel) and agent.checkpointer is None:
+            agent = agent.copy(update={"checkpointer": checkpointer})  # to resume after review
+        return agent
+
+    return Router(
+        name=factory.name,
+        build=build,
+        model_node="model",
+        stop_node="model",
+        polish_node="model",
+        takes_middleware=factory.takes_middleware,
+    )
+
+
+def _expected_rule(base: Scenario) -> str | None:
+    """The rule toolstop's own router records on the same scenario (its shipped golden)."""
+    golden = load_golden(base, "middleware" if base.middleware else "graph")
+    record = (golden or {}).get("stop_record")
+    return record.get("rule") if isinstance(record, dict) else None
+
+
+def _breaches(scenario: Scenario, base: Scenario, actual: Transcript, run_ends: int) -> list[str]:
+    breaches = invariant_breaches(scenario, actual)
+    if base.name == "step-budget":  # the script is longer than any agent's budget, on purpose
+        breaches = [b for b in breaches if "scripted answers unused" not in b]
+    if "error" in actual:
+        if base.name == "tool-exception" and "backend exploded" in actual["error"]:
+            breaches = [b + _RAISED_HINT if "the run raised" in b else b for b in breaches]
+        return breaches
+    breaches = [b + _NOT_TOOLSTOP_HINT if b.startswith("no stop_record") else b for b in breaches]
+    record = actual.get("stop_record")
+    want = _expected_rule(base)
+    if isinstance(record, dict) and want is not None and record.get("rule") != want:
+        breaches.append(
+            f"the stop record's rule is {record.get('rule')!r}; toolstop's own router records "
+            f"{want!r} on this scenario"
+        )
+    if isinstance(record, dict) and run_ends != 1:
+        breaches.append(
+            f"the run published {run_ends} run-end records; a run publishes exactly one (is "
+            "StopOnArtifact listed twice, or the graph wrapped in another toolstop graph?)"
+        )
+    return breaches
+
+
+class _PlannedMalformedSignals(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not hasattr(record, "toolstop_signal")
+
+
+def check_agent(
+    factory: Callable[..., Any] | AgentFactory,
+    tools: Sequence[BaseTool],
+    *,
+    goldens: Path | str | None = None,
+    scenarios: Sequence[str] | None = None,
+    on_result: Callable[[CheckResult], None] | None = None,
+) -> AgentCheck:
+    """Run toolstop's scenario matrix through `factory(model, tools, policy)` with stand-ins of
+    `tools`, and check every invariant `toolstop check` checks.
+
+    Args:
+        factory: Your agent factory (or a loaded `toolstop.agent.AgentFactory`).
+        tools: Your tools (only their names, descriptions and schemas are used).
+        goldens: A folder of golden transcripts of your agent to compare with (written by
+            `write_agent_goldens` or `toolstop check --agent ... --update-goldens`); a missing
+            golden is a breach. None: invariants only.
+        scenarios: Only these scenarios, by name (`success`, `success@search`) or key
+            (`success@search.hard`).
+        on_result: Called after each run (progress reporting).
+
+    Raises:
+        ToolstopConfigError: valid arguments cannot be generated for a tool, or an unknown
+            scenario name.
+    """
+    if not isinstance(factory, AgentFactory):
+        factory = as_factory(factory)
+    matrix, skipped = agent_scenarios(tools, middleware=factory.takes_middleware)
+    if scenarios:
+        wanted = set(scenarios)
+        known = {n for s, b in matrix for n in (s.key, s.name, b.name, b.key)}
+        unknown = sorted(wanted - known)
+        if unknown:
+            names = ", ".join(sorted({b.name for _, b in matrix}))
+            msg = f"unknown scenario {unknown}; known: {names}"
+            raise ToolstopConfigError(msg)
+        matrix = [(s, b) for s, b in matrix if wanted & {s.key, s.name, b.name, b.key}]
+    router = _router(factory)
+    directory = Path(goldens) if goldens is not None else None
+    results = []
+    quiet = _PlannedMalformedSignals()
+    logging.getLogger("toolstop").addFilter(quiet)
+    try:
+        for scenario, base in matrix:
+            run_ends = _RunEnds()
+            actual = run_scenario(scenario, router, callbacks=[run_ends])
+            actual["router"] = factory.name
+            breaches = _breaches(scenario, base, actual, run_ends.count)
+            expected: Transcript | None = None
+            if directory is not None:
+                expected = load_golden(scenario, "", directory)
+                if "error" not in actual:
+                    breaches += compare(expected, actual)
+            result = CheckResult(
+                scenario=scenario,
+                router=factory.name,
+                expected=expected or {"model_calls": _scripted_calls(scenario)},
+                actual=actual,
+                breaches=list(dict.fromkeys(breaches)),
+            )
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+    finally:
+        logging.getLogger("toolstop").removeFilter(quiet)
+    return AgentCheck(factory=factory.name, results=results, skipped=skipped, goldens=directory)
+
+
+def _scripted_calls(scenario: Scenario) -> int | None:
+    """How many model calls a correct agent makes: one per scripted answer (unknown for the step
+    budget, which depends on your agent's nodes)."""
+    if scenario.name.startswith("step-budget"):
+        return None
+    return len(scenario.script)
+
+
+def write_agent_goldens(check: AgentCheck, directory: Path | str) -> list[Path]:
+    """Write each run of `check` as a golden transcript in `directory`; refuse a check whose runs
+    break an invariant (a golden of a broken run would make the breach the expectation).
+
+    Raises:
+        ToolstopConfigError: when a run breaks an invariant; nothing is written then.
+    """
+    broken = [
+        r for r in check.results if any(b not in _golden_only(r, check.goldens) for b in r.breaches)
+    ]
+    if broken:
+        msg = (
+            f"refused: {len(broken)} runs break an invariant ({broken[0].scenario.key}: "
+            f"{broken[0].breaches[0]}); no golden was written"
+        )
+        raise ToolstopConfigError(msg)
+    return [write_golden(r.actual, r.scenario, "", Path(directory)) for r in check.results]
+
+
+def _golden_only(result: CheckResult, directory: Path | None) -> set[str]:
+    """Breaches that come only from comparing with the (old or missing) golden."""
+    if directory is None or "error" in result.actual:
+        return set()
+    return set(compare(load_golden(result.scenario, "", directory), result.actual))
