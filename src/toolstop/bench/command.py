@@ -65,6 +65,20 @@ def add_bench_parser(commands: Any) -> None:
     )
     parser.add_argument("--base-url", help="an OpenAI-compatible server for --model")
     parser.add_argument(
+        "--agent",
+        metavar="MODULE:FACTORY",
+        help="measure your own agent: FACTORY(model, tools, policy), importable from here",
+    )
+    parser.add_argument(
+        "--tools", metavar="MODULE:ATTR", help="with --agent: your list of LangChain tools"
+    )
+    parser.add_argument(
+        "--questions",
+        type=Path,
+        metavar="FILE",
+        help='with --agent: JSONL ({"question": ...} a line) or plain text, one question a line',
+    )
+    parser.add_argument(
         "--overhead",
         action="store_true",
         help="also measure hook overhead, decide() scaling, concurrent throughput and RSS "
@@ -79,6 +93,10 @@ def add_bench_parser(commands: Any) -> None:
 
 def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
     """Run `toolstop bench` with parsed `args`; return the exit code."""
+    if args.agent or args.tools or args.questions:
+        from toolstop.bench.agent_command import run_bench_agent
+
+        return run_bench_agent(args, out)
     from toolstop.bench.report import headline, render_chart, render_html, render_table, write_json
     from toolstop.bench.runner import available_configs, run_bench
     from toolstop.bench.workload import make_queries, payload

@@ -11,7 +11,7 @@ from typing import Any, TextIO
 from toolstop._page import cell as _cell
 from toolstop._page import inline_png, page
 
-__all__ = ["headline", "render_chart", "render_html", "render_table", "write_json"]
+__all__ = ["AGENT_COLUMNS", "headline", "render_chart", "render_html", "render_table", "write_json"]
 
 COLUMNS = [
     ("name", "configuration"),
@@ -39,17 +39,33 @@ TERMINAL_TITLES = {
 titles are in report.html and the README)."""
 
 
+AGENT_COLUMNS = [
+    ("behaviour", "mode"),
+    ("queries", "questions"),
+    ("model_calls", "model calls"),
+    ("input_tokens", "input tokens"),
+    ("output_tokens", "output tokens"),
+    ("wall_ms_per_query", "ms / question"),
+    ("errors", "errors"),
+]
+"""The columns of `toolstop bench --agent` (your agent, your questions: no planned minimum)."""
+
+
+def _ratio(part: Any, whole: Any) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
 def headline(configs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Hard vs never ratios per router (the savings the bench exists to prove)."""
     by_name = {c["name"]: c for c in configs}
     ratios: dict[str, Any] = {}
-    for router in ("graph", "middleware"):
+    for router in dict.fromkeys(c["router"] for c in configs):
         hard, never = by_name.get(f"{router}-hard"), by_name.get(f"{router}-never")
         if not hard or not never:
             continue
         ratios[router] = {
-            "model_calls_hard_vs_never": round(hard["model_calls"] / never["model_calls"], 4),
-            "input_tokens_hard_vs_never": round(hard["input_tokens"] / never["input_tokens"], 4),
+            "model_calls_hard_vs_never": _ratio(hard["model_calls"], never["model_calls"]),
+            "input_tokens_hard_vs_never": _ratio(hard["input_tokens"], never["input_tokens"]),
             "wall_time_hard_vs_never": round(hard["wall_s"] / never["wall_s"], 4)
             if never["wall_s"]
             else None,
@@ -57,11 +73,13 @@ def headline(configs: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return ratios
 
 
-def render_table(configs: Sequence[dict[str, Any]], out: TextIO) -> None:
+def render_table(
+    configs: Sequence[dict[str, Any]], out: TextIO, columns: Sequence[tuple[str, str]] = COLUMNS
+) -> None:
     """The per-configuration table, aligned, for a terminal (about 90 columns wide)."""
-    rows = [[TERMINAL_TITLES[key] for key, _ in COLUMNS]]
-    rows += [[_cell(c[key]) for key, _ in COLUMNS] for c in configs]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS))]
+    rows = [[TERMINAL_TITLES[key] if columns is COLUMNS else title for key, title in columns]]
+    rows += [[_cell(c[key]) for key, _ in columns] for c in configs]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
     for row in rows:
         cells = [row[0].ljust(widths[0])] + [
             c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)
@@ -107,16 +125,30 @@ def render_chart(configs: Sequence[dict[str, Any]], path: Path) -> None:
     plt.close(figure)
 
 
-def render_html(document: dict[str, Any], chart: Path | None, path: Path) -> None:
-    """report.html: one file with the chart inlined, the table and the rules fired (no CDN)."""
+_NOTES = """<p>A <i>wrong stop</i> ends a run on a transient failure; a <i>missed stop</i> goes
+back to the model (tools offered) after the final result. The minimum is one model call per tool
+turn a perfect router needs.</p>"""
+
+
+def render_html(
+    document: dict[str, Any],
+    chart: Path | None,
+    path: Path,
+    columns: Sequence[tuple[str, str]] = COLUMNS,
+    notes: str = _NOTES,
+) -> None:
+    """report.html: one file with the chart inlined, the table and the rules fired (no CDN).
+
+    `columns` are `(key, title)` pairs of the table; `notes` is HTML shown under it.
+    """
     configs = document["configs"]
-    head = "".join(f"<th>{html.escape(title)}</th>" for _, title in COLUMNS)
+    head = "".join(f"<th>{html.escape(title)}</th>" for _, title in columns)
     rows = []
     for c in configs:
         name = html.escape(c["name"])
         cells = "".join(
             f'<td data-config="{name}" data-metric="{key}">{html.escape(_cell(c[key]))}</td>'
-            for key, _ in COLUMNS
+            for key, _ in columns
         )
         rows.append(f"<tr>{cells}</tr>")
     rules = []
@@ -143,8 +175,6 @@ def render_html(document: dict[str, Any], chart: Path | None, path: Path) -> Non
 {image}
 <h2>Per configuration</h2>
 <table id="figures"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>
-<p>A <i>wrong stop</i> ends a run on a transient failure; a <i>missed stop</i> goes back to the
-model (tools offered) after the final result. The minimum is one model call per tool turn a
-perfect router needs.</p>
+{notes}
 <h2>Stop rules that fired</h2><ul id="rules">{"".join(rules)}</ul>"""
     path.write_text(page("toolstop bench", body), encoding="utf-8")

@@ -50,6 +50,11 @@ def stand_in(tool: BaseTool, *results: ForcedResult) -> BaseTool:
 
 def tool_parameters(tool: BaseTool) -> dict[str, Any]:
     """The JSON schema of the arguments a model is offered for `tool` (injected ones left out)."""
+    schema = tool.tool_call_schema
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        return schema.model_json_schema()
+    if isinstance(schema, dict):
+        return schema
     parameters: dict[str, Any] = convert_to_openai_tool(tool)["function"].get("parameters") or {}
     return parameters
 

@@ -1,0 +1,252 @@
+"""`toolstop bench --agent`: your agent, your tools, your questions, under never / hard / polish.
+
+Every question runs through `FACTORY(model, tools, StopPolicy(mode=...))` once per mode,
+interleaved question by question in one process, with your real tools. Model calls and tokens
+are counted from the model's callbacks (provider-reported `usage_metadata`), as the simulated
+bench counts them; the rules come from each run's `stop_record`. One question's error is
+recorded and the run goes on.
+
+Without `--model`, a simulated model stands in (`ToolPickingModel`): it calls the tool whose
+name or description shares the most words with the question, with arguments generated from the
+tool's schema, retries a transient failure up to three times, and answers; it measures the
+mechanics, not your model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import BaseTool
+from pydantic import Field
+
+from toolstop.agent import AgentFactory
+from toolstop.bench.workload import CallCounter
+from toolstop.errors import ToolstopConfigError
+from toolstop.policy import Mode, StopPolicy
+from toolstop.testing.scripted import approximate_usage
+from toolstop.testing.stand_ins import example_args
+
+__all__ = ["MODES", "ModeTotals", "ToolPickingModel", "load_questions", "run_agent_bench"]
+
+MODES: tuple[Mode, ...] = ("never", "hard", "polish")
+ANSWER = "Here is the answer, based on the tool's result above."
+_RETRIES = 3
+
+
+def load_questions(path: Path) -> list[str]:
+    """Questions from a JSONL file (`{"question": "..."}` per line) or plain text (one a line).
+
+    A file is JSONL when its name ends in `.jsonl` or its first non-blank line starts with `{`.
+    Blank lines are skipped.
+
+    Raises:
+        ToolstopConfigError: a missing or unreadable file, a line that is not a JSON object
+            with a non-empty string `question`, or no question at all; naming the line.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        msg = f"--questions {path}: no such file"
+        raise ToolstopConfigError(msg) from None
+    except (OSError, UnicodeDecodeError) as error:
+        msg = f"--questions {path}: cannot read it ({error})"
+        raise ToolstopConfigError(msg) from None
+    lines = [(n, line.strip()) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if not lines:
+        msg = f"--questions {path} has no questions"
+        raise ToolstopConfigError(msg)
+    if not (path.suffix == ".jsonl" or lines[0][1].startswith("{")):
+        return [line for _, line in lines]
+    questions = []
+    for number, line in lines:
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as error:
+            msg = f"--questions {path} line {number}: not JSON ({error.msg})"
+            raise ToolstopConfigError(msg) from None
+        question = item.get("question") if isinstance(item, dict) else None
+        if not isinstance(question, str) or not question.strip():
+            msg = (
+                f'--questions {path} line {number}: expected {{"question": "..."}}, got {line:.60}'
+            )
+            raise ToolstopConfigError(msg)
+        questions.append(question)
+    return questions
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in re.split(r"[^a-z0-9]+", text.lower()) if len(w) > 2}
+
+
+class ToolPickingModel(BaseChatModel):
+    """A simulated model for `bench --agent` without `--model` (see the module docstring)."""
+
+    tools: list[Any] = Field(default_factory=list)
+    latency_s: float = 0.0
+
+    @property
+    def _llm_type(self) -> str:
+        return "toolstop-bench-tool-picking"
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
+        """Offer `tools`: they travel as the `tools` call parameter, as with real providers."""
+        specs = [{"type": "function", "function": {"name": getattr(t, "name", "")}} for t in tools]
+        return self.bind(tools=specs)
+
+    def _pick(self, question: str) -> BaseTool:
+        words = _words(question)
+        scores = [
+            (len(words & _words(f"{t.name.replace('_', ' ')} {t.description}")), -i)
+            for i, t in enumerate(self.tools)
+        ]
+        return self.tools[-max(scores)[1]]  # type: ignore[no-any-return]
+
+    def _answer(self, messages: list[BaseMessage], offered: bool) -> AIMessage:
+        question = next((m for m in messages if isinstance(m, HumanMessage)), None)
+        last = messages[-1] if messages else None
+        turns = sum(1 for m in messages if isinstance(m, AIMessage) and m.tool_calls)
+        retry = isinstance(last, ToolMessage) and (
+            last.status == "error"
+            or (isinstance(last.artifact, dict) and last.artifact.get("reason") == "transient")
+        )
+        if offered and self.tools and (turns == 0 or (retry and turns <= _RETRIES)):
+            tool = self._pick(str(question.content) if question else "")
+            call = {"name": tool.name, "args": example_args(tool), "id": f"call-{turns + 1}"}
+            response = AIMessage(content="", tool_calls=[call])
+        else:
+            response = AIMessage(content=ANSWER)
+        response.usage_metadata = approximate_usage(messages, response)
+        return response
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        answer = self._answer(messages, bool(kwargs.get("tools")))
+        return ChatResult(generations=[ChatGeneration(message=answer)])
+
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        answer = self._answer(messages, bool(kwargs.get("tools")))
+        return ChatResult(generations=[ChatGeneration(message=answer)])
+
+
+@dataclass
+class ModeTotals:
+    """What one mode cost over the questions."""
+
+    behaviour: Mode
+    queries: int = 0
+    model_calls: int = 0
+    narration_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    wall_s: float = 0.0
+    errors: int = 0
+    would_stop: int = 0
+    rules: Counter[str] = field(default_factory=Counter)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON for bench.json."""
+        runs = self.queries - self.errors
+        return {
+            "name": f"agent-{self.behaviour}",
+            "router": "agent",
+            "behaviour": self.behaviour,
+            "queries": self.queries,
+            "model_calls": self.model_calls,
+            "narration_calls": self.narration_calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "wall_s": round(self.wall_s, 4),
+            "wall_ms_per_query": round(1000 * self.wall_s / runs, 3) if runs else None,
+            "errors": self.errors,
+            "would_stop": self.would_stop,
+            "rules": dict(sorted(self.rules.items())),
+        }
+
+
+def run_agent_bench(
+    factory: AgentFactory,
+    tools: Sequence[BaseTool],
+    questions: Sequence[str],
+    *,
+    model: Any,
+    modes: Sequence[Mode] = MODES,
+    on_question: Callable[[], None] | None = None,
+) -> tuple[list[ModeTotals], list[dict[str, Any]]]:
+    """Run every question under every mode (one agent per mode, built once); return the totals
+    per mode and the errors (`{"question", "mode", "error"}`), one per failed run.
+
+    Raises:
+        ToolstopConfigError: the factory raised while building an agent.
+    """
+    agents = {}
+    for mode in modes:
+        try:
+            agents[mode] = factory(model, tools, StopPolicy(mode=mode))
+        except ToolstopConfigError:
+            raise
+        except Exception as error:
+            msg = (
+                f"--agent {factory.name}: calling it with (model, tools, policy) raised "
+                f"{type(error).__name__}: {error}"
+            )
+            raise ToolstopConfigError(msg) from None
+    totals = {mode: ModeTotals(behaviour=mode) for mode in modes}
+    errors: list[dict[str, Any]] = []
+    session = uuid.uuid4().hex[:8]
+    for index, question in enumerate(questions):
+        for mode in modes:
+            counter = CallCounter()
+            config = {
+                "callbacks": [counter],
+                "configurable": {"thread_id": f"toolstop-bench-{session}-{mode}-{index}"},
+            }
+            total = totals[mode]
+            total.queries += 1
+            start = time.perf_counter()
+            try:
+                state = agents[mode].invoke({"messages": [HumanMessage(question)]}, config)
+            except Exception as error:
+                total.errors += 1
+                total.rules["error"] += 1
+                text = f"{type(error).__name__}: {error}"
+                errors.append({"question": index, "mode": mode, "error": text[:500]})
+                state = None
+            else:
+                total.wall_s += time.perf_counter() - start
+            total.model_calls += counter.calls_with_tools + counter.calls_without_tools
+            total.narration_calls += counter.calls_without_tools
+            total.input_tokens += counter.input_tokens
+            total.output_tokens += counter.output_tokens
+            if state is not None:
+                record = state.get("stop_record") if isinstance(state, dict) else None
+                rule = record.get("rule") if isinstance(record, dict) else "no stop_record"
+                total.rules[str(rule)] += 1
+                if isinstance(record, dict) and record.get("would_stop"):
+                    total.would_stop += 1
+        if on_question is not None:
+            on_question()
+    return list(totals.values()), errors

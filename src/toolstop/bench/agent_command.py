@@ -1,0 +1,134 @@
+"""The command-line shell of `toolstop bench --agent MODULE:FACTORY --tools MODULE:ATTR
+--questions FILE [--model P:N] [--base-url URL]`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, TextIO
+
+from toolstop._console import progress, versions
+from toolstop.errors import ToolstopConfigError
+
+__all__ = ["run_bench_agent"]
+
+# Flags of the simulated workload, with their defaults: they do not apply to --agent.
+_WORKLOAD_FLAGS = {
+    "queries": ("--queries", 100),
+    "mix": ("--mix", "60/25/15"),
+    "payload_kb": ("--payload-kb", 4.0),
+    "parallel": ("--parallel", 0.2),
+    "seed": ("--seed", 0),
+    "overhead": ("--overhead", False),
+}
+
+NOTES = """<p>Your agent, your tools and your questions, once per mode in one process. <i>never</i>
+is the plain loop (toolstop records what it would have stopped, <code>would_stop</code>);
+<i>hard</i> relays a stopping tool's text; <i>polish</i> makes one narrating call. An error is one
+question's run that raised (listed in bench.json).</p>"""
+
+
+def _usage(args: argparse.Namespace) -> str | None:
+    if not (args.agent and args.tools and args.questions):
+        return "--agent MODULE:FACTORY, --tools MODULE:ATTR and --questions FILE go together"
+    for key, (flag, default) in _WORKLOAD_FLAGS.items():
+        if getattr(args, key) != default:
+            return f"{flag} shapes the simulated workload; it does not apply to --agent"
+    if args.latency_ms < 0:
+        return "--latency-ms must be >= 0"
+    return None
+
+
+def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
+    """Run `toolstop bench --agent ...` with parsed `args`; return the exit code."""
+    from toolstop.agent import load_factory, load_tools
+    from toolstop.bench.agent import ToolPickingModel, load_questions, run_agent_bench
+    from toolstop.bench.report import (
+        AGENT_COLUMNS,
+        headline,
+        render_chart,
+        render_html,
+        render_table,
+        write_json,
+    )
+    from toolstop.models import chat_model
+
+    problem = _usage(args)
+    if problem is not None:
+        print(f"toolstop bench: {problem}", file=sys.stderr)
+        return 2
+    try:
+        factory = load_factory(args.agent)
+        tools = load_tools(args.tools)
+        questions = load_questions(args.questions)
+        if args.model:
+            model = chat_model(args.model, base_url=args.base_url)
+        else:
+            model = ToolPickingModel(tools=tools, latency_s=args.latency_ms / 1000)
+    except ToolstopConfigError as error:
+        print(f"toolstop bench: {error}", file=sys.stderr)
+        return 2
+    advance, stop = progress("toolstop bench", len(questions), sys.stderr.isatty())
+    try:
+        totals, errors = run_agent_bench(
+            factory, tools, questions, model=model, on_question=advance
+        )
+    except ToolstopConfigError as error:
+        print(f"toolstop bench: {error}", file=sys.stderr)
+        return 2
+    finally:
+        stop()
+    rows = [t.as_dict() for t in totals]
+    document: dict[str, Any] = {
+        "settings": {
+            "agent": factory.name,
+            "tools": [t.name for t in tools],
+            "questions": len(questions),
+            "questions_file": str(args.questions),
+            "model": args.model or "simulated",
+            "latency_ms": None if args.model else args.latency_ms,
+        },
+        "versions": versions(),
+        "configs": rows,
+        "headline": headline(rows),
+        "errors": errors,
+    }
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+        write_json(document, args.out / "bench.json")
+    except OSError as error:
+        print(f"toolstop bench: cannot write to {args.out}: {error.strerror}", file=sys.stderr)
+        return 2
+    chart = args.out / "chart.png"
+    try:
+        render_chart(rows, chart)
+    except ImportError:
+        print(
+            "chart skipped: matplotlib is missing (pip install 'toolstop[bench]')", file=sys.stderr
+        )
+        chart = None  # type: ignore[assignment]
+    render_html(document, chart, args.out / "report.html", columns=AGENT_COLUMNS, notes=NOTES)
+    print(
+        f"toolstop bench --agent {factory.name}: {len(questions)} questions, model: "
+        f"{args.model or 'simulated'}",
+        file=out,
+    )
+    render_table(rows, out, columns=AGENT_COLUMNS)
+    for row in rows:
+        rules = ", ".join(f"{rule} {count}" for rule, count in row["rules"].items())
+        shadow = (
+            f" (would have stopped: {row['would_stop']})" if row["behaviour"] == "never" else ""
+        )
+        print(f"{row['behaviour']} rules: {rules}{shadow}", file=out)
+    for router, ratios in document["headline"].items():
+        pairs = ", ".join(f"{k} {v}" for k, v in ratios.items())
+        print(f"{router}: {pairs}", file=out)
+    for failed in errors[:5]:
+        print(
+            f"error: question {failed['question']} ({failed['mode']}): {failed['error']}", file=out
+        )
+    if len(errors) > 5:
+        print(f"... {len(errors) - 5} more errors in bench.json", file=out)
+    print(f"wrote {args.out / 'bench.json'}, {args.out / 'report.html'}", file=out)
+    runs = sum(r["queries"] for r in rows)
+    return 1 if errors and len(errors) == runs else 0
