@@ -29,7 +29,9 @@ def test_every_python_block_runs_in_order(page: Path) -> None:
         pytest.importorskip(module, reason=f"{page.name} needs {module}")
     namespace: dict[str, object] = {"__name__": f"docs.{page.stem}"}
     for index, block in enumerate(blocks(page)):
-        exec(compile(block, f"{page.name} python block {index}", "exec"), namespace)
+        # dont_inherit: the blocks run as a reader runs them, without this file's `from __future__`
+        code = compile(block, f"{page.name} python block {index}", "exec", dont_inherit=True)
+        exec(code, namespace)
 
 
 def test_the_docs_link_to_pages_that_exist() -> None:

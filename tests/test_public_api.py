@@ -57,6 +57,7 @@ def test_every_exception_is_exported() -> None:
 def test_testing_and_examples_all() -> None:
     assert sorted(toolstop.testing.__all__) == sorted(
         [
+            "AgentCheck",
             "CheckResult",
             "ForcedResult",
             "ModelCall",
@@ -70,11 +71,14 @@ def test_testing_and_examples_all() -> None:
             "available_routers",
             "call",
             "check",
+            "check_agent",
+            "example_args",
             "forced_tool",
             "history_problems",
             "run_agent",
             "run_scenario",
             "scenario_matrix",
+            "stand_in",
             "turn",
         ]
     )

@@ -1,6 +1,8 @@
 """toolstop's shipped test kit: a strict scripted model, scripted tool calls, forced tools, and
-the harness behind `toolstop check` (scenarios, routers, golden transcripts)."""
+the harness behind `toolstop check` (scenarios, routers, golden transcripts), and `check_agent`
+for your own agent factory."""
 
+from toolstop.testing.agent_check import AgentCheck, check_agent
 from toolstop.testing.forced import ForcedResult, forced_tool
 from toolstop.testing.harness import CheckResult, check, run_scenario
 from toolstop.testing.history import assert_valid_history, history_problems
@@ -15,8 +17,10 @@ from toolstop.testing.scripted import (
     call,
     turn,
 )
+from toolstop.testing.stand_ins import example_args, stand_in
 
 __all__ = [
+    "AgentCheck",
     "CheckResult",
     "ForcedResult",
     "ModelCall",
@@ -30,10 +34,13 @@ __all__ = [
     "available_routers",
     "call",
     "check",
+    "check_agent",
+    "example_args",
     "forced_tool",
     "history_problems",
     "run_agent",
     "run_scenario",
     "scenario_matrix",
+    "stand_in",
     "turn",
 ]
