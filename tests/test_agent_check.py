@@ -310,6 +310,7 @@ BROKEN = {
         "@tool\ndef one(query: str) -> str:\n    '''One.'''\n    return query\n"
         "def plain(query: str) -> str:\n    return query\n"
         "TOOLS = [one]\nMIXED = [one, plain]\nEMPTY = []\nTEXT = 'one'\nTWICE = [one, one]\n"
+        "def get_tools():\n    return TOOLS\n"
     ),
     "syntax": "def make(:\n",
     "imports": "import not_installed_package_xyz\n",
@@ -357,6 +358,14 @@ CASES = [
     ),
     (["--agent", "factories:ok", "--tools", "tools_mod:TWICE"], "two tools share the name one"),
     (["--agent", "factories:ok"], "--agent MODULE:FACTORY and --tools MODULE:ATTR go together"),
+    (
+        ["--agent", "factories.py:ok", "--tools", "tools_mod:TOOLS"],
+        "takes a module name, not a file path: factories:ok",
+    ),
+    (
+        ["--agent", "factories:ok", "--tools", "tools_mod:get_tools"],
+        "is a function, not a list of LangChain tools (name a list in your module",
+    ),
     (
         ["--agent", "factories:ok", "--tools", "tools_mod:TOOLS", "--model", "openai:x"],
         "--model does not apply to --agent",

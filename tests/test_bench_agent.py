@@ -164,3 +164,37 @@ def test_bench_agent_usage_errors_are_one_line(
     assert err.count("\n") == 1, err
     assert expected in err
     assert not (in_folder / "bench-out").exists()
+
+
+PLAIN = """
+from langchain_core.tools import tool
+
+from toolstop import build_react_graph
+
+
+@tool
+def weather(city: str) -> str:
+    \"\"\"The weather in a city.\"\"\"
+    return "Sunny."
+
+
+TOOLS = [weather]
+
+
+def make(model, tools, policy):
+    return build_react_graph(model, tools, policy=policy)
+"""
+
+
+def test_bench_agent_says_when_no_tool_signals(in_folder: Path) -> None:
+    pytest.importorskip("matplotlib", reason="the bench chart needs the `bench` extra")
+    write_module(in_folder, "plain", PLAIN)
+    (in_folder / "q.txt").write_text("Weather in Paris?\r\n")
+    text = io.StringIO()
+    argv = ["bench", "--agent", "plain:make", "--tools", "plain:TOOLS", "--questions", "q.txt"]
+    assert main([*argv, "--latency-ms", "0"], out=text) == 0
+    assert "no tool result signalled a stop: do your tools return (content, signal(...))?" in (
+        text.getvalue()
+    )
+    modes = by_mode(json.loads((in_folder / "bench-out" / "bench.json").read_text()))
+    assert {m: c["model_calls"] for m, c in modes.items()} == {"never": 2, "hard": 2, "polish": 2}

@@ -36,6 +36,10 @@ def load_object(spec: str, flag: str) -> Any:
     if not sep or not module_name or not attr:
         msg = f"{flag} takes MODULE:ATTR (e.g. my_agent:make_agent), got {spec!r}"
         raise ToolstopConfigError(msg)
+    if module_name.endswith(".py") or "/" in module_name or "\\" in module_name:
+        dotted = module_name.removesuffix(".py").replace("\\", "/").strip("/").replace("/", ".")
+        msg = f"{flag} takes a module name, not a file path: {dotted}:{attr}, not {spec}"
+        raise ToolstopConfigError(msg)
     here = os.getcwd()
     if here not in sys.path and "" not in sys.path:
         sys.path.insert(0, here)
@@ -129,7 +133,8 @@ def load_tools(spec: str, flag: str = "--tools") -> list[BaseTool]:
     if isinstance(found, BaseTool):
         found = [found]
     if isinstance(found, str | bytes) or not isinstance(found, Sequence):
-        msg = f"{flag} {spec} is a {type(found).__name__}, not a list of LangChain tools"
+        hint = " (name a list in your module, e.g. TOOLS = get_tools())" if callable(found) else ""
+        msg = f"{flag} {spec} is a {type(found).__name__}, not a list of LangChain tools{hint}"
         raise ToolstopConfigError(msg)
     if not found:
         msg = f"{flag} {spec} is an empty list; name at least one tool"

@@ -103,8 +103,11 @@ def run_check_agent(args: argparse.Namespace, out: TextIO) -> int:
     stack = ", ".join(f"{k} {v}" for k, v in versions().items())
     names = ", ".join(t.name for t in tools)
     print(f"toolstop check --agent {factory.name} (tools: {names}) on {stack}", file=out)
+    reasons: dict[str, list[str]] = {}
     for name, why in result.skipped.items():
-        print(f"skipped {name}: {why}", file=out)
+        reasons.setdefault(why, []).append(name)
+    for why, scenarios in reasons.items():
+        print(f"skipped {', '.join(scenarios)}: {why}", file=out)
     _table(result.results, out)
     if failed:
         print("\nbreaches:", file=out)

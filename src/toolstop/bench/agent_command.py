@@ -120,6 +120,15 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
             f" (would have stopped: {row['would_stop']})" if row["behaviour"] == "never" else ""
         )
         print(f"{row['behaviour']} rules: {rules}{shadow}", file=out)
+    stops = sum(row["would_stop"] for row in rows) + sum(
+        count for row in rows for rule, count in row["rules"].items() if rule not in _NO_STOP
+    )
+    if not stops and len(errors) < runs_of(rows):
+        print(
+            "no tool result signalled a stop: do your tools return (content, signal(...))? "
+            "see the README's contract (tool side)",
+            file=out,
+        )
     for router, ratios in document["headline"].items():
         pairs = ", ".join(f"{k} {v}" for k, v in ratios.items())
         print(f"{router}: {pairs}", file=out)
@@ -130,5 +139,12 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
     if len(errors) > 5:
         print(f"... {len(errors) - 5} more errors in bench.json", file=out)
     print(f"wrote {args.out / 'bench.json'}, {args.out / 'report.html'}", file=out)
-    runs = sum(r["queries"] for r in rows)
-    return 1 if errors and len(errors) == runs else 0
+    return 1 if errors and len(errors) == runs_of(rows) else 0
+
+
+_NO_STOP = ("none", "error", "no stop_record")
+
+
+def runs_of(rows: list[dict[str, Any]]) -> int:
+    """Runs attempted over every mode."""
+    return sum(int(row["queries"]) for row in rows)
