@@ -304,6 +304,9 @@ BROKEN = {
         "def boom(model, tools, policy):\n    raise RuntimeError('no API key in the environment')\n"
         "NOT_A_FUNCTION = 3\n"
         "def ok(model, tools, policy):\n    return build_react_graph(model, tools, policy=policy)\n"
+        "from tools_mod import TOOLS\n"
+        "def own(model, tools, policy):\n"
+        "    return build_react_graph(model, TOOLS, policy=policy)\n"
     ),
     "tools_mod": (
         "from langchain_core.tools import tool\n"
@@ -358,6 +361,10 @@ CASES = [
     ),
     (["--agent", "factories:ok", "--tools", "tools_mod:TWICE"], "two tools share the name one"),
     (["--agent", "factories:ok"], "--agent MODULE:FACTORY and --tools MODULE:ATTR go together"),
+    (
+        ["--agent", "factories:own", "--tools", "tools_mod:TOOLS"],
+        "builds with its own tools (one) instead of the `tools` it is given",
+    ),
     (
         ["--agent", "factories.py:ok", "--tools", "tools_mod:TOOLS"],
         "takes a module name, not a file path: factories:ok",

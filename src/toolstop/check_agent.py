@@ -5,14 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from langchain_core.tools import BaseTool
-
 from toolstop._console import progress, versions
-from toolstop.agent import AgentFactory, load_factory, load_tools
+from toolstop.agent import load_factory, load_tools
 from toolstop.errors import ToolstopConfigError
 
 __all__ = ["run_check_agent"]
@@ -50,7 +47,6 @@ def run_check_agent(args: argparse.Namespace, out: TextIO) -> int:
         if goldens is not None and goldens.exists() and not goldens.is_dir():
             msg = f"--goldens {goldens} is a file, not a folder"
             raise ToolstopConfigError(msg)
-        _preflight(factory, tools)
         from toolstop.testing.agent_check import agent_scenarios
 
         planned = len(agent_scenarios(tools, middleware=factory.takes_middleware)[0])
@@ -116,26 +112,3 @@ def run_check_agent(args: argparse.Namespace, out: TextIO) -> int:
                 print(f"- {r.scenario.key}: {breach}", file=out)
     print(f"{len(result.results) - len(failed)} passed, {len(failed)} failed", file=out)
     return 1 if failed else 0
-
-
-def _preflight(factory: AgentFactory, tools: Sequence[BaseTool]) -> None:
-    """Call the factory once, before any scenario, so a factory that cannot build is one line."""
-    from toolstop.policy import StopPolicy
-    from toolstop.testing.scripted import ScriptedChatModel
-    from toolstop.testing.stand_ins import stand_in
-
-    stand_ins = []
-    for tool in tools:
-        copy = stand_in(tool, ("", None))
-        copy.return_direct = False  # a return_direct tool is a breach of its own, per scenario
-        stand_ins.append(copy)
-    try:
-        factory(ScriptedChatModel([]), stand_ins, StopPolicy())
-    except ToolstopConfigError:
-        raise
-    except Exception as error:
-        msg = (
-            f"--agent {factory.name}: calling it with (model, tools, policy) raised "
-            f"{type(error).__name__}: {error}"
-        )
-        raise ToolstopConfigError(msg) from None

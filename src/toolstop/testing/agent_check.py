@@ -42,7 +42,7 @@ from toolstop.testing.harness import (
 )
 from toolstop.testing.routers import Router
 from toolstop.testing.scenarios import Scenario, scenario_matrix
-from toolstop.testing.scripted import ScriptStep
+from toolstop.testing.scripted import ScriptedChatModel, ScriptStep
 from toolstop.testing.stand_ins import example_args, stand_in
 
 __all__ = ["AgentCheck", "agent_scenarios", "check_agent", "write_agent_goldens"]
@@ -337,11 +337,14 @@ def check_agent(
         on_result: Called after each run (progress reporting).
 
     Raises:
-        ToolstopConfigError: valid arguments cannot be generated for a tool, or an unknown
-            scenario name.
+        ToolstopConfigError: the factory raises when called, returns something without
+            `invoke()`, or builds with its own tools instead of the ones it is given (the check
+            would run your real tools); valid arguments cannot be generated for a tool; an
+            unknown scenario name.
     """
     if not isinstance(factory, AgentFactory):
         factory = as_factory(factory)
+    _preflight(factory, tools)
     matrix, skipped = agent_scenarios(tools, middleware=factory.takes_middleware)
     if scenarios:
         wanted = set(scenarios)
@@ -415,3 +418,35 @@ def _golden_only(result: CheckResult, directory: Path | None) -> set[str]:
     if directory is None or "error" in result.actual:
         return set()
     return set(compare(load_golden(result.scenario, "", directory), result.actual))
+
+
+def _preflight(factory: AgentFactory, tools: Sequence[BaseTool]) -> None:
+    """Build the agent once before any scenario: a factory that cannot build, or that ignores the
+    tools it is given, is one sentence instead of a breach in every row."""
+    stand_ins = []
+    for tool in tools:
+        copy = stand_in(tool, ("", None))
+        copy.return_direct = False  # a return_direct tool is a breach of its own, per scenario
+        stand_ins.append(copy)
+    try:
+        agent = factory(ScriptedChatModel([]), stand_ins, StopPolicy())
+    except ToolstopConfigError:
+        raise
+    except Exception as error:
+        msg = (
+            f"--agent {factory.name}: calling it with (model, tools, policy) raised "
+            f"{type(error).__name__}: {error}"
+        )
+        raise ToolstopConfigError(msg) from None
+    yours = {id(t) for t in tools}
+    nodes = getattr(agent, "nodes", None) if isinstance(agent, Pregel) else None
+    for node in (nodes or {}).values():
+        held = getattr(getattr(node, "bound", None), "tools_by_name", None)
+        own = [name for name, t in (held or {}).items() if id(t) in yours]
+        if own:
+            msg = (
+                f"--agent {factory.name} builds with its own tools ({', '.join(own)}) instead of "
+                "the `tools` it is given: the check would run your real tools; build the agent "
+                "from the `tools` argument"
+            )
+            raise ToolstopConfigError(msg)
