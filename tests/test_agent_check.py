@@ -22,6 +22,8 @@ from user_agent import SUPPORT_AGENT, in_folder, write_module
 
 __all__ = ["in_folder"]  # the fixture, imported for pytest
 
+pytestmark = pytest.mark.contract  # the check runs a user's agent on every stack of the matrix
+
 needs_middleware = pytest.mark.skipif(
     MIDDLEWARE_UNAVAILABLE is not None, reason=f"the user's agent: {MIDDLEWARE_UNAVAILABLE}"
 )
