@@ -33,7 +33,9 @@ def add_check_parser(commands: Any) -> None:
             "Run every scenario (success, retries, fatal, budgets, parallel policies, invalid "
             "signals, injected text, tool exceptions, each mode) on every router the installed "
             "versions support, compare each run with its golden transcript, and explain every "
-            "breach. Run it before and after upgrading LangGraph. Exit code 1 on any breach."
+            "breach. Run it before and after upgrading LangGraph. Exit code 1 on any breach. "
+            "With --agent and --tools: the same scenarios through your own agent factory, with "
+            "stand-ins of your tools."
         ),
     )
     parser.add_argument(

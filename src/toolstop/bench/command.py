@@ -42,7 +42,8 @@ def add_bench_parser(commands: Any) -> None:
             "Run a query set through never (the plain ReAct loop), static return_direct, hard "
             "and polish, on the hand-built graph and the create_agent middleware, side by side "
             "in one process, on a simulated model. Writes a table, bench.json, chart.png and "
-            "report.html."
+            "report.html. With --agent, --tools and --questions: your own agent factory, your "
+            "tools and your questions under never, hard and polish instead."
         ),
     )
     parser.add_argument("--queries", type=int, default=100, help="queries per configuration")
