@@ -200,7 +200,7 @@ def test_check_agent_on_a_user_module(in_folder: Path) -> None:
         "limit-after-retry@order_status",
         "tool-exception@refund",
     ):
-        assert f"\n{row} " in text
+        assert f"\n{row}." in text  # the key: name.mode
     summary = text.strip().splitlines()[-1]
     passed = int(summary.split()[0])
     assert summary == f"{passed} passed, 0 failed"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -104,7 +105,7 @@ def run_check_agent(args: argparse.Namespace, out: TextIO) -> int:
         reasons.setdefault(why, []).append(name)
     for why, scenarios in reasons.items():
         print(f"skipped {', '.join(scenarios)}: {why}", file=out)
-    _table(result.results, out)
+    _table(result.results, out, shutil.get_terminal_size((100, 24)).columns)
     if failed:
         print("\nbreaches:", file=out)
         for r in failed:
