@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 SERVE_VENV := .venv-serve
 SERVE_STAMP := $(SERVE_VENV)/.installed
 
-.PHONY: demo test lint typecheck unit matrix clean serve serve-env serve-bench docs
+.PHONY: demo test lint typecheck unit matrix mutation clean serve serve-env serve-bench docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -66,5 +66,13 @@ matrix: $(STAMP)
 
 test: lint typecheck unit matrix
 
+# Mutation testing of the core with mutmut (docs/mutation.md; not part of `make test`: about two
+# hours on 2 cores). MUTANTS narrows it, e.g. `make mutation MUTANTS="toolstop.decision*"`;
+# a second run only retests what changed. `$(BIN)/mutmut browse` shows each survivor.
+MUTANTS ?=
+mutation: $(STAMP)
+	$(BIN)/mutmut run --max-children $${JOBS:-2} $(MUTANTS)
+	$(BIN)/mutmut results
+
 clean:
-	rm -rf $(VENV) $(SERVE_VENV) .nox .mypy_cache .ruff_cache .pytest_cache site
+	rm -rf $(VENV) $(SERVE_VENV) .nox .mypy_cache .ruff_cache .pytest_cache site mutants

@@ -274,3 +274,46 @@ def test_decide_reads_only_the_current_turn(history: int) -> None:
     decision = decide(messages, StopPolicy(parallel="any"))
     assert decision.stop is True
     assert min(messages.read) >= len(messages) - 3  # the AIMessage and its two results
+
+
+def test_several_stopping_block_contents_are_joined_as_their_text() -> None:
+    # Each content as its text: string blocks and `{"type": "text"}` blocks, in block order;
+    # other blocks (an image) carry no text. The contents join with a blank line.
+    blocks: list[Any] = ["a", {"type": "text", "text": "b"}, {"type": "image", "url": "x"}, "c"]
+    messages = turn_of((blocks, DONE), ([{"type": "text"}, "d"], DONE))  # type: ignore[arg-type]
+    assert decide(messages, StopPolicy(parallel="any")).relay == "abc\n\nd"
+
+
+def _error_result(content: str, **extra: Any) -> list[BaseMessage]:
+    messages = turn_of(("", None), status="error")
+    messages[-1] = ToolMessage(
+        content=content, tool_call_id="c0", name="tool0", status="error", additional_kwargs=extra
+    )
+    return messages
+
+
+REJECTED_TEXT = "User rejected the tool call for `tool0` with reason: no."
+
+
+@pytest.mark.parametrize(
+    ("content", "extra", "problem"),
+    [
+        # langchain >= 1.5 marks its message: the mark decides, whatever the text says
+        ("Not now.", {"lc_source": "hitl_interrupt_decision", "lc_data": {"decision": "reject"}},
+         Problem.REJECTED),
+        (REJECTED_TEXT, {"lc_source": "hitl_interrupt_decision", "lc_data": {"decision": "edit"}},
+         Problem.TOOL_ERROR),
+        (REJECTED_TEXT, {"lc_source": "hitl_interrupt_decision", "lc_data": "reject"},
+         Problem.TOOL_ERROR),
+        # earlier releases: known by langchain's text
+        (REJECTED_TEXT, {}, Problem.REJECTED),
+        (REJECTED_TEXT, {"lc_source": "elsewhere"}, Problem.REJECTED),
+        ("Error: ValueError('boom')", {}, Problem.TOOL_ERROR),
+    ],
+)  # fmt: skip
+def test_a_human_rejection_is_told_from_a_tool_error(
+    content: str, extra: dict[str, Any], problem: Problem
+) -> None:
+    decision = decide(_error_result(content, **extra))
+    assert [s.problem for s in decision.signals] == [problem]
+    assert decision.transient_in_turn == (problem is Problem.TOOL_ERROR)

@@ -306,6 +306,31 @@ def _turns_that_fit(router: Router, limit: int) -> int:
     return fitted
 
 
+def test_never_mode_records_the_first_rule_that_would_have_stopped(router: Router) -> None:
+    # The retry budget would have ended the run at the first turn; a later turn that would have
+    # completed it does not overwrite it (the record's `would_stop` is the *first* rule).
+    policy = StopPolicy(mode="never", max_transient_retries=0)
+    agent, model = build(
+        router,
+        [call("flaky"), call("lookup"), "answer"],
+        forced_tool("flaky", RETRY),
+        forced_tool("lookup", DONE),
+        policy=policy,
+    )
+    _, state = run(agent)
+    model.assert_complete()
+    record = state["stop_record"]
+    assert (record["rule"], record["stopped"], record["would_stop"]) == (
+        "none",
+        False,
+        "retry_budget",
+    )
+    assert record["tools"] == ["flaky"]
+    assert record["tool_turns"] == 2
+    # what hard mode would have saved: the two model calls after the first tool turn
+    assert record["would_save"]["model_calls"] == 2
+
+
 @pytest.mark.parametrize("limit", range(2, 26))  # 1: no node can run at all
 def test_step_budget_ends_before_the_recursion_limit(router: Router, limit: int) -> None:
     policy = StopPolicy(max_transient_retries=None)
