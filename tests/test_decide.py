@@ -278,8 +278,10 @@ def test_decide_reads_only_the_current_turn(history: int) -> None:
 
 def test_several_stopping_block_contents_are_joined_as_their_text() -> None:
     # Each content as its text: string blocks and `{"type": "text"}` blocks, in block order;
-    # other blocks (an image) carry no text. The contents join with a blank line.
+    # other blocks (an image, reasoning) are not text, even with a `text` key. The contents join
+    # with a blank line.
     blocks: list[Any] = ["a", {"type": "text", "text": "b"}, {"type": "image", "url": "x"}, "c"]
+    blocks.append({"type": "reasoning", "text": "(not for the user)"})
     messages = turn_of((blocks, DONE), ([{"type": "text"}, "d"], DONE))  # type: ignore[arg-type]
     assert decide(messages, StopPolicy(parallel="any")).relay == "abc\n\nd"
 
