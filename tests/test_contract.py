@@ -39,9 +39,9 @@ def test_signal_extra_and_overrides() -> None:
 @pytest.mark.parametrize(
     ("args", "kwargs", "match"),
     [
-        (("done",), {}, "unknown outcome"),
+        (("done",), {}, "^unknown outcome 'done'; expected one of: completed, transient, fatal, "),
         (("transient",), {"stop": True}, "cannot stop"),
-        (("completed",), {"stop": 1}, "must be a bool"),
+        (("completed",), {"stop": 1}, "must be a bool, got int$"),
     ],
 )
 def test_signal_rejects_nonsense(args: tuple[Any, ...], kwargs: dict[str, Any], match: str) -> None:
