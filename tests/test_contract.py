@@ -40,7 +40,7 @@ def test_signal_extra_and_overrides() -> None:
     ("args", "kwargs", "match"),
     [
         (("done",), {}, "^unknown outcome 'done'; expected one of: completed, transient, fatal, "),
-        (("transient",), {"stop": True}, "cannot stop"),
+        (("transient",), {"stop": True}, "^a transient outcome cannot stop the loop; "),
         (("completed",), {"stop": 1}, "must be a bool, got int$"),
     ],
 )
