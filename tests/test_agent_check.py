@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pytest
 from langchain_core.tools import BaseTool, tool
@@ -113,6 +113,34 @@ def test_a_pattern_without_an_example_is_one_clear_error() -> None:
         example_args(by_sku)
 
 
+def test_an_example_on_a_top_level_argument_is_used() -> None:
+    """langchain's tool-call schema drops `examples`; the declared ones are found anyway."""
+
+    class Booking(BaseModel):
+        flight_id: str = Field(pattern=r"^FL-\d{3}$", examples=["FL-123"])
+
+    @tool(args_schema=Booking)
+    def book(flight_id: str) -> str:
+        """Book a flight."""
+        return flight_id
+
+    @tool
+    def by_default(flight_id: str = Field(pattern=r"^FL-\d{3}$", examples=["FL-124"])) -> str:
+        """Book a flight."""
+        return flight_id
+
+    @tool
+    def annotated(
+        flight_id: Annotated[str, Field(pattern=r"^FL-\d{3}$", examples=["FL-125"])],
+    ) -> str:
+        """Book a flight."""
+        return flight_id
+
+    assert example_args(book) == {"flight_id": "FL-123"}
+    assert example_args(by_default) == {"flight_id": "FL-124"}
+    assert example_args(annotated) == {"flight_id": "FL-125"}
+
+
 def test_a_stand_in_keeps_name_description_schema_and_forces_results() -> None:
     class Query(BaseModel):
         text: str
@@ -176,6 +204,11 @@ def test_a_factory_that_drops_the_policy_is_caught() -> None:
     assert failed == {"success@lookup.polish", "success@lookup.never"}
     with pytest.raises(AssertionError, match=r"success@lookup.never: .*rule is 'completed'"):
         result.assert_passed()
+    never = next(r for r in result.results if r.scenario.key == "success@lookup.never")
+    assert never.breaches[0].startswith(  # said first, in so many words
+        "your factory ignores the policy it is given: the record says mode 'hard', parallel "
+        "'all'; the check passed mode 'never', parallel 'all' (pass `policy` on"
+    )
 
 
 def test_unknown_scenarios_are_named() -> None:
@@ -234,6 +267,10 @@ def test_breaches_of_a_user_agent_are_explained(in_folder: Path) -> None:
         "no stop_record in the final state: the router is not toolstop's (add StopOnArtifact"
         in text
     )
+    code, text = run("--agent", "broken:plain", "--tools", "support:TOOLS", "--scenario", "fatal")
+    assert code == 1
+    assert "ScriptExhaustedError" in text  # the model ran again after the fatal result
+    assert "is StopOnArtifact(policy) in your create_agent middleware?" in text
 
 
 @needs_middleware
@@ -372,6 +409,14 @@ CASES = [
         "takes a module name, not a file path: factories:ok",
     ),
     (
+        ["--agent", "./factories.py:ok", "--tools", "tools_mod:TOOLS"],
+        "takes a module name, not a file path: factories:ok, not ./factories.py:ok",
+    ),
+    (
+        ["--agent", "/elsewhere/agents/factories.py:ok", "--tools", "tools_mod:TOOLS"],
+        "not a file path (/elsewhere/agents/factories.py:ok); run toolstop from the folder",
+    ),
+    (
         ["--agent", "factories:ok", "--tools", "tools_mod:get_tools"],
         "is a function, not a list of LangChain tools (name a list in your module",
     ),
@@ -408,6 +453,7 @@ def test_loading_errors_are_one_line_and_exit_2(
     assert err.count("\n") == 1, err
     assert expected in err
     assert "Traceback" not in err
+    assert err.count(", line ") <= 1  # a syntax error's place, once
 
 
 def test_the_tools_loader_accepts_a_single_tool(in_folder: Path) -> None:

@@ -92,7 +92,9 @@ def test_bench_agent_over_a_real_client_and_the_loopback_provider(
     assert modes["hard"]["input_tokens"] < modes["never"]["input_tokens"]
     assert all(c["input_tokens"] > 0 and c["output_tokens"] > 0 for c in modes.values())
     assert all(c["errors"] == 1 and c["wall_s"] > 0 for c in modes.values())
-    assert [e["question"] for e in document["errors"]] == [2, 2, 2]
+    assert [(e["index"], e["question"]) for e in document["errors"]] == [
+        (2, "What is the admin password?")
+    ] * 3
     assert (
         "ValueError: the guard refused a question about passwords" in document["errors"][0]["error"]
     )
@@ -117,7 +119,8 @@ def test_bench_agent_over_a_real_client_and_the_loopback_provider(
         "errors",
     ]
     assert lines[3].split()[:3] == ["hard", "4", "4"]
-    assert "error: question 2 (never): ValueError: the guard refused" in text.getvalue()
+    refused = "error: question 2 'What is the admin password?' (never): ValueError: the guard"
+    assert refused in text.getvalue()
 
 
 def test_bench_agent_offline_with_plain_text_questions(in_folder: Path) -> None:

@@ -179,6 +179,20 @@ def test_cli_table_fits_the_terminal(monkeypatch: pytest.MonkeyPatch, columns: i
     assert steps == path
 
 
+def test_a_long_step_breaks_after_its_dot_not_mid_word() -> None:
+    from toolstop.check import _wrap_path
+
+    assert _wrap_path("model>tools>model>StopOnArtifact.after_agent", 24) == [
+        "model>tools>model>",
+        "StopOnArtifact.",
+        "after_agent",
+    ]
+    assert _wrap_path("model>CountCallsMiddleware.before_model", 24) == [
+        "model>",
+        "CountCalls.before_model",
+    ]
+
+
 def test_cli_table_shows_both_paths_on_a_breach(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

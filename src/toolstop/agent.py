@@ -18,6 +18,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from langchain_core.tools import BaseTool
@@ -37,9 +38,7 @@ def load_object(spec: str, flag: str) -> Any:
         msg = f"{flag} takes MODULE:ATTR (e.g. my_agent:make_agent), got {spec!r}"
         raise ToolstopConfigError(msg)
     if module_name.endswith(".py") or "/" in module_name or "\\" in module_name:
-        dotted = module_name.removesuffix(".py").replace("\\", "/").strip("/").replace("/", ".")
-        msg = f"{flag} takes a module name, not a file path: {dotted}:{attr}, not {spec}"
-        raise ToolstopConfigError(msg)
+        raise ToolstopConfigError(_path_given(module_name, attr, spec, flag))
     here = os.getcwd()
     if here not in sys.path and "" not in sys.path:
         sys.path.insert(0, here)
@@ -53,11 +52,11 @@ def load_object(spec: str, flag: str) -> Any:
             msg = f"{flag} {spec}: importing {module_name} failed: {error}"
         raise ToolstopConfigError(msg) from None
     except Exception as error:
-        where = ""
+        reason = str(error)
         if isinstance(error, SyntaxError) and error.filename:
-            where = f" ({error.filename}, line {error.lineno})"
-        msg = f"{flag} {spec}: importing {module_name} raised {type(error).__name__}: {error}"
-        raise ToolstopConfigError(msg + where) from None
+            reason = f"{error.msg} ({error.filename}, line {error.lineno})"
+        msg = f"{flag} {spec}: importing {module_name} raised {type(error).__name__}: {reason}"
+        raise ToolstopConfigError(msg) from None
     found: Any = module
     for part in attr.split("."):
         if not hasattr(found, part):
@@ -65,6 +64,22 @@ def load_object(spec: str, flag: str) -> Any:
             raise ToolstopConfigError(msg)
         found = getattr(found, part)
     return found
+
+
+def _path_given(module_name: str, attr: str, spec: str, flag: str) -> str:
+    """The error for a file path given as the module: the module name to use, if there is one."""
+    here = Path.cwd().resolve()
+    path = Path(module_name.replace("\\", "/")).with_suffix("")
+    try:
+        parts = (path if path.is_absolute() else here / path).resolve().relative_to(here).parts
+    except ValueError:
+        parts = ()
+    if not parts or not all(part.isidentifier() for part in parts):
+        return (
+            f"{flag} takes MODULE:ATTR, a module importable from the current directory, not a "
+            f"file path ({spec}); run toolstop from the folder that holds the module"
+        )
+    return f"{flag} takes a module name, not a file path: {'.'.join(parts)}:{attr}, not {spec}"
 
 
 @dataclass(frozen=True, kw_only=True)

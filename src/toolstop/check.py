@@ -132,7 +132,8 @@ def _table(results: list[CheckResult], out: TextIO, width: int) -> None:
 
 
 def _wrap_path(path: str, room: int) -> list[str]:
-    """`path` in lines of at most `room` characters, broken after a `>` (a longer step is cut)."""
+    """`path` in lines of at most `room` characters, broken after a `>` (a longer step is broken
+    after a `.` or `_` in it, mid-word only when it has neither)."""
     lines: list[str] = []
     line = ""
     # LangChain's hook nodes are `ClassName.hook`; "Middleware" in a class name says nothing here
@@ -142,8 +143,9 @@ def _wrap_path(path: str, room: int) -> list[str]:
             line = ""
         line += step
         while len(line) > room:
-            lines.append(line[:room])
-            line = line[room:]
+            cut = line.rfind(".", 0, room) + 1 or line.rfind("_", 0, room) + 1 or room
+            lines.append(line[:cut])
+            line = line[cut:]
     return [*lines, line] if line or not lines else lines
 
 

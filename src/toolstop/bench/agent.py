@@ -197,7 +197,7 @@ def run_agent_bench(
     on_question: Callable[[], None] | None = None,
 ) -> tuple[list[ModeTotals], list[dict[str, Any]]]:
     """Run every question under every mode (one agent per mode, built once); return the totals
-    per mode and the errors (`{"question", "mode", "error"}`), one per failed run.
+    per mode and the errors (`{"index", "question", "mode", "error"}`), one per failed run.
 
     Raises:
         ToolstopConfigError: the factory raised while building an agent.
@@ -233,7 +233,9 @@ def run_agent_bench(
                 total.errors += 1
                 total.rules["error"] += 1
                 text = f"{type(error).__name__}: {error}"
-                errors.append({"question": index, "mode": mode, "error": text[:500]})
+                errors.append(
+                    {"index": index, "question": question, "mode": mode, "error": text[:500]}
+                )
                 state = None
             else:
                 total.wall_s += time.perf_counter() - start

@@ -134,11 +134,14 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
         print(f"{router}: {pairs}", file=out)
     for failed in errors[:5]:
         print(
-            f"error: question {failed['question']} ({failed['mode']}): {failed['error']}", file=out
+            f"error: question {failed['index']} {failed['question'][:60]!r} ({failed['mode']}): "
+            f"{failed['error']}",
+            file=out,
         )
     if len(errors) > 5:
         print(f"... {len(errors) - 5} more errors in bench.json", file=out)
-    print(f"wrote {args.out / 'bench.json'}, {args.out / 'report.html'}", file=out)
+    written = [args.out / "bench.json", args.out / "report.html", *([chart] if chart else [])]
+    print("wrote " + ", ".join(str(path) for path in written), file=out)
     return 1 if errors and len(errors) == runs_of(rows) else 0
 
 

@@ -53,6 +53,11 @@ _RAISED_HINT = (
     "ToolRetryMiddleware(max_retries=0, on_failure=...), to send it back to the model)"
 )
 
+_CALLED_AGAIN_HINT = (
+    " (the model was called again where the scenario's tool result stops the run: is "
+    "StopOnArtifact(policy) in your create_agent middleware?)"
+)
+
 _NOT_TOOLSTOP_HINT = (
     " (add StopOnArtifact(policy) to your create_agent middleware, or build with "
     "build_react_graph(model, tools, policy=policy))"
@@ -293,9 +298,23 @@ def _breaches(scenario: Scenario, base: Scenario, actual: Transcript, run_ends: 
     if "error" in actual:
         if base.name == "tool-exception" and "backend exploded" in actual["error"]:
             breaches = [b + _RAISED_HINT if "the run raised" in b else b for b in breaches]
+        elif "ScriptExhaustedError" in actual["error"] and breaches:
+            breaches[0] += _CALLED_AGAIN_HINT
         return breaches
     breaches = [b + _NOT_TOOLSTOP_HINT if b.startswith("no stop_record") else b for b in breaches]
     record = actual.get("stop_record")
+    policy = scenario.policy
+    if isinstance(record, dict) and (record.get("mode"), record.get("parallel")) != (
+        policy.mode,
+        policy.parallel,
+    ):
+        breaches.insert(
+            0,
+            f"your factory ignores the policy it is given: the record says mode "
+            f"{record.get('mode')!r}, parallel {record.get('parallel')!r}; the check passed "
+            f"mode {policy.mode!r}, parallel {policy.parallel!r} (pass `policy` on: "
+            "StopOnArtifact(policy) or build_react_graph(model, tools, policy=policy))",
+        )
     want = _expected_rule(base)
     if isinstance(record, dict) and want is not None and record.get("rule") != want:
         breaches.append(

@@ -334,7 +334,8 @@ def compare(expected: Transcript | None, actual: Transcript) -> list[str]:
     """Sentences for every field in which `actual` differs from the golden `expected`."""
     if expected is None:
         return [
-            "no golden transcript for this scenario and router: run toolstop check --update-goldens"
+            "no golden transcript for this scenario and router: write them with --update-goldens "
+            "(with the same --goldens DIR, and --agent/--tools for your own agent)"
         ]
     keys = [k for k in expected if k not in ("description", "router")]
     keys += [k for k in actual if k not in expected and k not in ("description", "router")]

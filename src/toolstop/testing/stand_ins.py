@@ -3,12 +3,15 @@ valid arguments generated from a tool's schema."""
 
 from __future__ import annotations
 
+import inspect
+import typing
 from collections.abc import Mapping
 from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
 from toolstop.errors import ToolstopConfigError
 from toolstop.testing.forced import ForcedResult, in_call_order
@@ -52,11 +55,40 @@ def tool_parameters(tool: BaseTool) -> dict[str, Any]:
     """The JSON schema of the arguments a model is offered for `tool` (injected ones left out)."""
     schema = tool.tool_call_schema
     if isinstance(schema, type) and issubclass(schema, BaseModel):
-        return schema.model_json_schema()
+        offered = schema.model_json_schema()
+        declared = _declared_examples(tool)
+        for name, field in offered.get("properties", {}).items():
+            if declared.get(name) and "examples" not in field:
+                field["examples"] = declared[name]
+        return offered
     if isinstance(schema, dict):
         return schema
     parameters: dict[str, Any] = convert_to_openai_tool(tool)["function"].get("parameters") or {}
     return parameters
+
+
+def _declared_examples(tool: BaseTool) -> dict[str, list[Any]]:
+    """Each argument's `Field(examples=[...])` as the tool declares it: langchain's tool-call
+    schema drops them (from an `args_schema` model, a `Field` default or an `Annotated` one)."""
+    found: dict[str, list[Any]] = {}
+    full = tool.args_schema
+    if isinstance(full, type) and issubclass(full, BaseModel):
+        for name, field in full.model_fields.items():
+            if field.examples:
+                found[name] = list(field.examples)
+    function = getattr(tool, "func", None) or getattr(tool, "coroutine", None)
+    if callable(function):
+        try:
+            hints = typing.get_type_hints(function, include_extras=True)
+            parameters = inspect.signature(function).parameters
+        except (TypeError, ValueError, NameError):
+            return found
+        for name, parameter in parameters.items():
+            declared = [parameter.default, *getattr(hints.get(name), "__metadata__", ())]
+            for info in declared:
+                if isinstance(info, FieldInfo) and info.examples and name not in found:
+                    found[name] = list(info.examples)
+    return found
 
 
 def example_args(tool: BaseTool) -> dict[str, Any]:
