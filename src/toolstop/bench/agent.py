@@ -14,7 +14,6 @@ mechanics, not your model.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import time
@@ -25,15 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import BaseTool
 from pydantic import Field
 
 from toolstop.agent import AgentFactory
-from toolstop.bench.workload import CallCounter
+from toolstop.bench.workload import CallCounter, LatencyChatModel
 from toolstop.errors import ToolstopConfigError
 from toolstop.policy import Mode, StopPolicy
 from toolstop.testing.scripted import approximate_usage
@@ -91,20 +87,14 @@ def _words(text: str) -> set[str]:
     return {w for w in re.split(r"[^a-z0-9]+", text.lower()) if len(w) > 2}
 
 
-class ToolPickingModel(BaseChatModel):
+class ToolPickingModel(LatencyChatModel):
     """A simulated model for `bench --agent` without `--model` (see the module docstring)."""
 
     tools: list[Any] = Field(default_factory=list)
-    latency_s: float = 0.0
 
     @property
     def _llm_type(self) -> str:
         return "toolstop-bench-tool-picking"
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
-        """Offer `tools`: they travel as the `tools` call parameter, as with real providers."""
-        specs = [{"type": "function", "function": {"name": getattr(t, "name", "")}} for t in tools]
-        return self.bind(tools=specs)
 
     def _pick(self, question: str) -> BaseTool:
         words = _words(question)
@@ -130,26 +120,6 @@ class ToolPickingModel(BaseChatModel):
             response = AIMessage(content=ANSWER)
         response.usage_metadata = approximate_usage(messages, response)
         return response
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        if self.latency_s:
-            time.sleep(self.latency_s)
-        answer = self._answer(messages, bool(kwargs.get("tools")))
-        return ChatResult(generations=[ChatGeneration(message=answer)])
-
-    async def _agenerate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ) -> ChatResult:
-        if self.latency_s:
-            await asyncio.sleep(self.latency_s)
-        answer = self._answer(messages, bool(kwargs.get("tools")))
-        return ChatResult(generations=[ChatGeneration(message=answer)])
 
 
 @dataclass

@@ -174,24 +174,53 @@ def _call(name: str, depth: int) -> dict[str, Any]:
     return {"name": name, "args": {"query": "refund policy"}, "id": f"{name}-{depth}"}
 
 
-class SimulatedChatModel(BaseChatModel):
+class LatencyChatModel(BaseChatModel):
+    """The bench's simulated models: `_answer(messages, offered)` after `latency_s` of waiting
+    (a sleep, or an `asyncio.sleep` on the async path), tools offered as a call parameter."""
+
+    latency_s: float = 0.0
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
+        """Offer `tools`: they travel as the `tools` call parameter, as with real providers."""
+        specs = [{"type": "function", "function": {"name": getattr(t, "name", "")}} for t in tools]
+        return self.bind(tools=specs)
+
+    def _answer(self, messages: list[BaseMessage], offered: bool) -> AIMessage:
+        raise NotImplementedError
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        answer = self._answer(messages, bool(kwargs.get("tools")))
+        return ChatResult(generations=[ChatGeneration(message=answer)])
+
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        answer = self._answer(messages, bool(kwargs.get("tools")))
+        return ChatResult(generations=[ChatGeneration(message=answer)])
+
+
+class SimulatedChatModel(LatencyChatModel):
     """A model that reads tool results like a diligent real model and costs simulated latency.
 
     After the question it calls every planned tool; after a turn it retries the calls that failed
     transiently, and answers once none did. With no tools bound it narrates (polish mode).
     """
 
-    latency_s: float = 0.0
     tool_names: tuple[str, ...] = ()
 
     @property
     def _llm_type(self) -> str:
         return "toolstop-bench-simulated"
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
-        """Offer `tools`: they travel as the `tools` call parameter, as with real providers."""
-        specs = [{"type": "function", "function": {"name": getattr(t, "name", "")}} for t in tools]
-        return self.bind(tools=specs)
 
     def _answer(self, messages: list[BaseMessage], offered: bool) -> AIMessage:
         turn: list[ToolMessage] = []
@@ -213,23 +242,3 @@ class SimulatedChatModel(BaseChatModel):
                 response = AIMessage(content=ANSWER)
         response.usage_metadata = approximate_usage(messages, response)
         return response
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        if self.latency_s:
-            time.sleep(self.latency_s)
-        answer = self._answer(messages, bool(kwargs.get("tools")))
-        return ChatResult(generations=[ChatGeneration(message=answer)])
-
-    async def _agenerate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ) -> ChatResult:
-        if self.latency_s:
-            await asyncio.sleep(self.latency_s)
-        answer = self._answer(messages, bool(kwargs.get("tools")))
-        return ChatResult(generations=[ChatGeneration(message=answer)])
