@@ -109,6 +109,20 @@ class AgentFactory:
             raise ToolstopConfigError(msg)
         return agent
 
+    def build_or_refuse(self, model: Any, tools: Sequence[BaseTool], policy: Any) -> Any:
+        """`self(model, tools, policy)`, with anything the factory raises turned into one
+        `ToolstopConfigError` sentence (for building before any run: nothing to record yet)."""
+        try:
+            return self(model, tools, policy)
+        except ToolstopConfigError:
+            raise
+        except Exception as error:
+            msg = (
+                f"--agent {self.name}: calling it with (model, tools, policy) raised "
+                f"{type(error).__name__}: {error}"
+            )
+            raise ToolstopConfigError(msg) from None
+
 
 def load_factory(spec: str, flag: str = "--agent") -> AgentFactory:
     """Load and check `FACTORY(model, tools, policy)` from `MODULE:ATTR`."""

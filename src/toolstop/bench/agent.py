@@ -172,18 +172,7 @@ def run_agent_bench(
     Raises:
         ToolstopConfigError: the factory raised while building an agent.
     """
-    agents = {}
-    for mode in modes:
-        try:
-            agents[mode] = factory(model, tools, StopPolicy(mode=mode))
-        except ToolstopConfigError:
-            raise
-        except Exception as error:
-            msg = (
-                f"--agent {factory.name}: calling it with (model, tools, policy) raised "
-                f"{type(error).__name__}: {error}"
-            )
-            raise ToolstopConfigError(msg) from None
+    agents = {mode: factory.build_or_refuse(model, tools, StopPolicy(mode=mode)) for mode in modes}
     totals = {mode: ModeTotals(behaviour=mode) for mode in modes}
     errors: list[dict[str, Any]] = []
     session = uuid.uuid4().hex[:8]

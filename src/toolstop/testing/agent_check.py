@@ -447,16 +447,7 @@ def _preflight(factory: AgentFactory, tools: Sequence[BaseTool]) -> None:
         copy = stand_in(tool, ("", None))
         copy.return_direct = False  # a return_direct tool is a breach of its own, per scenario
         stand_ins.append(copy)
-    try:
-        agent = factory(ScriptedChatModel([]), stand_ins, StopPolicy())
-    except ToolstopConfigError:
-        raise
-    except Exception as error:
-        msg = (
-            f"--agent {factory.name}: calling it with (model, tools, policy) raised "
-            f"{type(error).__name__}: {error}"
-        )
-        raise ToolstopConfigError(msg) from None
+    agent = factory.build_or_refuse(ScriptedChatModel([]), stand_ins, StopPolicy())
     yours = {id(t) for t in tools}
     nodes = getattr(agent, "nodes", None) if isinstance(agent, Pregel) else None
     for node in (nodes or {}).values():
