@@ -35,7 +35,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
+
+from toolstop.report.reader import without_password
 
 __all__ = [
     "ServeSettings",
@@ -44,7 +46,6 @@ __all__ = [
     "main",
     "prepare_database",
     "serve_command",
-    "without_password",
 ]
 
 DEFAULT_PORT = 8123
@@ -166,16 +167,6 @@ def prepare_database(database_uri: str, bin_dir: Path) -> None:
     except Exception as error:
         msg = f"cannot set up LangGraph's tables in {without_password(database_uri)}: {error}"
         raise RuntimeError(msg) from None
-
-
-def without_password(uri: str) -> str:
-    """`uri` with its password (if any) replaced by `***`, for messages."""
-    parts = urlsplit(uri)
-    if parts.password is None:
-        return uri
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def _reason(output: str) -> str:

@@ -71,11 +71,14 @@ def is_postgres(db: str) -> bool:
 
 def redact(db: str) -> str:
     """`db` without a password, for messages and reports."""
-    if not is_postgres(db):
-        return db
-    parts = urlsplit(db)
+    return without_password(db) if is_postgres(db) else db
+
+
+def without_password(uri: str) -> str:
+    """Any URL with its password (if any) shown as `***`."""
+    parts = urlsplit(uri)
     if parts.password is None:
-        return db
+        return uri
     host = parts.netloc.rpartition("@")[2]  # with the port as written (even a malformed one)
     netloc = f"{parts.username or ''}:***@{host}"
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
