@@ -11,6 +11,23 @@ from typing import Any
 import pytest
 
 
+def _fresh_thread_pools_in_a_forked_child() -> None:
+    """Drop langchain-core's shared thread pool in a forked child (`make mutation`'s workers).
+
+    mutmut forks each worker from a process that has run the suite once: a pool created there
+    has no threads in the child, and the first async callback dispatched from sync code (an
+    `astream_events` test) would wait on it forever.
+    """
+    try:
+        from langchain_core.callbacks import manager
+    except ImportError:  # pragma: no cover - langchain-core is a dependency
+        return
+    manager._executor.cache_clear()
+
+
+os.register_at_fork(after_in_child=_fresh_thread_pools_in_a_forked_child)
+
+
 def _is_local(address: Any) -> bool:
     if isinstance(address, (str, bytes)):  # AF_UNIX socket paths
         return True
