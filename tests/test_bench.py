@@ -6,7 +6,9 @@ import base64
 import io
 import json
 import re
+import sys
 from html.parser import HTMLParser
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -372,3 +374,38 @@ def test_overhead_json_is_computed_from_its_measurements(tmp_path: Path) -> None
         assert f"{name:48s} {figures['median_ms']:8.3f} ms  {figures['vs_create_agent']:.3f}x" in (
             text.getvalue()
         )
+
+
+def test_the_state_profile_is_computed_from_its_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/bench/state_calls.py: each part of StopOnArtifact's state adds work, as stored."""
+    pytest.importorskip("langchain.agents")
+    import importlib.util
+
+    path = Path(__file__).parent.parent / "docs" / "bench" / "state_calls.py"
+    spec = importlib.util.spec_from_file_location("state_calls", path)
+    assert spec is not None
+    assert spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "state_calls", script)  # its TypedDicts resolve through it
+    spec.loader.exec_module(script)
+    monkeypatch.setattr(script, "RUNS", 2)
+    fresh = script.main()
+    stored = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+    for document in (fresh, stored):
+        counts, bare = document["calls_per_run"], document["bare_create_agent_calls_per_run"]
+        assert list(counts) == list(script.CONFIGS)
+        assert document["vs_bare"] == {name: round(n / bare, 4) for name, n in counts.items()}
+        names = list(counts)
+        adds = document["adds_to_the_row_before"]
+        assert adds == {b: counts[b] - counts[a] for a, b in pairwise(names)}
+        assert all(added > 0 for added in adds.values())  # every part costs something
+        assert counts[names[0]] > bare
+    # The README's breakdown quotes the stored counts.
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    quoted = " ".join(readme.split())
+    stop_record, run, steps, write, own = stored["adds_to_the_row_before"].values()
+    assert (
+        f"`stop_record` written once per run {stop_record}, the private run channel {run}, the "
+        f"managed step counter {steps}, the run state written on every model call {write}, "
+        f"toolstop's own work {own})"
+    ) in quoted
