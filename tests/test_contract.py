@@ -42,6 +42,11 @@ def test_signal_extra_and_overrides() -> None:
         (("done",), {}, "^unknown outcome 'done'; expected one of: completed, transient, fatal, "),
         (("transient",), {"stop": True}, "^a transient outcome cannot stop the loop; "),
         (("completed",), {"stop": 1}, "must be a bool, got int$"),
+        (
+            ("fatal",),
+            {"reason": "quota"},
+            r"^reason='quota': the outcome is the reason; extra keys cannot replace it$",
+        ),
     ],
 )
 def test_signal_rejects_nonsense(args: tuple[Any, ...], kwargs: dict[str, Any], match: str) -> None:
@@ -64,10 +69,14 @@ def test_policy_defaults() -> None:
     [
         ({"parallel": "some"}, "parallel"),
         ({"mode": "soft"}, "mode"),
-        ({"priority": ("fatal", "bogus")}, "unknown reasons"),
-        ({"priority": ("fatal", "fatal")}, "twice"),
-        ({"priority": ()}, "at least one"),
-        ({"priority": "fatal"}, "tuple"),
+        (
+            {"priority": ("fatal", "bogus")},
+            r"^StopPolicy\.priority has unknown reasons \['bogus'\]",
+        ),
+        ({"priority": ("fatal", "fatal")}, r"^StopPolicy\.priority lists a reason twice"),
+        ({"priority": ()}, r"^StopPolicy\.priority must name at least one reason$"),
+        ({"priority": "fatal"}, r"^StopPolicy\.priority must be a tuple of reasons, got 'fatal'$"),
+        ({"priority": None}, r"^StopPolicy\.priority must be a tuple of reasons, got None$"),
         ({"max_transient_retries": -1}, ">= 0"),
         ({"max_transient_retries": 1.5}, "int or None"),
         ({"max_transient_retries": True}, "int or None"),
@@ -84,4 +93,5 @@ def test_policy_rejects_invalid_values(kwargs: dict[str, Any], match: str) -> No
 def test_policy_normalises_priority() -> None:
     policy = StopPolicy(priority=[Outcome.FATAL, "completed"])  # type: ignore[arg-type]
     assert policy.priority == ("fatal", "completed")
+    assert [type(reason) for reason in policy.priority] == [str, str]  # not the enum members
     assert policy.rank("transient") == 2  # unlisted ranks last
