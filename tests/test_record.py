@@ -1,0 +1,154 @@
+"""The stop record's arithmetic, unit-tested on `toolstop.record` (no graph).
+
+The routers' tests check records end to end; these pin what they cannot reach: a record from an
+older checkpoint that lacks an outcome key, inputs left unchanged, responses without usage, and
+the malformed-signal warning's text and cap.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage
+
+from toolstop import Outcome, Problem, Rule, StopPolicy
+from toolstop import record as record_module
+from toolstop.decision import CallSignal, Decision
+from toolstop.record import count_model_call, fold_turn, new_record, stopped
+
+
+def _signal(i: int, reason: Outcome | None = None, problem: Problem | None = None) -> CallSignal:
+    stop = reason in (Outcome.COMPLETED, Outcome.FATAL) and problem is None
+    return CallSignal(
+        tool=f"tool{i}", tool_call_id=f"c{i}", reason=reason, stop=stop, problem=problem
+    )
+
+
+def test_a_new_record_starts_empty() -> None:
+    policy = StopPolicy(mode="polish", parallel="any")
+    assert new_record(policy) == {
+        "schema_version": record_module.RECORD_SCHEMA_VERSION,
+        "run": 1,
+        "rule": "none",
+        "stopped": False,
+        "mode": "polish",
+        "parallel": "any",
+        "would_stop": None,
+        "would_save": {"model_calls": 0, "input_tokens": 0, "output_tokens": 0},
+        "tools": [],
+        "tool_call_ids": [],
+        "invalid_signals": [],
+        "outcomes": {
+            "completed": 0,
+            "transient": 0,
+            "fatal": 0,
+            "policy_block": 0,
+            "invalid": 0,
+            "unsignalled": 0,
+            "rejected": 0,
+        },
+        "transient_retries": 0,
+        "tool_turns": 0,
+        "model_calls": 0,
+        "input_tokens": 0,
+        "output_tokens": 0,
+    }
+    assert new_record(policy, run=4)["run"] == 4
+
+
+def test_a_turn_is_counted_by_kind_even_into_a_record_that_lacks_the_key() -> None:
+    """A record restored from an older checkpoint may lack an outcome key: it counts from 0."""
+    record = new_record(StopPolicy())
+    record["outcomes"] = {}
+    signals = (
+        _signal(0, Outcome.TRANSIENT),
+        _signal(1, Outcome.TRANSIENT),
+        _signal(2, problem=Problem.UNSIGNALLED),
+        _signal(3, problem=Problem.UNSIGNALLED),
+        _signal(4, problem=Problem.MISSING_STOP),
+        _signal(5, problem=Problem.UNKNOWN_REASON),
+    )
+    decision = Decision(stop=False, rule=Rule.NONE, signals=signals, transient_in_turn=2)
+    folded = fold_turn(record, decision)
+    assert folded["outcomes"] == {"transient": 2, "unsignalled": 2, "invalid": 2}
+    assert folded["invalid_signals"] == [
+        {"tool": "tool4", "tool_call_id": "c4", "problem": "missing_stop"},
+        {"tool": "tool5", "tool_call_id": "c5", "problem": "unknown_reason"},
+    ]
+    assert (folded["tool_turns"], folded["transient_retries"]) == (1, 2)
+    again = fold_turn(folded, decision)
+    assert again["outcomes"] == {"transient": 4, "unsignalled": 4, "invalid": 4}
+    assert len(again["invalid_signals"]) == 4
+
+
+def test_folding_and_stopping_leave_the_input_record_unchanged() -> None:
+    """Records are values: a checkpointed record must not change when the next turn is folded."""
+    record = fold_turn(
+        new_record(StopPolicy()),
+        Decision(stop=False, rule=Rule.NONE, signals=(_signal(0, problem=Problem.MISSING_STOP),)),
+    )
+    before = copy.deepcopy(record)
+    signals = (_signal(1, Outcome.COMPLETED), _signal(2, problem=Problem.STOP_NOT_BOOL))
+    decision = Decision(stop=True, rule=Rule.COMPLETED, signals=signals, deciding=signals[:1])
+    folded = fold_turn(record, decision)
+    ended = stopped(folded, decision)
+    assert record == before
+    assert [s["tool_call_id"] for s in folded["invalid_signals"]] == ["c0", "c2"]
+    assert (ended["rule"], ended["stopped"]) == ("completed", True)
+    assert (ended["tools"], ended["tool_call_ids"]) == (["tool1"], ["c1"])
+
+
+@pytest.mark.parametrize(
+    ("response", "tokens"),
+    [
+        (
+            AIMessage(
+                "a", usage_metadata={"input_tokens": 7, "output_tokens": 3, "total_tokens": 10}
+            ),
+            (7, 3),
+        ),
+        (
+            AIMessage(
+                "a", usage_metadata={"input_tokens": 7, "output_tokens": 0, "total_tokens": 7}
+            ),
+            (7, 0),
+        ),
+        (
+            AIMessage(
+                "a", usage_metadata={"input_tokens": 0, "output_tokens": 2, "total_tokens": 2}
+            ),
+            (0, 2),
+        ),
+        (AIMessage("a"), (0, 0)),  # no usage: a call, no tokens (never estimated)
+        ("a plain string from a middleware", (0, 0)),
+    ],
+)
+def test_a_model_call_adds_the_providers_tokens_only(
+    response: Any, tokens: tuple[int, int]
+) -> None:
+    record = new_record(StopPolicy())
+    record["input_tokens"], record["output_tokens"] = 100, 50
+    counted = count_model_call(record, response)
+    assert counted["model_calls"] == 1
+    assert (counted["input_tokens"], counted["output_tokens"]) == (100 + tokens[0], 50 + tokens[1])
+    assert counted["would_save"] == {"model_calls": 0, "input_tokens": 0, "output_tokens": 0}
+    assert record["model_calls"] == 0
+
+
+def test_the_malformed_signal_warning_is_worded_and_capped(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(record_module, "_warned", set())
+    monkeypatch.setattr(record_module, "_WARNED_MAX", 2)
+    caplog.set_level(logging.WARNING, logger="toolstop")
+    for tool in ("a", "a", "b", "c"):
+        record_module._warn_once(tool, Problem.MISSING_STOP)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"tool {tool!r} returned a malformed stop signal (missing_stop); it went back to the "
+        "model. Logged once per tool and problem; every occurrence is in the stop record."
+        for tool in ("a", "b")  # "a" once; "c" is past the cap of 2 remembered pairs
+    ]
+    assert caplog.records[0].toolstop_signal == {"tool": "a", "problem": "missing_stop"}  # type: ignore[attr-defined]
