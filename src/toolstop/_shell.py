@@ -13,9 +13,10 @@ between the tool results and the next model call change nothing.
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired
 
 from langchain_core.messages import AIMessage, BaseMessage
+from typing_extensions import TypedDict
 
 from toolstop.decision import Decision, Rule, Turn, decide_turn
 from toolstop.observe import publish_run_end, publish_turn

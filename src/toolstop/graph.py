@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypeAlias, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypeAlias
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -19,6 +19,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.managed import RemainingSteps
+from typing_extensions import TypedDict
 
 from toolstop._compat import prebuilt_mismatch
 

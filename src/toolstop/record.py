@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, TypedDict
+from typing import Any
 
 from langchain_core.messages import AIMessage
+from typing_extensions import TypedDict
 
 from toolstop.decision import MALFORMED_SIGNALS, PROBLEMS_NOT_INVALID, Decision, Problem, Rule
 from toolstop.outcome import Outcome
