@@ -214,6 +214,7 @@ def oracle(
     return rule, would_stop, set(deciding) if rule in STOPPING.values() else set()
 
 
+@pytest.mark.mutation  # about 6 s: the independent oracle of every parallel rule and budget
 @settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     results=st.lists(

@@ -184,13 +184,17 @@ def _as_the_tool_said(turn: Turn | None, state: Mapping[str, Any]) -> Turn | Non
 
 def _schema_specs(response_format: Any) -> list[Any]:
     """The schemas of a `create_agent` response format (a strategy or a bare schema)."""
-    from langchain.agents.structured_output import ProviderStrategy, ToolStrategy
+    from langchain.agents.structured_output import AutoStrategy, ProviderStrategy, ToolStrategy
 
     if isinstance(response_format, ToolStrategy):
         return list(response_format.schema_specs)
     if isinstance(response_format, ProviderStrategy):
         return [response_format.schema_spec]
-    return list(ToolStrategy(getattr(response_format, "schema", response_format)).schema_specs)
+    # Not `getattr(..., "schema")`: a bare pydantic model has a `schema` classmethod.
+    schema = (
+        response_format.schema if isinstance(response_format, AutoStrategy) else response_format
+    )
+    return list(ToolStrategy(schema).schema_specs)
 
 
 def _structured_response(request: ModelRequest, decision: Decision, turn: Turn | None) -> Any:
@@ -438,11 +442,13 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         messages = state["messages"]
         update: dict[str, Any] = {}
         run = state.get(RUN_KEY)
-        if run is None or not run["open"]:  # no model call in this run (refused before it)
-            run = open_run(run, state.get("stop_record"), self.policy, current_turn(messages))
         last = messages[-1] if messages else None
         answered = isinstance(last, AIMessage) and not last.tool_calls  # by anyone
         turn = current_turn(messages[:-1] if answered else messages)
+        if run is None or not run["open"]:
+            # No model call in this run (refused before it): a tool turn in its messages came
+            # with its input, and is not this run's to decide.
+            run = open_run(run, state.get("stop_record"), self.policy, turn)
         swallowed = last is not None and _limit_swallowed(last, state)
         decision, run = begin_turn(
             run,
