@@ -394,3 +394,75 @@ def test_a_run_refused_before_any_model_call_gets_its_own_record() -> None:
     )
     second = agent.invoke({"messages": [HumanMessage("again")]}, thread)
     assert second["stop_record"]["run"] == 2
+
+
+def test_a_structured_answer_needs_no_tool_turn_even_at_the_last_step() -> None:
+    """The structured-output call is answered in the same step: no step budget applies to it."""
+    model = ScriptedChatModel([call("Booking", flight="LH1")])
+    looking = forced_tool("look", ("seen", None))
+    agent = create_agent(
+        model, [looking], middleware=[StopOnArtifact()], response_format=ToolStrategy(Booking)
+    )
+    state = agent.invoke({"messages": [HumanMessage("q")]}, {"recursion_limit": 3})
+    assert state["structured_response"] == Booking(flight="LH1")
+    record = state["stop_record"]
+    assert (record["rule"], record["model_calls"]) == ("none", 1)
+    assert record["input_tokens"] == state["messages"][1].usage_metadata["input_tokens"]
+
+
+def test_a_new_run_of_the_middleware_never_decides_the_turn_it_was_invoked_with() -> None:
+    booking = forced_tool("book", ("booked", signal("completed")))
+    model = ScriptedChatModel(["the model's answer"])
+    agent = create_agent(model, [booking], middleware=[StopOnArtifact()])
+    asked = AIMessage("", id="caller", tool_calls=[call("book", id="x1")])
+    result = ToolMessage("booked", tool_call_id="x1", name="book", artifact=signal("completed"))
+    state = agent.invoke({"messages": [HumanMessage("q"), asked, result]})
+    assert state["messages"][-1].content == "the model's answer"
+    assert (state["stop_record"]["rule"], state["stop_record"]["tool_turns"]) == ("none", 0)
+
+
+class _ForceTools(AgentMiddleware):  # type: ignore[type-arg]
+    """A user's hook that forces a tool call on every model call it wraps."""
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        return handler(request.override(tool_choice="any"))
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        return await handler(request.override(tool_choice="any"))
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_the_narrating_call_offers_no_tools_and_forces_none(asynchronous: bool) -> None:
+    booking = forced_tool("book", ("booked", signal("completed")))
+    # The narration also asks for a stray tool call: it is dropped, the text kept.
+    model = ScriptedChatModel([call("book"), AIMessage("narrated", tool_calls=[call("book")])])
+    policy = StopPolicy(mode="polish")
+    agent = create_agent(model, [booking], middleware=[_ForceTools(), StopOnArtifact(policy)])
+    inputs = {"messages": [HumanMessage("q")]}
+    state = asyncio.run(agent.ainvoke(inputs)) if asynchronous else agent.invoke(inputs)
+    final = state["messages"][-1]
+    assert (final.content, final.tool_calls) == ("narrated", [])
+    assert [(c.tools, c.tool_choice) for c in model.calls] == [(("book",), "any"), ((), None)]
+
+
+class _RefuseAfterTools(AgentMiddleware):  # type: ignore[type-arg]
+    """A guard that ends the run, without a message, once a tool has run."""
+
+    @hook_config(can_jump_to=["end"])
+    def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        if any(isinstance(m, ToolMessage) for m in state["messages"]):
+            return {"jump_to": "end"}
+        return None
+
+
+def test_a_turn_a_guard_ended_the_run_after_is_accounted_for() -> None:
+    busy = forced_tool("book", ("busy", signal("transient")))
+    agent = create_agent(
+        ScriptedChatModel([call("book")]),
+        [busy],
+        middleware=[_RefuseAfterTools(), StopOnArtifact()],
+    )
+    state = agent.invoke({"messages": [HumanMessage("q")]})
+    assert [m.type for m in state["messages"]] == ["human", "ai", "tool"]
+    record = state["stop_record"]
+    assert (record["tool_turns"], record["outcomes"]["transient"], record["rule"]) == (1, 1, "none")
