@@ -9,6 +9,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from toolstop import Outcome, Problem, Rule, StopPolicy, decide, signal
+from toolstop.decision import read_signal
 
 
 def turn_of(*results: tuple[str, Any], status: str = "success") -> list[BaseMessage]:
@@ -319,3 +320,60 @@ def test_a_human_rejection_is_told_from_a_tool_error(
     decision = decide(_error_result(content, **extra))
     assert [s.problem for s in decision.signals] == [problem]
     assert decision.transient_in_turn == (problem is Problem.TOOL_ERROR)
+
+
+# -- read_signal and the turn's signals, pinned against mutants that once survived ---------------
+
+
+def _result(artifact: Any, *, name: str | None = None) -> ToolMessage:
+    return ToolMessage("text", tool_call_id="c0", name=name, artifact=artifact)
+
+
+def test_a_signal_is_named_by_the_call_then_the_message_then_a_question_mark() -> None:
+    assert read_signal(_result(DONE, name="msg"), tool="call").tool == "call"
+    assert read_signal(_result(DONE, name="msg")).tool == "msg"
+    assert read_signal(_result(DONE)).tool == "?"
+
+
+@pytest.mark.parametrize(
+    ("artifact", "problem"),
+    [
+        (None, Problem.UNSIGNALLED),
+        ({**DONE, "untrusted": True}, Problem.UNTRUSTED),
+        ({"stop": 1}, Problem.STOP_NOT_BOOL),
+    ],
+)
+def test_an_invalid_signal_never_asks_to_stop(artifact: Any, problem: Problem) -> None:
+    signal_ = read_signal(_result(artifact))
+    assert (signal_.problem, signal_.stop, signal_.reason, signal_.valid) == (
+        problem,
+        False,
+        None,
+        False,
+    )
+
+
+def test_only_a_true_untrusted_mark_makes_a_signal_untrusted() -> None:
+    assert read_signal(_result({**DONE, "untrusted": False})).valid
+    assert read_signal(_result({**DONE, "untrusted": "yes"})).valid
+    assert read_signal(_result({**DONE, "untrusted": True})).problem is Problem.UNTRUSTED
+
+
+def test_results_that_follow_no_ai_message_are_read_in_their_order() -> None:
+    """A hand-made list (no AIMessage asked): the results still decide, by their artifacts."""
+    messages = [HumanMessage("q"), _result(DONE, name="book")]
+    decision = decide(messages)
+    assert (decision.stop, decision.rule) == (True, Rule.COMPLETED)
+    assert [s.tool for s in decision.signals] == ["book"]
+
+
+def test_no_turn_relays_nothing() -> None:
+    from toolstop.decision import _relay
+
+    assert _relay(None, ()) == ""
+
+
+def test_decide_counts_no_earlier_transient_failures_by_default() -> None:
+    policy = StopPolicy(max_transient_retries=1)
+    assert decide(turn_of(("busy", RETRY)), policy).stop is False
+    assert decide(turn_of(("busy", RETRY)), policy, transient_count=1).rule is Rule.RETRY_BUDGET

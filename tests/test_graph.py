@@ -403,3 +403,10 @@ def test_an_async_run_publishes_its_turns_and_its_end() -> None:
     state = asyncio.run(graph.ainvoke({"messages": [HumanMessage("q")]}, {"callbacks": [events]}))
     assert (state["messages"][-1].content, state["stop_record"]["rule"]) == ("done", "none")
     assert events.names == ["toolstop_run_end"]
+
+
+def test_the_graph_prints_nothing_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+    """LangGraph's debug flag is off unless asked for: a run writes nothing to stdout."""
+    booking = forced_tool("book", ("booked", signal("completed")))
+    run(build_react_graph(ScriptedChatModel([call("book")]), [booking]))
+    assert capsys.readouterr().out == ""
