@@ -377,3 +377,40 @@ def test_decide_counts_no_earlier_transient_failures_by_default() -> None:
     policy = StopPolicy(max_transient_retries=1)
     assert decide(turn_of(("busy", RETRY)), policy).stop is False
     assert decide(turn_of(("busy", RETRY)), policy, transient_count=1).rule is Rule.RETRY_BUDGET
+
+
+def test_a_turn_at_the_very_start_is_read_with_its_calls() -> None:
+    """An AIMessage at index 0 asks the turn: results are named and ordered by its calls."""
+    calls = [
+        {"name": "book", "args": {}, "id": "c0", "type": "tool_call"},
+        {"name": "pay", "args": {}, "id": "c1", "type": "tool_call"},
+    ]
+    messages: list[BaseMessage] = [
+        AIMessage("", tool_calls=calls),
+        ToolMessage("booked", tool_call_id="c0", artifact=DONE),  # no name of its own
+        ToolMessage("stray", tool_call_id="other", artifact=DONE),  # answers no call
+    ]
+    decision = decide(messages, StopPolicy(parallel="any"))
+    assert [(s.tool, s.tool_call_id, s.problem) for s in decision.signals] == [
+        ("book", "c0", None),
+        ("pay", "c1", Problem.NO_RESULT),
+        ("?", "other", None),
+    ]
+    unanswered = decision.signals[1]
+    assert (unanswered.stop, unanswered.reason, unanswered.valid) == (False, None, False)
+    assert decision.rule is Rule.COMPLETED
+
+
+def test_decide_turn_defaults() -> None:
+    from toolstop.decision import current_turn, decide_turn
+
+    turn = current_turn(turn_of(("busy", RETRY)))
+    one_retry = StopPolicy(max_transient_retries=1)
+    assert decide_turn(turn, one_retry).stop is False  # no earlier transient failures
+    assert decide_turn(turn, one_retry, remaining_steps=3).stop is False  # a turn needs 2 steps
+    assert decide_turn(turn, one_retry, remaining_steps=2).rule is Rule.STEP_BUDGET
+
+
+def test_a_stopping_turn_still_counts_its_transient_failures() -> None:
+    decision = decide(turn_of(("busy", RETRY), ("booked", DONE)), StopPolicy(parallel="any"))
+    assert (decision.rule, decision.transient_in_turn) == (Rule.COMPLETED, 1)
