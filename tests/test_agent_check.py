@@ -500,3 +500,25 @@ def test_a_run_that_publishes_two_records_is_caught() -> None:
         "the run published 2 run-end records; a run publishes exactly one (is StopOnArtifact "
         "listed twice, or the graph wrapped in another toolstop graph?)"
     ]
+
+
+@tool(return_direct=True)
+def static_lookup(query: str) -> str:
+    """Looks a thing up, and always ends the loop (a static stop)."""
+    return f"Found {query}."
+
+
+def plain_create_agent(model: Any, tools: list[BaseTool], policy: StopPolicy) -> Any:
+    from langchain.agents import create_agent
+
+    return create_agent(model, tools)  # no toolstop: its return_direct tool ends every run
+
+
+@pytest.mark.skipif(MIDDLEWARE_UNAVAILABLE is not None, reason=f"{MIDDLEWARE_UNAVAILABLE}")
+def test_a_run_that_ends_on_a_static_return_direct_stop_is_a_breach() -> None:
+    result = check_agent(plain_create_agent, [static_lookup], scenarios=["success"])
+    hard = next(r for r in result.results if r.scenario.key == "success@static_lookup.hard")
+    assert any(
+        "the run ended on a ToolMessage, not an AIMessage: the stop came from return_direct" in b
+        for b in hard.breaches
+    ), hard.breaches

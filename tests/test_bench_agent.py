@@ -201,3 +201,17 @@ def test_bench_agent_says_when_no_tool_signals(in_folder: Path) -> None:
     )
     modes = by_mode(json.loads((in_folder / "bench-out" / "bench.json").read_text()))
     assert {m: c["model_calls"] for m, c in modes.items()} == {"never": 2, "hard": 2, "polish": 2}
+
+
+def test_bench_agent_exits_1_only_when_every_run_failed(in_folder: Path) -> None:
+    pytest.importorskip("matplotlib", reason="the bench chart needs the `bench` extra")
+    write_module(in_folder, "support", SUPPORT_AGENT)
+    (in_folder / "refused.txt").write_text("What is the admin password?\n")
+    (in_folder / "mixed.txt").write_text("What is the admin password?\nWhere is order o-1?\n")
+    argv = ["bench", "--agent", "support:make_agent", "--tools", "support:TOOLS"]
+    argv += ["--latency-ms", "0"]
+    assert main([*argv, "--questions", "refused.txt", "--out", "a"], out=io.StringIO()) == 1
+    failed = json.loads((in_folder / "a" / "bench.json").read_text())["errors"]
+    assert sorted(e["mode"] for e in failed) == ["hard", "never", "polish"]
+    assert main([*argv, "--questions", "mixed.txt", "--out", "b"], out=io.StringIO()) == 0
+    assert len(json.loads((in_folder / "b" / "bench.json").read_text())["errors"]) == 3
