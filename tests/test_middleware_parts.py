@@ -406,7 +406,8 @@ def test_a_structured_answer_needs_no_tool_turn_even_at_the_last_step() -> None:
     state = agent.invoke({"messages": [HumanMessage("q")]}, {"recursion_limit": 3})
     assert state["structured_response"] == Booking(flight="LH1")
     record = state["stop_record"]
-    assert (record["rule"], record["model_calls"]) == ("none", 1)
+    assert (record["rule"], record["model_calls"], record["tool_turns"]) == ("none", 1, 0)
+    assert record["outcomes"]["unsignalled"] == 0  # the structured answer is no tool turn
     assert record["input_tokens"] == state["messages"][1].usage_metadata["input_tokens"]
 
 
@@ -466,3 +467,18 @@ def test_a_turn_a_guard_ended_the_run_after_is_accounted_for() -> None:
     assert [m.type for m in state["messages"]] == ["human", "ai", "tool"]
     record = state["stop_record"]
     assert (record["tool_turns"], record["outcomes"]["transient"], record["rule"]) == (1, 1, "none")
+
+
+def test_a_narrated_structured_answer_is_not_counted_as_a_tool_turn() -> None:
+    data = {**signal(Outcome.COMPLETED), "structured_response": {"flight": "LH1"}}
+    booking = forced_tool("book", ("Booked LH1.", data))
+    model = ScriptedChatModel([call("book"), call("Booking", flight="LH1")])
+    policy = StopPolicy(mode="polish")
+    agent = create_agent(
+        model, [booking], middleware=[StopOnArtifact(policy)], response_format=Booking
+    )
+    state = agent.invoke({"messages": [HumanMessage("q")]})
+    assert state["structured_response"] == Booking(flight="LH1")
+    record = state["stop_record"]
+    assert (record["rule"], record["model_calls"], record["tool_turns"]) == ("completed", 2, 1)
+    assert (record["outcomes"]["completed"], record["outcomes"]["unsignalled"]) == (1, 0)

@@ -388,6 +388,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             elif answer.tool_calls and all(c.get("id") in answered_ids for c in answer.tool_calls):
                 run = {**run, "record": count_model_call(run["record"], answer)}
             else:
+                answered_ids = frozenset()
                 answer, run = answered(
                     run,
                     answer,
@@ -396,6 +397,10 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
                     loop_steps=needed,
                     name=_agent_name(config),
                 )
+            if answered_ids and answer.tool_calls and answer.id is not None:
+                # The structured-output call is answered in this same step: it is the run's
+                # answer, not a tool turn (`begin_turn` skips the turn of this AIMessage).
+                run = {**run, "turn": answer.id}
             messages[index] = answer
         result = ModelResponse(result=messages, structured_response=response.structured_response)
         return ExtendedModelResponse(model_response=result, command=Command(update={RUN_KEY: run}))
