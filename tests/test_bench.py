@@ -409,3 +409,30 @@ def test_the_state_profile_is_computed_from_its_counts(monkeypatch: pytest.Monke
         f"managed step counter {steps}, the run state written on every model call {write}, "
         f"toolstop's own work {own})"
     ) in quoted
+
+
+def test_the_gc_throughput_figures_are_computed_from_their_bursts() -> None:
+    """docs/bench/gc_throughput.json: each half's figures come from its own bursts."""
+    from toolstop.bench.overhead import throughput_figures
+
+    path = Path(__file__).parent.parent / "docs" / "bench" / "gc_throughput.json"
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    for half in ("gc_on", "gc_off"):
+        measured = stored[half]
+        assert all(len(v) == measured["rounds"] for v in measured["seconds"].values())
+        assert measured["figures"] == throughput_figures(
+            measured["concurrent"], measured["seconds"]
+        )
+    assert set(stored["gc_on"]["seconds"]) == set(stored["gc_off"]["seconds"])
+    readme = " ".join((Path(__file__).parent.parent / "README.md").read_text("utf-8").split())
+    on, off = stored["gc_on"]["figures"], stored["gc_off"]["figures"]
+    soa = "create_agent+StopOnArtifact"
+    assert (
+        f"`StopOnArtifact` {on[soa]['vs_create_agent']:.3f}x -> {off[soa]['vs_create_agent']:.3f}x"
+        in readme
+    )
+    bare = "create_agent"
+    assert (
+        f"{on[bare]['runs_per_s']} runs/s with the collector on and {off[bare]['runs_per_s']}"
+        in readme
+    )

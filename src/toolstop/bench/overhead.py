@@ -227,16 +227,17 @@ def throughput_figures(concurrent: int, seconds: dict[str, list[float]]) -> dict
     }
 
 
-def throughput(concurrent: int, rounds: int = 5) -> dict[str, Any]:
+def throughput(concurrent: int, rounds: int = 5, *, floors: bool = False) -> dict[str, Any]:
     """`concurrent` simultaneous `ainvoke` calls on one compiled agent per configuration.
 
     The configurations take turns for `rounds` rounds (order rotated each round, garbage
     collected before each burst, so no agent pays for another's); `seconds` keeps every burst's
-    time, the figures are from each configuration's median burst.
+    time, the figures are from each configuration's median burst. `floors` adds the empty-hook
+    configurations of the wall-time table.
     """
     agents = {
         name: build(SimulatedChatModel(tool_names=("search",)), _no_stop_tools())
-        for name, build in _builders().items()
+        for name, build in _builders(floors=floors).items()
     }
     names = list(agents)
 
