@@ -410,3 +410,48 @@ def test_the_graph_prints_nothing_by_default(capsys: pytest.CaptureFixture[str])
     booking = forced_tool("book", ("booked", signal("completed")))
     run(build_react_graph(ScriptedChatModel([call("book")]), [booking]))
     assert capsys.readouterr().out == ""
+
+
+def test_an_async_run_routes_inline_and_untraced() -> None:
+    """The routers run in the event loop (no thread-pool hop per call) and are no traced runs,
+    as in LangGraph's own prebuilt agents; the nodes are one run each."""
+    import concurrent.futures
+
+    class Counting(concurrent.futures.ThreadPoolExecutor):
+        submitted = 0
+
+        def submit(self, *args: Any, **kwargs: Any) -> Any:
+            Counting.submitted += 1
+            return super().submit(*args, **kwargs)
+
+    @tool(response_format="content_and_artifact")
+    async def book(query: str = "") -> tuple[str, dict[str, object]]:
+        """Books it."""
+        return "busy", signal("transient")
+
+    class Starts(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.names: list[str] = []
+
+        def on_chain_start(self, serialized: Any, inputs: Any, **kwargs: Any) -> None:
+            self.names.append(kwargs.get("name") or "")
+
+    graph = build_react_graph(_AsyncOnly([call("book"), "done"]), [book])
+
+    async def go() -> Any:
+        asyncio.get_running_loop().set_default_executor(Counting(max_workers=1))
+        return await graph.ainvoke({"messages": [HumanMessage("q")]})
+
+    state = asyncio.run(go())
+    assert state["messages"][-1].content == "done"
+    assert Counting.submitted == 0
+    starts = Starts()
+    booking = forced_tool("book", ("busy", signal("transient")))
+    traced = build_react_graph(ScriptedChatModel([call("book"), "done"]), [booking])
+    traced.invoke({"messages": [HumanMessage("q")]}, {"callbacks": [starts]})
+    assert [name for name in starts.names if name in ("agent", "tools")] == [
+        "agent",
+        "tools",
+        "agent",
+    ]
+    assert not [name for name in starts.names if name.startswith("route")], starts.names

@@ -118,6 +118,18 @@ def _node(func: Callable[..., Any], afunc: Callable[..., Any], name: str) -> Run
     return RunnableLambda(func, afunc=afunc, name=name)  # pragma: no cover
 
 
+def _router(func: Callable[..., Any]) -> Any:
+    """A conditional edge's function as LangGraph's prebuilt agents and `create_agent` pass it.
+
+    A plain function is wrapped by LangGraph with a traced run per call and, in async runs, a
+    thread-pool hop per call (`run_in_executor`); a router does no I/O, so it runs inline and
+    untraced, in sync and async runs alike.
+    """
+    if _RunnableCallable is not None:
+        return _RunnableCallable(func, None, trace=False)
+    return func  # pragma: no cover - a langgraph without it coerces the function itself
+
+
 def route_after_agent(state: ReactState) -> Literal["tools", "__end__"]:
     """Go to `tools` when the last AIMessage asks for tool calls, else end."""
     last = state["messages"][-1] if state["messages"] else None
@@ -414,8 +426,8 @@ def compile_react_graph(
         graph.add_edge("polish", END)
         targets.append("polish")
     graph.add_edge(START, "agent")
-    graph.add_conditional_edges("agent", route_after_agent, ["tools", END])
-    graph.add_conditional_edges("tools", nodes.route_after_tools, targets)
+    graph.add_conditional_edges("agent", _router(route_after_agent), ["tools", END])
+    graph.add_conditional_edges("tools", _router(nodes.route_after_tools), targets)
     graph.add_edge("finalize", END)
     compiled: ReactGraph = graph.compile(**compile_kwargs)  # type: ignore[assignment]
     return compiled
