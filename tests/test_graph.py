@@ -414,7 +414,7 @@ def test_the_graph_prints_nothing_by_default(capsys: pytest.CaptureFixture[str])
 
 def test_an_async_run_routes_inline_and_untraced() -> None:
     """The routers run in the event loop (no thread-pool hop per call) and are no traced runs,
-    as in LangGraph's own prebuilt agents; the nodes are one run each."""
+    as `create_agent`'s are; the nodes are one run each."""
     import concurrent.futures
 
     class Counting(concurrent.futures.ThreadPoolExecutor):

@@ -4,8 +4,8 @@ The bench's concurrent-throughput figure (`toolstop bench --overhead`), with the
 floors of its wall-time table added, measured twice in one process: as it is, then with
 `gc.disable()` around the whole measurement. Each configuration's
 ratio to bare `create_agent` in each half says how much of the concurrency gap is the garbage
-collector's work. Run: `python docs/bench/gc_throughput.py` (writes the JSON beside it; about
-5 minutes on 2 cores).
+collector's work. Run: `python docs/bench/gc_throughput.py` (writes the JSON beside it; 2 min
+6 s on this 2-core machine with nothing else running).
 """
 
 from __future__ import annotations

@@ -119,7 +119,7 @@ def _node(func: Callable[..., Any], afunc: Callable[..., Any], name: str) -> Run
 
 
 def _router(func: Callable[..., Any]) -> Any:
-    """A conditional edge's function as LangGraph's prebuilt agents and `create_agent` pass it.
+    """A conditional edge's function as `create_agent` passes its own (`RunnableCallable`).
 
     A plain function is wrapped by LangGraph with a traced run per call and, in async runs, a
     thread-pool hop per call (`run_in_executor`); a router does no I/O, so it runs inline and
