@@ -384,11 +384,14 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             answered_ids = frozenset(m.tool_call_id for m in messages if isinstance(m, ToolMessage))
             if narrated:
                 answer = plain_answer(answer, answered_ids=answered_ids)
+            calls = answer.tool_calls
+            if narrated or (calls and all(c.get("id") in answered_ids for c in calls)):
                 run = {**run, "record": count_model_call(run["record"], answer)}
-            elif answer.tool_calls and all(c.get("id") in answered_ids for c in answer.tool_calls):
-                run = {**run, "record": count_model_call(run["record"], answer)}
+                if calls and answer.id is not None:
+                    # Only calls answered in this same step are left (the structured-output
+                    # call): the run's answer, not a tool turn (`begin_turn` skips its turn).
+                    run["turn"] = answer.id
             else:
-                answered_ids = frozenset()
                 answer, run = answered(
                     run,
                     answer,
@@ -397,10 +400,6 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
                     loop_steps=needed,
                     name=_agent_name(config),
                 )
-            if answered_ids and answer.tool_calls and answer.id is not None:
-                # The structured-output call is answered in this same step: it is the run's
-                # answer, not a tool turn (`begin_turn` skips the turn of this AIMessage).
-                run = {**run, "turn": answer.id}
             messages[index] = answer
         result = ModelResponse(result=messages, structured_response=response.structured_response)
         return ExtendedModelResponse(model_response=result, command=Command(update={RUN_KEY: run}))
