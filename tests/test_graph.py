@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from types import SimpleNamespace
 from typing import Any
 
@@ -367,14 +368,19 @@ def test_a_tuple_return_is_read_from_the_tools_function(
 
 
 def test_an_async_run_publishes_its_turns_and_its_end() -> None:
-    """Turn events from the async model node, the run's end from the async stop nodes."""
+    """Turn events from the async model node, the run's end from the async stop nodes.
+
+    Async handlers get the run's end on the event loop's thread (the sync dispatch would hand
+    them to langchain-core's thread pool).
+    """
 
     class Events(AsyncCallbackHandler):
         def __init__(self) -> None:
             self.names: list[str] = []
 
         async def on_custom_event(self, name: str, data: Any, **kwargs: Any) -> None:
-            self.names.append(name)
+            on_the_loop = threading.current_thread() is threading.main_thread()
+            self.names.append(name if on_the_loop else f"{name} (off the event loop)")
 
     for mode, script in (("hard", [call("book")] * 2), ("polish", [call("book")] * 2 + ["ok"])):
         booking = forced_tool("book", ("busy", signal("transient")), ("ok", signal("completed")))

@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import functools
 import logging
+import threading
 from types import SimpleNamespace
 from typing import Any
 
@@ -24,6 +25,7 @@ if MIDDLEWARE_UNAVAILABLE:
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, ModelCallLimitMiddleware, hook_config
 from langchain.agents.structured_output import AutoStrategy, ProviderStrategy, ToolStrategy
+from langchain_core.callbacks import AsyncCallbackHandler
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -327,6 +329,26 @@ def test_async_runs_relay_narrate_publish_and_name_like_sync_ones() -> None:
         answers = [m for m in state["messages"] if isinstance(m, AIMessage) and m.usage_metadata]
         assert record["input_tokens"] == sum(m.usage_metadata["input_tokens"] for m in answers)
         assert [c.tools for c in model.calls] == [("book",), ("book",), ()][: len(model.calls)]
+
+
+def test_an_async_run_gives_async_handlers_its_end_on_the_event_loop() -> None:
+    """`aafter_agent` dispatches the run's end asynchronously: an async handler runs on the
+    event loop's thread (the sync dispatch would hand it to langchain-core's thread pool)."""
+
+    class Events(AsyncCallbackHandler):
+        def __init__(self) -> None:
+            self.seen: list[tuple[str, bool]] = []
+
+        async def on_custom_event(self, name: str, data: Any, **kwargs: Any) -> None:
+            self.seen.append((name, threading.current_thread() is threading.main_thread()))
+
+    booking = forced_tool("book", ("ok", signal("completed")))
+    model = ScriptedChatModel([call("book")])
+    agent = create_agent(model, [booking], middleware=[StopOnArtifact()])
+    events = Events()
+    state = asyncio.run(agent.ainvoke({"messages": [HumanMessage("q")]}, {"callbacks": [events]}))
+    assert state["stop_record"]["rule"] == "completed"
+    assert events.seen == [("toolstop_run_end", True)]
 
 
 @pytest.mark.parametrize("asynchronous", [False, True])

@@ -19,13 +19,14 @@ from langchain_core.messages import AIMessage, BaseMessage
 from typing_extensions import TypedDict
 
 from toolstop.decision import Decision, Rule, Turn, decide_turn
-from toolstop.observe import publish_run_end, publish_turn
+from toolstop.observe import apublish_run_end, publish_run_end, publish_turn
 from toolstop.policy import StopPolicy
 from toolstop.record import StopRecord, count_model_call, fold_turn, new_record, stopped
 
 __all__ = [
     "RUN_KEY",
     "RunState",
+    "afinish",
     "answered",
     "begin_turn",
     "finish",
@@ -165,6 +166,13 @@ def finish(run: RunState, config: Any) -> tuple[StopRecord, RunState]:
     """End the run: its record is final and published. Returns the record and the closed run."""
     record = run["record"]
     publish_run_end(record, config)
+    return record, {**run, "open": False}
+
+
+async def afinish(run: RunState, config: Any) -> tuple[StopRecord, RunState]:
+    """Async twin of `finish`: callback handlers get the run's end on the event loop."""
+    record = run["record"]
+    await apublish_run_end(record, config)
     return record, {**run, "open": False}
 
 

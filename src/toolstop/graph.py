@@ -31,6 +31,7 @@ except ImportError as error:  # pragma: no cover - a broken langgraph / langgrap
 from toolstop._shell import (
     RUN_KEY,
     RunState,
+    afinish,
     answered,
     begin_turn,
     finish,
@@ -260,10 +261,16 @@ class _Nodes:
         record, run = finish(run, config)
         return {"messages": [answer], "stop_record": record, RUN_KEY: run}
 
-    def _answer(
-        self, state: ReactState, run: RunState, response: AIMessage, config: RunnableConfig
+    async def _aend(
+        self, run: RunState, answer: AIMessage, config: RunnableConfig
     ) -> dict[str, Any]:
-        answer, run = answered(
+        record, run = await afinish(run, config)
+        return {"messages": [answer], "stop_record": record, RUN_KEY: run}
+
+    def _answer(
+        self, state: ReactState, run: RunState, response: AIMessage
+    ) -> tuple[AIMessage, RunState]:
+        return answered(
             run,
             self._named(response),  # type: ignore[arg-type]
             self.policy,
@@ -271,46 +278,50 @@ class _Nodes:
             loop_steps=GRAPH_LOOP_STEPS,
             name=self.name,
         )
-        if answer.tool_calls:
-            return {"messages": [answer], RUN_KEY: run}
-        return self._end(run, answer, config)
+
+    def _polished(self, run: RunState, response: BaseMessage) -> tuple[AIMessage, RunState]:
+        answer = plain_answer(self._named(response))
+        return answer, {**run, "record": count_model_call(run["record"], answer)}
 
     # -- nodes -----------------------------------------------------------------------------
     def agent(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
         decision, run, turn = self._begin(state)
         turn_event(decision, turn, run)
         response = self.bound.invoke(self._messages(state), config)
-        return self._answer(state, run, response, config)
+        answer, run = self._answer(state, run, response)
+        if answer.tool_calls:
+            return {"messages": [answer], RUN_KEY: run}
+        return self._end(run, answer, config)
 
     async def aagent(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
         decision, run, turn = self._begin(state)
         turn_event(decision, turn, run)
         response = await self.bound.ainvoke(self._messages(state), config)
-        return self._answer(state, run, response, config)
+        answer, run = self._answer(state, run, response)
+        if answer.tool_calls:
+            return {"messages": [answer], RUN_KEY: run}
+        return await self._aend(run, answer, config)
 
     def finalize(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
         decision, run, _ = self._stop(state)
         return self._end(run, relay_message(decision.relay, decision.rule, name=self.name), config)
 
     async def afinalize(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
-        return self.finalize(state, config)
+        decision, run, _ = self._stop(state)
+        relay = relay_message(decision.relay, decision.rule, name=self.name)
+        return await self._aend(run, relay, config)
 
     def polish(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
         _, run, _ = self._stop(state)
         response = self.model.invoke(self._messages(state), config)
-        return self._polished(run, response, config)
+        answer, run = self._polished(run, response)
+        return self._end(run, answer, config)
 
     async def apolish(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
         _, run, _ = self._stop(state)
         response = await self.model.ainvoke(self._messages(state), config)
-        return self._polished(run, response, config)
-
-    def _polished(
-        self, run: RunState, response: BaseMessage, config: RunnableConfig
-    ) -> dict[str, Any]:
-        answer = plain_answer(self._named(response))
-        run = {**run, "record": count_model_call(run["record"], answer)}
-        return self._end(run, answer, config)
+        answer, run = self._polished(run, response)
+        return await self._aend(run, answer, config)
 
     # -- router ----------------------------------------------------------------------------
     def route_after_tools(self, state: ReactState) -> Literal["agent", "finalize", "polish"]:

@@ -34,6 +34,7 @@ from langgraph.types import Command
 from toolstop._shell import (
     RUN_KEY,
     RunState,
+    afinish,
     answered,
     begin_turn,
     finish,
@@ -434,15 +435,8 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             response, run, narrated=narrated, remaining=remaining, needed=needed, config=config
         )
 
-    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """End the run: write and publish its record; deliver a stop a call limit swallowed.
-
-        A run another middleware ended (a guard's or a limit's `jump_to: "end"`) may still have
-        a tool turn the model never saw: it is accounted for in the record. Only a stop that
-        `ModelCallLimitMiddleware` swallowed is delivered in place of the limit's message; a
-        guard's answer stands.
-        """
-        config = _config()
+    def _ending(self, state: Any, config: Any) -> tuple[dict[str, Any], RunState]:
+        """The run's last update (without its record) and the run to finish."""
         messages = state["messages"]
         update: dict[str, Any] = {}
         run = state.get(RUN_KEY)
@@ -467,11 +461,24 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             # No model call is allowed any more, so a polish stop is relayed as it is.
             relay = relay_message(decision.relay, decision.rule, name=_agent_name(config))
             update["messages"] = [RemoveMessage(id=last.id), relay]
-        record, run = finish(run, config)
-        update["stop_record"] = record
-        update[RUN_KEY] = run
+        return update, run
+
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """End the run: write and publish its record; deliver a stop a call limit swallowed.
+
+        A run another middleware ended (a guard's or a limit's `jump_to: "end"`) may still have
+        a tool turn the model never saw: it is accounted for in the record. Only a stop that
+        `ModelCallLimitMiddleware` swallowed is delivered in place of the limit's message; a
+        guard's answer stands.
+        """
+        config = _config()
+        update, run = self._ending(state, config)
+        update["stop_record"], update[RUN_KEY] = finish(run, config)
         return update
 
     async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Async twin of `after_agent` (it does no I/O)."""
-        return self.after_agent(state, runtime)
+        """Async twin of `after_agent`: callback handlers get the run's end on the event loop."""
+        config = _config()
+        update, run = self._ending(state, config)
+        update["stop_record"], update[RUN_KEY] = await afinish(run, config)
+        return update

@@ -46,6 +46,7 @@ _tracer = _otel_trace.get_tracer("toolstop") if _otel_trace is not None else Non
 __all__ = [
     "EVENT_RUN_END",
     "EVENT_TURN",
+    "apublish_run_end",
     "logger",
     "publish_run_end",
     "publish_turn",
@@ -159,6 +160,14 @@ def _callback_event(record: StopRecord, config: Any) -> None:
     dispatch_custom_event("toolstop_run_end", dict(record), config=config)
 
 
+async def _acallback_event(record: StopRecord, config: Any) -> None:
+    if not config or not _has_handlers(config.get("callbacks")):
+        return
+    from langchain_core.callbacks.manager import adispatch_custom_event
+
+    await adispatch_custom_event("toolstop_run_end", dict(record), config=config)
+
+
 def _span_event(record: StopRecord) -> None:
     if _otel_trace is None or isinstance(
         _otel_trace.get_tracer_provider(), _otel_trace.ProxyTracerProvider
@@ -176,8 +185,7 @@ def _span_event(record: StopRecord) -> None:
     own.end()
 
 
-def publish_run_end(record: StopRecord, config: Any = None) -> None:
-    """Publish a finished run's record on every channel (see the module docstring)."""
+def _publish_stream_and_log(record: StopRecord, config: Any) -> None:
     writer = _stream_writer()
     if writer is not None:
         _safely(writer, {"toolstop": EVENT_RUN_END, "record": dict(record)})
@@ -201,9 +209,33 @@ def publish_run_end(record: StopRecord, config: Any = None) -> None:
             ",".join(record["tools"]) or "-",
             extra={"toolstop": dict(record), "toolstop_thread": thread},
         )
-    _safely(_callback_event, record, config)
+
+
+def _publish_telemetry(record: StopRecord, config: Any) -> None:
     _safely(_span_event, record)
     _safely(record_run_metrics, record, _agent_name(config))
+
+
+def publish_run_end(record: StopRecord, config: Any = None) -> None:
+    """Publish a finished run's record on every channel (see the module docstring)."""
+    _publish_stream_and_log(record, config)
+    _safely(_callback_event, record, config)
+    _publish_telemetry(record, config)
+
+
+async def apublish_run_end(record: StopRecord, config: Any = None) -> None:
+    """Async twin of `publish_run_end`, for nodes that run on the event loop.
+
+    The callback event goes through `adispatch_custom_event`: async handlers (`astream_events`,
+    an `AsyncCallbackHandler`) run on the event loop, where the sync dispatch would hand them to
+    langchain-core's thread pool.
+    """
+    _publish_stream_and_log(record, config)
+    try:
+        await _acallback_event(record, config)
+    except Exception:  # an observer must never break the run
+        logger.debug("toolstop: an observability channel failed", exc_info=True)
+    _publish_telemetry(record, config)
 
 
 def _agent_name(config: Any) -> str | None:
