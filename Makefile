@@ -66,8 +66,8 @@ matrix: $(STAMP)
 
 test: lint typecheck unit matrix
 
-# Mutation testing of the core with mutmut (docs/mutation.md; not part of `make test`: about five
-# hours on 2 cores). MUTANTS narrows it, e.g. `make mutation MUTANTS="toolstop.decision*"`;
+# Mutation testing of the core with mutmut (docs/mutation.md; not part of `make test`: about 25
+# minutes on 2 cores). MUTANTS narrows it, e.g. `make mutation MUTANTS="toolstop.decision*"`;
 # a second run only retests what changed. `$(BIN)/mutmut browse` shows each survivor.
 MUTANTS ?=
 mutation: $(STAMP)
