@@ -376,6 +376,56 @@ def test_overhead_json_is_computed_from_its_measurements(tmp_path: Path) -> None
         )
 
 
+OVERHEAD_ROWS = {
+    "create_agent": "`create_agent` (bare)",
+    "create_agent+empty wrap_model_call": (
+        "+ an empty `wrap_model_call` hook (the mechanism's floor)"
+    ),
+    "create_agent+empty wrap_model_call+after_agent": (
+        "+ empty `wrap_model_call` and `after_agent` hooks (a node more per run)"
+    ),
+    "create_agent+StopOnArtifact": "+ `StopOnArtifact` (`wrap_model_call` + `after_agent`, chosen)",
+    "create_agent+before_model jump": "+ `before_model` jump (the article's)",
+    "hand-built graph": "hand-built graph",
+}
+"""The README's overhead table: configuration in overhead.json -> its row label."""
+
+
+def test_the_readme_overhead_table_is_the_stored_runs() -> None:
+    """Each row is docs/bench/overhead.json's figures and the range of the five stored runs
+    (runs 7-11) it is the first of; the concurrency rows likewise."""
+    folder = Path(__file__).parent.parent / "docs" / "bench"
+    table = json.loads((folder / "overhead.json").read_text(encoding="utf-8"))
+    runs = [
+        json.loads((folder / "overhead-runs" / f"run{n}.json").read_text(encoding="utf-8"))
+        for n in range(7, 12)
+    ]
+    assert runs[0] == table
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    wall, calls = table["wall_per_run_no_stop"]["figures"], table["calls_per_run"]["figures"]
+    assert set(wall) == set(OVERHEAD_ROWS)
+    for name, label in OVERHEAD_ROWS.items():
+        ratios = [r["wall_per_run_no_stop"]["figures"][name]["vs_create_agent"] for r in runs]
+        spread = "1.000x" if name == "create_agent" else f"{min(ratios):.3f}-{max(ratios):.3f}x"
+        row = (
+            f"| {label} | {wall[name]['median_ms']:.2f} ms | {wall[name]['vs_create_agent']:.3f}x "
+            f"| {calls[name]['calls_per_run']:,} | {calls[name]['vs_create_agent']:.3f}x "
+            f"| {spread} |"
+        )
+        assert row in readme, row
+    for name, label in (
+        ("hand-built graph", "hand-built graph vs bare `create_agent`"),
+        ("create_agent+StopOnArtifact", "`create_agent` + `StopOnArtifact` vs bare"),
+    ):
+        ratios = [r["concurrent_throughput"]["figures"][name]["vs_create_agent"] for r in runs]
+        this = table["concurrent_throughput"]["figures"][name]["vs_create_agent"]
+        row = (
+            f"| 1,000 concurrent runs/s, {label} | {this:.3f}x "
+            f"({min(ratios):.3f}-{max(ratios):.3f}x"
+        )
+        assert row in readme, row
+
+
 def test_the_state_profile_is_computed_from_its_counts(monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/bench/state_calls.py: each part of StopOnArtifact's state adds work, as stored."""
     pytest.importorskip("langchain.agents")
@@ -409,6 +459,46 @@ def test_the_state_profile_is_computed_from_its_counts(monkeypatch: pytest.Monke
         f"managed step counter {steps}, the run state written on every model call {write}, "
         f"toolstop's own work {own})"
     ) in quoted
+
+
+def test_the_wall_parts_are_computed_from_their_samples(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/bench/wall_parts.py: its figures and points come from its samples, as stored; the
+    prototype without the `after_agent` node has no such node and still writes its record."""
+    pytest.importorskip("langchain.agents")
+    import importlib.util
+
+    from langchain_core.messages import HumanMessage
+
+    from toolstop.bench.overhead import _no_stop_tools, wall_figures
+    from toolstop.testing import ScriptedChatModel, call
+
+    folder = Path(__file__).parent.parent / "docs" / "bench"
+    spec = importlib.util.spec_from_file_location("wall_parts", folder / "wall_parts.py")
+    assert spec is not None
+    assert spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "wall_parts", script)
+    monkeypatch.syspath_prepend(str(folder))
+    spec.loader.exec_module(script)
+    fresh = script.main(runs=2, repeats=1)
+    stored = json.loads((folder / "wall_parts.json").read_text(encoding="utf-8"))
+    assert len(stored["repeats"]) == script.REPEATS
+    for repeat in fresh["repeats"] + stored["repeats"]:
+        assert list(repeat["samples_ms"]) == list(script.BUILDERS)
+        assert repeat["figures"] == wall_figures(repeat["samples_ms"])
+        assert repeat["points"] == script.points(repeat["figures"])
+    model = ScriptedChatModel([call("search"), "answer"])
+    agent = script.BUILDERS[script.PROTOTYPE](model, _no_stop_tools())
+    assert not [n for n in agent.get_graph().nodes if n.endswith("after_agent")]
+    state = agent.invoke({"messages": [HumanMessage("q")]})
+    assert (state["stop_record"]["model_calls"], state["stop_record"]["tool_turns"]) == (2, 1)
+    # The README quotes the stored runs.
+    readme = " ".join((Path(__file__).parent.parent / "README.md").read_text("utf-8").split())
+    figures = [r["figures"] for r in stored["repeats"]]
+    for name in ("StopOnArtifact", script.PROTOTYPE):
+        low = min(f[name]["vs_create_agent"] for f in figures)
+        high = max(f[name]["vs_create_agent"] for f in figures)
+        assert f"{low:.3f}-{high:.3f}x" in readme, name
 
 
 def test_the_gc_throughput_figures_are_computed_from_their_bursts() -> None:

@@ -149,14 +149,17 @@ def wall_figures(samples_ms: dict[str, list[float]]) -> dict[str, Any]:
     }
 
 
-def wall_per_run(runs: int) -> dict[str, Any]:
+def wall_per_run(
+    runs: int, builders: dict[str, Callable[[Any, list[Any]], Any]] | None = None
+) -> dict[str, Any]:
     """Wall time of a 3-turn run where nothing stops, per configuration, interleaved.
 
     Each round runs every configuration once, in an order rotated by one each round (so no
     configuration always follows the same one); `samples_ms` keeps every run's time and the
     figures are the medians of those samples and their ratios to bare `create_agent`.
+    `builders` (name -> `(model, tools) -> agent`) replaces the bench's configurations.
     """
-    builders = _builders(floors=True)
+    builders = builders if builders is not None else _builders(floors=True)
     names = list(builders)
     samples: dict[str, list[float]] = {name: [] for name in names}
     for round_ in range(runs):
