@@ -501,6 +501,47 @@ def test_the_wall_parts_are_computed_from_their_samples(monkeypatch: pytest.Monk
         assert f"{low:.3f}-{high:.3f}x" in readme, name
 
 
+def test_the_tool_error_counts_include_the_tool_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/bench/tool_error_calls.py counts calls in the threads ToolNode runs tools in (a
+    cProfile count of the calling thread saw no cost for a wrap_tool_call hook); the stored
+    figures follow from the stored counts and the README and docs quote them."""
+    pytest.importorskip("langchain.agents")
+    import importlib.util
+    import threading
+
+    folder = Path(__file__).parent.parent / "docs" / "bench"
+    spec = importlib.util.spec_from_file_location(
+        "tool_error_calls", folder / "tool_error_calls.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+
+    def nothing() -> None:
+        pass
+
+    def in_a_thread() -> None:
+        worker = threading.Thread(target=lambda: [nothing() for _ in range(1000)])
+        worker.start()
+        worker.join()
+
+    assert script._calls_in_every_thread(in_a_thread) > 1000
+    monkeypatch.setattr(script, "RUNS", 1)
+    for document in (script.main(), json.loads((folder / "tool_error_calls.json").read_text())):
+        counts = document["calls_per_run"]
+        base = counts["StopOnArtifact"]
+        assert all(n > base for name, n in counts.items() if name != "StopOnArtifact")
+        assert document["vs_stop_on_artifact"] == {n: round(c / base, 3) for n, c in counts.items()}
+    stored = json.loads((folder / "tool_error_calls.json").read_text())["calls_per_run"]
+    retry, error = (stored[n] for n in stored if n != "StopOnArtifact")
+    base = stored["StopOnArtifact"]
+    readme = " ".join((Path(__file__).parent.parent / "README.md").read_text("utf-8").split())
+    assert f"({retry:,} and {error:,} against StopOnArtifact's {base:,} alone" in readme
+    composition = " ".join((folder.parent / "composition.md").read_text("utf-8").split())
+    assert f"({retry:,} and {error:,} vs {base:,} for StopOnArtifact alone" in composition
+
+
 def test_the_gc_throughput_figures_are_computed_from_their_bursts() -> None:
     """docs/bench/gc_throughput.json: each half's figures come from its own bursts."""
     from toolstop.bench.overhead import throughput_figures

@@ -1,15 +1,18 @@
 """Python calls per run of StopOnArtifact alone and with langchain's tool-error middleware.
 
 The cost of sending tool exceptions back to the model (README, "Tool exceptions"): the bench's
-3-turn no-stop workload, 20 runs per configuration under cProfile (a count, so the machine's
-load does not move it). Run: `python docs/bench/tool_error_calls.py` (writes the JSON beside it).
+3-turn no-stop workload, 20 runs per configuration, every Python and C function call counted in
+every thread (a count, so the machine's load does not move it). cProfile would not do here: it
+counts only the thread that enables it, and `ToolNode` runs the tools, and the `wrap_tool_call`
+hooks around them, in a thread pool. Run: `python docs/bench/tool_error_calls.py` (writes the
+JSON beside it).
 """
 
 from __future__ import annotations
 
-import cProfile
 import json
-import pstats
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -49,17 +52,36 @@ def _agent(middleware: Any) -> Any:
     return create_agent(model, _no_stop_tools(), middleware=middleware())
 
 
+def _calls_in_every_thread(run: Any) -> int:
+    """Function calls (Python and C) made while `run()` runs, in this and every new thread."""
+    calls = 0
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        if event in ("call", "c_call"):
+            calls += 1
+
+    threading.setprofile(count)
+    sys.setprofile(count)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)  # type: ignore[arg-type]
+    return calls
+
+
 def main() -> dict[str, Any]:
     counts: dict[str, int] = {}
     for name, middleware in _configs().items():
         _agent(middleware).invoke({"messages": [HumanMessage("q")]})  # warm
         agents = [_agent(middleware) for _ in range(RUNS)]
-        profile = cProfile.Profile()
-        profile.enable()
-        for agent in agents:
-            agent.invoke({"messages": [HumanMessage("q")]})
-        profile.disable()
-        counts[name] = pstats.Stats(profile).total_calls // RUNS  # type: ignore[attr-defined]
+
+        def run(agents: list[Any] = agents) -> None:
+            for agent in agents:
+                agent.invoke({"messages": [HumanMessage("q")]})
+
+        counts[name] = _calls_in_every_thread(run) // RUNS
     base = counts["StopOnArtifact"]
     return {
         "langchain": langchain.__version__,
