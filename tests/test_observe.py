@@ -232,6 +232,12 @@ def test_turn_events_carry_signals_and_progress_only(router: Router) -> None:
     assert [t["signals"][0]["progress"] for t in turns] == [0.5, 1.0]
     assert [t["signals"][0]["stop"] for t in turns] == [False, True]
     assert SECRET not in json.dumps(turns)
+    # The shape the README documents.
+    assert [sorted(t) for t in turns] == [["signals", "toolstop", "turn"]] * 2
+    assert [t["turn"] for t in turns] == [1, 2]
+    first = turns[0]["signals"][0]
+    assert sorted(first) == ["problem", "progress", "reason", "stop", "tool", "tool_call_id"]
+    assert (first["tool"], first["reason"], first["problem"]) == ("poll", "completed", None)
 
 
 def test_a_failing_channel_never_breaks_the_run(
