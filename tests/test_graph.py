@@ -209,6 +209,12 @@ def test_the_graph_and_every_answer_it_adds_carry_the_agents_name() -> None:
         assert graph.name == "booker"
         _, state = run(graph)
         assert [m.name for m in state["messages"] if m.type == "ai"] == ["booker", "booker"]
+        # The async stop nodes name it too.
+        async_graph = build_react_graph(
+            ScriptedChatModel(script), [booking], policy=StopPolicy(mode=mode), name="booker"
+        )
+        state = asyncio.run(async_graph.ainvoke({"messages": [HumanMessage("q")]}))
+        assert [m.name for m in state["messages"] if m.type == "ai"] == ["booker", "booker"]
     # The step budget's answer: in place of the model's tool call (limit 2), or after a turn (4).
     for limit, types in ((2, ["human", "ai"]), (4, ["human", "ai", "tool", "ai"])):
         looking = forced_tool("look", ("seen", None))  # no signal: never stops

@@ -7,10 +7,20 @@ read, the step-budget answer's record, the relay's mark, and a narrated answer's
 
 from __future__ import annotations
 
+import asyncio
+
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from toolstop import Outcome, Rule, StopPolicy, signal
-from toolstop._shell import answered, begin_turn, finish, open_run, plain_answer, relay_message
+from toolstop._shell import (
+    afinish,
+    answered,
+    begin_turn,
+    finish,
+    open_run,
+    plain_answer,
+    relay_message,
+)
 from toolstop.decision import current_turn
 
 USAGE = {"input_tokens": 5, "output_tokens": 2, "total_tokens": 7}
@@ -48,6 +58,9 @@ def test_a_new_run_is_numbered_after_the_last_and_keeps_the_measured_loop() -> N
     assert (second["loop"], second["tail"], second["remaining"]) == (5, 2, None)
     unnumbered = open_run(closed, {**record, "run": "two"}, StopPolicy(), None)  # type: ignore[typeddict-item]
     assert unnumbered["record"]["run"] == 1
+    # The async twin ends a run the same way.
+    assert asyncio.run(afinish(first, None)) == (record, closed)
+    assert closed == {**first, "open": False}
 
 
 def test_the_loop_is_measured_between_model_calls() -> None:
