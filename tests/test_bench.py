@@ -393,12 +393,12 @@ OVERHEAD_ROWS = {
 
 def test_the_readme_overhead_table_is_the_stored_runs() -> None:
     """Each row is docs/bench/overhead.json's figures and the range of the five stored runs
-    (runs 7-11) it is the first of; the concurrency rows likewise."""
+    (runs 8-12) it is the first of; the concurrency rows likewise."""
     folder = Path(__file__).parent.parent / "docs" / "bench"
     table = json.loads((folder / "overhead.json").read_text(encoding="utf-8"))
     runs = [
         json.loads((folder / "overhead-runs" / f"run{n}.json").read_text(encoding="utf-8"))
-        for n in range(7, 12)
+        for n in range(8, 13)
     ]
     assert runs[0] == table
     readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
@@ -457,7 +457,7 @@ def test_the_state_profile_is_computed_from_its_counts(monkeypatch: pytest.Monke
     assert (
         f"`stop_record` written once per run {stop_record}, the private run channel {run}, the "
         f"managed step counter {steps}, the run state written on every model call {write}, "
-        f"toolstop's own work {own})"
+        f"toolstop's own work {own}:"
     ) in quoted
 
 
