@@ -379,10 +379,10 @@ def test_overhead_json_is_computed_from_its_measurements(tmp_path: Path) -> None
 OVERHEAD_ROWS = {
     "create_agent": "`create_agent` (bare)",
     "create_agent+empty wrap_model_call": (
-        "+ an empty `wrap_model_call` hook (the mechanism's floor)"
+        "+ an empty `wrap_model_call` hook (the empty-hook floor)"
     ),
     "create_agent+empty wrap_model_call+after_agent": (
-        "+ empty `wrap_model_call` and `after_agent` hooks (a node more per run)"
+        "+ empty `wrap_model_call` and `after_agent` hooks (the floor of StopOnArtifact's design)"
     ),
     "create_agent+StopOnArtifact": "+ `StopOnArtifact` (`wrap_model_call` + `after_agent`, chosen)",
     "create_agent+before_model jump": "+ `before_model` jump (the article's)",

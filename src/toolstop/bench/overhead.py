@@ -78,7 +78,7 @@ def _article_hook() -> Any:
 
 
 def _floor(*, after_agent: bool) -> Any:
-    """An empty middleware: `wrap_model_call` only calls the model (the mechanism's floor).
+    """An empty middleware: `wrap_model_call` only calls the model (the empty-hook floor).
 
     With `after_agent`, also an empty `after_agent` hook (one more graph node per run, the node
     StopOnArtifact ends its runs with).
