@@ -61,6 +61,24 @@ def test_a_relay_arrives_once_in_astream_events(router: Router) -> None:
     assert asyncio.run(shown_in_events(paying_agent(router))) == [PAID]
 
 
+def test_run_end_comes_before_the_answer_on_the_graphs_and_after_it_on_the_middleware(
+    router: Router,
+) -> None:
+    """What the README tells a UI: `run_end` is not the stream's last item (a UI finishes when
+    the stream ends). If an upgrade changes the order, this says so."""
+    order: list[str] = []
+    inputs = {"messages": [HumanMessage("Pay order o-1")]}
+    for mode, chunk in paying_agent(router).stream(inputs, stream_mode=["custom", "messages"]):
+        if mode == "custom":
+            order.append(chunk["toolstop"])
+        elif is_relay(chunk[0]):
+            order.append("answer")
+    if router.name == "middleware":  # from its after_agent node, after the model node's answer
+        assert order == ["turn", "answer", "run_end"]
+    else:  # from the node that writes the answer, while it runs
+        assert order == ["turn", "run_end", "answer"]
+
+
 def test_is_relay_and_relays_ignore_everything_else() -> None:
     assert not is_relay(AIMessage("hi"))
     assert not is_relay(AIMessage("hi", response_metadata={"toolstop": "x"}))
