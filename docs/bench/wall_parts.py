@@ -4,7 +4,7 @@
 bench's own timing (`toolstop.bench.overhead.wall_per_run`: the 3-turn no-stop workload, every
 configuration once per round in a rotated order, medians). Each run has, side by side:
 
-- bare `create_agent`, and the empty `wrap_model_call` hook (the issue's floor of the mechanism);
+- bare `create_agent`, and an empty `wrap_model_call` hook (the empty-hook floor);
 - + an empty `after_agent` hook (the node StopOnArtifact ends its runs with);
 - + StopOnArtifact's state on those empty hooks (`stop_record` written once per run, the private
   run channel written on every model call, the managed step counter): what is left between it
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import sys
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +33,12 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage
 
 sys.path.insert(0, str(Path(__file__).parent))
-import state_calls  # noqa: E402  (the floors with StopOnArtifact's state, from the script beside)
+import state_calls  # the floors with StopOnArtifact's state, from the script beside
 
-from toolstop import StopOnArtifact  # noqa: E402
-from toolstop._shell import RUN_KEY, finish  # noqa: E402
-from toolstop.bench.overhead import BARE, _floor, wall_per_run  # noqa: E402
-from toolstop.middleware import _config  # noqa: E402
+from toolstop import StopOnArtifact
+from toolstop._shell import RUN_KEY, finish
+from toolstop.bench.overhead import BARE, _floor, wall_per_run
+from toolstop.middleware import _config
 
 RUNS = 300
 REPEATS = 5
@@ -54,7 +55,8 @@ def _closed(extended: Any) -> Any:
 
 
 class WithoutEndNode(StopOnArtifact):
-    """The prototype: `create_agent` adds no `after_agent` node for it (hooks are found by class)."""
+    """The prototype: `create_agent` adds no `after_agent` node for it (it finds hooks by
+    class)."""
 
     after_agent = AgentMiddleware.after_agent  # type: ignore[assignment]
     aafter_agent = AgentMiddleware.aafter_agent  # type: ignore[assignment]
@@ -66,27 +68,28 @@ class WithoutEndNode(StopOnArtifact):
         return _closed(super()._answered(*args, **kwargs))
 
 
-def _agent(*middleware: Any) -> Any:
-    return lambda model, tools: create_agent(model, tools, middleware=list(middleware))
+def _with(middleware: Any) -> Any:
+    """A builder `(model, tools) -> agent` with a fresh middleware from `middleware()`."""
+    return lambda model, tools: create_agent(model, tools, middleware=[middleware()])
 
 
 BUILDERS: dict[str, Any] = {
     BARE: lambda model, tools: create_agent(model, tools),
-    "empty wrap_model_call": lambda m, t: _agent(_floor(after_agent=False))(m, t),
-    "+ empty after_agent": lambda m, t: _agent(_floor(after_agent=True))(m, t),
-    "+ StopOnArtifact's state": lambda m, t: _agent(
-        state_calls._floor(state_calls.RecordRunAndSteps, write_per_call=True)
-    )(m, t),
-    "StopOnArtifact": lambda m, t: _agent(StopOnArtifact())(m, t),
-    PROTOTYPE: lambda m, t: _agent(WithoutEndNode())(m, t),
+    "empty wrap_model_call": _with(lambda: _floor(after_agent=False)),
+    "+ empty after_agent": _with(lambda: _floor(after_agent=True)),
+    "+ StopOnArtifact's state": _with(
+        lambda: state_calls._floor(state_calls.RecordRunAndSteps, write_per_call=True)
+    ),
+    "StopOnArtifact": _with(StopOnArtifact),
+    PROTOTYPE: _with(WithoutEndNode),
 }
 
 
 def points(figures: dict[str, Any]) -> dict[str, float]:
     """What each configuration adds to the one before it, in points of bare's median."""
     ratios = [figures[name]["vs_create_agent"] for name in BUILDERS]
-    steps = dict(zip(list(BUILDERS)[1:5], zip(ratios[:4], ratios[1:5], strict=True), strict=True))
-    added = {name: round(100 * (b - a), 1) for name, (a, b) in steps.items()}
+    steps = zip(list(BUILDERS)[1:5], pairwise(ratios[:5]), strict=True)
+    added = {name: round(100 * (b - a), 1) for name, (a, b) in steps}
     added[PROTOTYPE + " vs StopOnArtifact"] = round(100 * (ratios[5] - ratios[4]), 1)
     return added
 
