@@ -29,12 +29,12 @@ serve-env: $(SERVE_STAMP)
 # CONFIG=path/to/langgraph.json serves your own graphs.
 CONFIG ?= langgraph.json
 serve: $(SERVE_STAMP)
-	$(SERVE_VENV)/bin/python -m toolstop.deploy $(CONFIG)
+	$(SERVE_VENV)/bin/python scripts/serve.py $(CONFIG)
 
 # The figures of the README's scale-out section: throughput hard vs never on 2 workers, crash
-# recovery of a SIGKILLed replica. Needs PostgreSQL and Redis (see src/toolstop/bench/serve.py).
+# recovery of a SIGKILLed replica. Needs PostgreSQL and Redis (see scripts/serve_bench.py).
 serve-bench: $(STAMP) $(SERVE_STAMP)
-	$(BIN)/python -m toolstop.bench.serve --out docs/bench/serve.json
+	$(BIN)/python scripts/serve_bench.py --out docs/bench/serve.json
 
 demo: $(STAMP)
 	$(BIN)/toolstop demo --outcome success
@@ -50,9 +50,11 @@ demo: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
+# ruff, and the package's layers (import-linter: the contracts in pyproject.toml)
 lint: $(STAMP)
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests scripts
+	$(BIN)/ruff format --check src tests scripts
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

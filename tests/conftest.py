@@ -5,10 +5,19 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+# The tests' shared helpers (tests/support/) and the development tools (scripts/, not in the
+# wheel) import by their module names.
+_ROOT = Path(__file__).resolve().parent.parent
+for _folder in (_ROOT / "scripts", _ROOT / "tests" / "support"):
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
 
 
 def _fresh_thread_pools_in_a_forked_child() -> None:

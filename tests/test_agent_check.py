@@ -13,10 +13,10 @@ from pydantic import BaseModel, Field
 
 from routers import MIDDLEWARE_UNAVAILABLE
 from toolstop import Outcome, StopPolicy, build_react_graph, signal
-from toolstop.agent import load_tools
+from toolstop._check.agent import agent_scenarios, check_agent
+from toolstop._check.factory import load_tools
 from toolstop.cli import main
 from toolstop.errors import ToolstopConfigError
-from toolstop.testing.agent_check import agent_scenarios, check_agent
 from toolstop.testing.stand_ins import example_args, stand_in
 from user_agent import SUPPORT_AGENT, in_folder, write_module
 

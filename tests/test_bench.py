@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from helpers import CHROMIUM, chromium
-from toolstop.bench.command import parse_mix
 from toolstop.bench.workload import MAX_TRANSIENT, make_queries
 from toolstop.cli import main
+from toolstop.cli.bench import parse_mix
 from toolstop.errors import ToolstopConfigError
 
 pytest.importorskip("matplotlib", reason="the bench chart needs the `bench` extra")
@@ -366,7 +366,7 @@ def test_overhead_json_is_computed_from_its_measurements(tmp_path: Path) -> None
     assert rss["runs"] == 5
     assert rss["growth_mb"] == round(rss["rss_after_mb"] - rss["rss_before_mb"], 3)
 
-    from toolstop.bench.command import _print_overhead
+    from toolstop.cli.bench import _print_overhead
 
     text = io.StringIO()
     _print_overhead(stored, text)

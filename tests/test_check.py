@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from toolstop._check.harness import check, load_golden, run_scenario
+from toolstop._check.routers import GRAPH, Router, available_routers
+from toolstop._check.scenarios import SCENARIOS, scenario_matrix
 from toolstop.cli import main
-from toolstop.testing import harness
-from toolstop.testing.harness import check, load_golden, run_scenario
-from toolstop.testing.routers import GRAPH, Router, available_routers
-from toolstop.testing.scenarios import SCENARIOS, scenario_matrix
+from toolstop._check import harness
 
 pytestmark = pytest.mark.contract
 
@@ -45,7 +45,7 @@ def test_the_matrix_covers_what_the_issue_asks_for() -> None:
     # langchain's own middleware next to StopOnArtifact: call limits, each human decision
     assert {"limit-run", "limit-after-retry"} <= names
     assert {f"review-{d}" for d in ("approve", "edit", "reject")} <= names
-    from toolstop.testing.scenarios import _review_decisions
+    from toolstop._check.scenarios import _review_decisions
 
     assert ("review-respond" in names) == ("respond" in _review_decisions())  # langchain 1.2.18
 
@@ -180,7 +180,7 @@ def test_cli_table_fits_the_terminal(monkeypatch: pytest.MonkeyPatch, columns: i
 
 
 def test_a_long_step_breaks_after_its_dot_not_mid_word() -> None:
-    from toolstop.check import _wrap_path
+    from toolstop.cli.check import _wrap_path
 
     assert _wrap_path("model>tools>model>StopOnArtifact.after_agent", 24) == [
         "model>tools>model>",
@@ -250,7 +250,7 @@ def test_cli_update_goldens_writes_then_matches(
 def test_cli_update_goldens_refuses_a_run_that_breaks_an_invariant(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from toolstop.testing.routers import ROUTERS
+    from toolstop._check.routers import ROUTERS
 
     monkeypatch.setattr(harness, "goldens_dir", lambda: tmp_path)
     broken = Router(

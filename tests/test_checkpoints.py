@@ -13,7 +13,7 @@ from langchain_core.messages import ToolMessage
 from pydantic import BaseModel
 
 from toolstop import build_react_graph, signal
-from toolstop.checkpoints import open_checkpointer
+from toolstop.cli.checkpoints import open_checkpointer
 from toolstop.errors import ToolstopConfigError
 from toolstop.testing import ScriptedChatModel, assert_valid_history, call, forced_tool
 

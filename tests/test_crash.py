@@ -22,7 +22,7 @@ pytest.importorskip("langgraph.checkpoint.sqlite", reason="needs the `sqlite` ex
 # 2-core machine. The hang guard stays, wide enough for load.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-CHILD = Path(__file__).with_name("crash_child.py")
+CHILD = Path(__file__).parent / "support" / "crash_child.py"
 
 
 def drive(

@@ -43,11 +43,11 @@ def test_the_docs_link_to_pages_that_exist() -> None:
 def test_the_drawn_graphs_match_the_compiled_graphs() -> None:
     if MIDDLEWARE_UNAVAILABLE:
         pytest.skip(f"the page draws create_agent + StopOnArtifact too: {MIDDLEWARE_UNAVAILABLE}")
-    from toolstop.diagrams import page
+    from diagrams import page
 
     committed = (ROOT / "docs" / "graphs.md").read_text(encoding="utf-8")
     assert committed == page(), (
-        "docs/graphs.md is stale: python -m toolstop.diagrams > docs/graphs.md"
+        "docs/graphs.md is stale: python scripts/diagrams.py > docs/graphs.md"
     )
 
 

@@ -17,9 +17,10 @@ from langgraph.prebuilt import ToolNode
 
 from helpers import run
 from toolstop import StopPolicy, ToolstopConfigError, build_react_graph, signal
-from toolstop.graph import _returns_a_pair, route_after_agent
+from toolstop.graph import route_after_agent
 from toolstop.legacy import create_react_agent
 from toolstop.testing import ScriptedChatModel, call, forced_tool
+from toolstop.tools import _returns_a_pair
 
 pytestmark = pytest.mark.contract
 

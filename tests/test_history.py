@@ -187,8 +187,8 @@ def test_check_names_the_provider_whose_rule_a_router_breaks() -> None:
     from langchain.agents.middleware import before_model
 
     from toolstop import StopOnArtifact
+    from toolstop._check.scenarios import SCENARIOS
     from toolstop.testing import Router, check
-    from toolstop.testing.scenarios import SCENARIOS
 
     @before_model
     def remind(state: Any, runtime: Any) -> dict[str, Any] | None:

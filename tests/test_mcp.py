@@ -23,7 +23,7 @@ from toolstop.decision import content_text
 from toolstop.mcp import load_tools
 from toolstop.testing import ScriptedChatModel, assert_valid_history, call
 
-SERVER = Path(__file__).with_name("servers") / "billing_mcp.py"
+SERVER = Path(__file__).parent / "support" / "servers" / "billing_mcp.py"
 sys.path.insert(0, str(SERVER.parent))
 import billing_mcp  # noqa: E402
 

@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("opentelemetry.sdk.metrics", reason="needs opentelemetry-sdk")
 pytest.importorskip("langchain.agents", reason="one run is a create_agent run")
 
-CHILD = Path(__file__).with_name("metrics_child.py")
+CHILD = Path(__file__).parent / "support" / "metrics_child.py"
 pytestmark = pytest.mark.timeout(600)  # a hang guard: a child process starts Python and langchain
 
 

@@ -527,7 +527,7 @@ def test_report_reads_json_lines_from_stdin(
 
 @pytest.mark.slow
 def test_the_scale_measurement_builds_the_runs_it_claims(tmp_path: Path) -> None:
-    from toolstop.bench.report_scale import TEMPLATE_RUNS, TEMPLATE_THREADS, measure
+    from report_scale import TEMPLATE_RUNS, TEMPLATE_THREADS, measure
 
     figures = measure(200, folder=tmp_path)
     template = TEMPLATE_RUNS * TEMPLATE_THREADS

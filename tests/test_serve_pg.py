@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from langchain_core.messages import convert_to_messages
 
-from toolstop.bench.serve import CrashResult, replica_env, run_crash
-from toolstop.bench.serve_process import (
+from serve_bench import CrashResult, replica_env, run_crash
+from serve_process import (
     ADMIN_URL,
     REDIS_URL,
     ServeProcess,

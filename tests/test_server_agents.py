@@ -13,13 +13,14 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.memory import InMemoryStore
 
-from toolstop import deploy, server
-from toolstop.deploy import ServeSettings, main, serve_command
+import serve as deploy
+from serve import ServeSettings, main, serve_command
+from toolstop import server
+from toolstop._compat import has_agents
 from toolstop.errors import ToolstopConfigError
 from toolstop.examples import SEARCH_INDEX
 from toolstop.examples.simulated import SimulatedAgentModel
 from toolstop.testing import assert_valid_history
-from toolstop.testing.routers import has_agents
 
 KINDS = ["graph", "agent"] if has_agents() else ["graph"]
 

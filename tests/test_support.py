@@ -22,12 +22,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import interrupt
 
 from routers import MIDDLEWARE_UNAVAILABLE
+from toolstop._check.harness import check
+from toolstop._check.routers import MIDDLEWARE, available_routers, has_agents
+from toolstop._check.scenarios import scenario_matrix
 from toolstop._compat import middleware_unavailable, prebuilt_mismatch
 from toolstop.cli import main
 from toolstop.testing import ScriptedChatModel, call
-from toolstop.testing.harness import check
-from toolstop.testing.routers import MIDDLEWARE, available_routers, has_agents
-from toolstop.testing.scenarios import scenario_matrix
 
 pytestmark = pytest.mark.contract
 
@@ -154,7 +154,7 @@ def tool_error_helper(request: pytest.FixtureRequest, monkeypatch: pytest.Monkey
 def test_a_tool_exception_goes_back_to_the_model_with_either_helper(
     tool_error_helper: str,
 ) -> None:
-    from toolstop.testing.routers import _tool_errors_to_model
+    from toolstop._check.routers import _tool_errors_to_model
 
     assert type(_tool_errors_to_model()).__name__ == tool_error_helper
     scenarios = [s for s in scenario_matrix() if s.key == "tool-exception.hard"]

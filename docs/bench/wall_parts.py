@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import state_calls  # the floors with StopOnArtifact's state, from the script beside
 
 from toolstop import StopOnArtifact
-from toolstop._shell import RUN_KEY, finish
+from toolstop._lifecycle import RUN_KEY, finish
 from toolstop.bench.overhead import BARE, _floor, wall_per_run
 from toolstop.middleware import _config
 

@@ -16,6 +16,7 @@ import importlib.metadata
 
 __all__ = [
     "MIDDLEWARE_MIN_LANGCHAIN",
+    "has_agents",
     "middleware_import_error",
     "middleware_unavailable",
     "prebuilt_mismatch",
@@ -101,3 +102,12 @@ def middleware_import_error(error: ImportError) -> str:
     return middleware_unavailable() or (
         f"{_NEED}: pip install 'toolstop[agents]' (importing it failed: {error})"
     )
+
+
+def has_agents() -> bool:
+    """True when `StopOnArtifact` can run: langchain>=1.2.9 (the `agents` extra) is installed.
+
+    On older langchain (1.0.0 to 1.2.8) `create_agent` exists but `StopOnArtifact` does not
+    run; `middleware_unavailable()` says why in a sentence.
+    """
+    return middleware_unavailable() is None

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import base64
 import html
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cell", "chart_or_none", "inline_png", "page"]
+__all__ = ["cell", "inline_png", "page"]
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; }
@@ -19,18 +17,6 @@ th, td { padding: .3rem .7rem; border-bottom: 1px solid #ddd; }
 td { text-align: right; } td:first-child { text-align: left; }
 img { max-width: 100%; } code { background: #f4f4f4; padding: 0 .2rem; }
 """
-
-
-def chart_or_none(render: Callable[[Path], None], path: Path) -> Path | None:
-    """`render(path)` and `path`; None, with a line on stderr, when matplotlib is missing."""
-    try:
-        render(path)
-    except ImportError:
-        print(
-            "chart skipped: matplotlib is missing (pip install 'toolstop[bench]')", file=sys.stderr
-        )
-        return None
-    return path
 
 
 def cell(value: Any) -> str:

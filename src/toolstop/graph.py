@@ -28,7 +28,7 @@ try:
 except ImportError as error:  # pragma: no cover - a broken langgraph / langgraph-prebuilt pair
     raise ImportError(prebuilt_mismatch(error)) from error
 
-from toolstop._shell import (
+from toolstop._lifecycle import (
     RUN_KEY,
     RunState,
     afinish,
@@ -42,9 +42,9 @@ from toolstop._shell import (
 )
 from toolstop.decision import Decision, Turn, current_turn, decide
 from toolstop.errors import ToolstopConfigError
-from toolstop.observe import logger
 from toolstop.policy import StopPolicy, resolve_policy
 from toolstop.record import StopRecord, count_model_call
+from toolstop.tools import check_tools, reject_return_direct
 
 _RunnableCallable: Any
 try:  # private, but stable across langgraph 0.6.6 - 1.2; a fallback keeps us working without it
@@ -82,7 +82,7 @@ class ReactState(ReactIO):
 
     Attributes:
         remaining_steps: LangGraph's managed step counter (read for the step budget).
-        toolstop_run: The run in progress (see `toolstop._shell.RunState`); not in the output.
+        toolstop_run: The run in progress (see `toolstop._lifecycle.RunState`); not in the output.
     """
 
     remaining_steps: RemainingSteps
@@ -137,62 +137,6 @@ def route_after_agent(state: ReactState) -> Literal["tools", "__end__"]:
     if isinstance(last, AIMessage) and last.tool_calls:
         return "tools"
     return "__end__"
-
-
-def reject_return_direct(tools: Sequence[BaseTool | Any], where: str) -> None:
-    """Refuse tools with `return_direct=True`: a static stop would bypass the stop policy.
-
-    Raises:
-        ToolstopConfigError: naming the tools and what to do instead.
-    """
-    static = [getattr(t, "name", repr(t)) for t in tools if getattr(t, "return_direct", False)]
-    if static:
-        msg = (
-            f"{where}: tools {static} have return_direct=True. A static stop ends the loop on "
-            "every call, bypassing the stop policy (a transient failure would end the run). "
-            "Drop return_direct and return signal(Outcome.COMPLETED) in the tool's artifact."
-        )
-        raise ToolstopConfigError(msg)
-
-
-def _returns_a_pair(tool: Any) -> bool:
-    """True when a tool's function is annotated to return a tuple (content and artifact?)."""
-    import inspect
-    import typing
-
-    function = getattr(tool, "func", None) or getattr(tool, "coroutine", None)
-    if function is None:
-        return False
-    try:
-        annotation = inspect.signature(function).return_annotation
-    except (TypeError, ValueError):
-        return False
-    if isinstance(annotation, str):
-        return annotation.replace(" ", "").lower().startswith(("tuple[", "typing.tuple["))
-    return typing.get_origin(annotation) is tuple
-
-
-def check_tools(tools: Sequence[BaseTool | Any], where: str) -> None:
-    """Refuse static stops; warn about a tool whose artifact would go to the model as text.
-
-    A tool that returns `(content, artifact)` but is not declared with
-    `response_format="content_and_artifact"` has the whole pair stringified into its content:
-    the model sees the signal and toolstop never does. That is logged once, at WARNING, when the
-    router is built (the graph) or first runs (the middleware).
-
-    Raises:
-        ToolstopConfigError: for tools with `return_direct=True` (see `reject_return_direct`).
-    """
-    reject_return_direct(tools, where)
-    for tool in tools:
-        if getattr(tool, "response_format", None) == "content" and _returns_a_pair(tool):
-            logger.warning(
-                "toolstop: %s: tool %r returns a tuple but is not declared with "
-                "response_format='content_and_artifact'; its artifact goes to the model as text "
-                "and never reaches toolstop",
-                where,
-                getattr(tool, "name", "?"),
-            )
 
 
 def _prompt_messages(prompt: str | SystemMessage | None) -> list[BaseMessage]:

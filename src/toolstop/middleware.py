@@ -31,7 +31,7 @@ from langgraph.config import get_config
 from langgraph.managed.is_last_step import RemainingStepsManager
 from langgraph.types import Command
 
-from toolstop._shell import (
+from toolstop._lifecycle import (
     RUN_KEY,
     RunState,
     afinish,
@@ -45,10 +45,10 @@ from toolstop._shell import (
 )
 from toolstop.decision import Decision, Turn, current_turn
 from toolstop.errors import ToolstopConfigError
-from toolstop.graph import check_tools
 from toolstop.observe import logger
 from toolstop.policy import StopPolicy, resolve_policy
 from toolstop.record import StopRecord, count_model_call
+from toolstop.tools import check_tools
 
 __all__ = ["StopOnArtifact", "StopOnArtifactState"]
 

@@ -29,15 +29,14 @@ from typing import Any, get_args
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 
-from toolstop.demo import DEFAULT_WEIGHTS
+from toolstop._compat import has_agents
 from toolstop.errors import ToolstopConfigError
 from toolstop.examples.business import make_write_record_tool
-from toolstop.examples.search import make_search_tool
+from toolstop.examples.search import DEFAULT_WEIGHTS, make_search_tool
 from toolstop.examples.simulated import SimulatedAgentModel
 from toolstop.graph import build_react_graph
 from toolstop.models import chat_model
 from toolstop.policy import Mode, StopPolicy
-from toolstop.testing.routers import has_agents
 
 __all__ = ["MODE_KEY", "RECORDS_NAMESPACE", "ServerRecords", "agent", "example_tools", "graph"]
 

@@ -1,17 +1,20 @@
-"""`with_timeout`: a tool that hangs becomes a model-visible error, not a hung agent."""
+"""Tools as toolstop needs them: `with_timeout` (a tool that hangs becomes a model-visible
+error, not a hung agent), and the checks every router runs on the tools it is given."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 
-from toolstop.errors import ToolstopError
+from toolstop.errors import ToolstopConfigError, ToolstopError
+from toolstop.observe import logger
 
-__all__ = ["ToolTimeoutError", "with_timeout"]
+__all__ = ["ToolTimeoutError", "check_tools", "reject_return_direct", "with_timeout"]
 
 
 class ToolTimeoutError(ToolstopError, TimeoutError):
@@ -76,3 +79,59 @@ def with_timeout(tool: BaseTool, seconds: float) -> BaseTool:
         args_schema=tool.args_schema,
         response_format="content_and_artifact",
     )
+
+
+def reject_return_direct(tools: Sequence[BaseTool | Any], where: str) -> None:
+    """Refuse tools with `return_direct=True`: a static stop would bypass the stop policy.
+
+    Raises:
+        ToolstopConfigError: naming the tools and what to do instead.
+    """
+    static = [getattr(t, "name", repr(t)) for t in tools if getattr(t, "return_direct", False)]
+    if static:
+        msg = (
+            f"{where}: tools {static} have return_direct=True. A static stop ends the loop on "
+            "every call, bypassing the stop policy (a transient failure would end the run). "
+            "Drop return_direct and return signal(Outcome.COMPLETED) in the tool's artifact."
+        )
+        raise ToolstopConfigError(msg)
+
+
+def _returns_a_pair(tool: Any) -> bool:
+    """True when a tool's function is annotated to return a tuple (content and artifact?)."""
+    import inspect
+    import typing
+
+    function = getattr(tool, "func", None) or getattr(tool, "coroutine", None)
+    if function is None:
+        return False
+    try:
+        annotation = inspect.signature(function).return_annotation
+    except (TypeError, ValueError):
+        return False
+    if isinstance(annotation, str):
+        return annotation.replace(" ", "").lower().startswith(("tuple[", "typing.tuple["))
+    return typing.get_origin(annotation) is tuple
+
+
+def check_tools(tools: Sequence[BaseTool | Any], where: str) -> None:
+    """Refuse static stops; warn about a tool whose artifact would go to the model as text.
+
+    A tool that returns `(content, artifact)` but is not declared with
+    `response_format="content_and_artifact"` has the whole pair stringified into its content:
+    the model sees the signal and toolstop never does. That is logged once, at WARNING, when the
+    router is built (the graph) or first runs (the middleware).
+
+    Raises:
+        ToolstopConfigError: for tools with `return_direct=True` (see `reject_return_direct`).
+    """
+    reject_return_direct(tools, where)
+    for tool in tools:
+        if getattr(tool, "response_format", None) == "content" and _returns_a_pair(tool):
+            logger.warning(
+                "toolstop: %s: tool %r returns a tuple but is not declared with "
+                "response_format='content_and_artifact'; its artifact goes to the model as text "
+                "and never reaches toolstop",
+                where,
+                getattr(tool, "name", "?"),
+            )

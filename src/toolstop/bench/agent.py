@@ -28,9 +28,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.tools import BaseTool
 from pydantic import Field
 
-from toolstop.agent import AgentFactory
-from toolstop.bench.workload import CallCounter, LatencyChatModel
+from toolstop._check.factory import AgentFactory
+from toolstop.bench.workload import CallCounter
 from toolstop.errors import ToolstopConfigError
+from toolstop.examples.simulated import LatencyChatModel
 from toolstop.policy import Mode, StopPolicy
 from toolstop.testing.scripted import approximate_usage
 from toolstop.testing.stand_ins import example_args

@@ -17,12 +17,12 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 
+from toolstop._compat import has_agents
 from toolstop.bench.workload import SimulatedChatModel
 from toolstop.decision import decide
 from toolstop.graph import build_react_graph
 from toolstop.outcome import Outcome, signal
 from toolstop.testing.forced import forced_tool
-from toolstop.testing.routers import has_agents
 from toolstop.testing.scripted import ScriptedChatModel, call
 
 __all__ = [

@@ -11,10 +11,10 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from toolstop._compat import has_agents
 from toolstop.bench.workload import CallCounter, Query, SimulatedChatModel, make_tools
 from toolstop.graph import build_react_graph
 from toolstop.policy import StopPolicy
-from toolstop.testing.routers import has_agents
 
 __all__ = ["CONFIGS", "Config", "Totals", "available_configs", "run_bench"]
 

@@ -10,21 +10,18 @@ a provider.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 import threading
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.callbacks import BaseCallbackHandler, CallbackManagerForLLMRun
-from langchain_core.language_models import BaseChatModel
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import BaseTool, StructuredTool
 
+from toolstop.examples.simulated import LatencyChatModel
 from toolstop.outcome import Outcome, signal
 from toolstop.testing.scripted import approximate_usage
 
@@ -172,41 +169,6 @@ class CallCounter(BaseCallbackHandler):
 
 def _call(name: str, depth: int) -> dict[str, Any]:
     return {"name": name, "args": {"query": "refund policy"}, "id": f"{name}-{depth}"}
-
-
-class LatencyChatModel(BaseChatModel):
-    """The bench's simulated models: `_answer(messages, offered)` after `latency_s` of waiting
-    (a sleep, or an `asyncio.sleep` on the async path), tools offered as a call parameter."""
-
-    latency_s: float = 0.0
-
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
-        """Offer `tools`: they travel as the `tools` call parameter, as with real providers."""
-        specs = [{"type": "function", "function": {"name": getattr(t, "name", "")}} for t in tools]
-        return self.bind(tools=specs)
-
-    def _answer(self, messages: list[BaseMessage], offered: bool) -> AIMessage:
-        raise NotImplementedError
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        if self.latency_s:
-            time.sleep(self.latency_s)
-        answer = self._answer(messages, bool(kwargs.get("tools")))
-        return ChatResult(generations=[ChatGeneration(message=answer)])
-
-    async def _agenerate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ) -> ChatResult:
-        if self.latency_s:
-            await asyncio.sleep(self.latency_s)
-        answer = self._answer(messages, bool(kwargs.get("tools")))
-        return ChatResult(generations=[ChatGeneration(message=answer)])
 
 
 class SimulatedChatModel(LatencyChatModel):

@@ -12,7 +12,17 @@ from langchain_core.tools import BaseTool, tool
 from toolstop.examples._forced import OutcomePicker
 from toolstop.outcome import Outcome, signal
 
-__all__ = ["FATAL_MESSAGES", "RETRYABLE_MESSAGES", "SEARCH_INDEX", "make_search_tool"]
+__all__ = [
+    "DEFAULT_WEIGHTS",
+    "FATAL_MESSAGES",
+    "RETRYABLE_MESSAGES",
+    "SEARCH_INDEX",
+    "make_search_tool",
+]
+
+DEFAULT_WEIGHTS = {"success": 60.0, "retryable": 25.0, "fatal": 15.0}
+"""The search tool's outcome mix in `toolstop demo` and the example agents: success, retryable,
+fatal."""
 
 
 def _page(topic: str, summary: str, facts: list[str]) -> str:

@@ -9,18 +9,22 @@ by keyword; it is a stand-in that makes the server's runs realistic, not a langu
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import time
 from collections.abc import Sequence
 from typing import Any
 
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.messages.tool import tool_call
+from langchain_core.outputs import ChatGeneration, ChatResult
 
-from toolstop.bench.workload import SimulatedChatModel
 from toolstop.testing.scripted import approximate_usage
 
-__all__ = ["SAVE_REQUEST", "SimulatedAgentModel"]
+__all__ = ["SAVE_REQUEST", "LatencyChatModel", "SimulatedAgentModel"]
 
 SAVE_REQUEST = re.compile(
     r"^\s*(?:save|remember|record)\s+(?P<key>[\w.@/-]+)\s*[:=]\s*(?P<value>\S.*?)\s*$",
@@ -30,6 +34,42 @@ SAVE_REQUEST = re.compile(
 
 _TRY_AGAIN = re.compile(r"\btry again\b|\bsafe to retry\b", re.IGNORECASE)
 _NOTHING_TO_DO = "Ask me about refunds, shipping, passwords or LangGraph, or say `save KEY: VALUE`."
+
+
+class LatencyChatModel(BaseChatModel):
+    """The simulated models (the example agents' and the bench's): `_answer(messages, offered)`
+    after `latency_s` of waiting (a sleep, or an `asyncio.sleep` on the async path), tools
+    offered as a call parameter."""
+
+    latency_s: float = 0.0
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
+        """Offer `tools`: they travel as the `tools` call parameter, as with real providers."""
+        specs = [{"type": "function", "function": {"name": getattr(t, "name", "")}} for t in tools]
+        return self.bind(tools=specs)
+
+    def _answer(self, messages: list[BaseMessage], offered: bool) -> AIMessage:
+        raise NotImplementedError
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        if self.latency_s:
+            time.sleep(self.latency_s)
+        answer = self._answer(messages, bool(kwargs.get("tools")))
+        return ChatResult(generations=[ChatGeneration(message=answer)])
+
+    async def _agenerate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        answer = self._answer(messages, bool(kwargs.get("tools")))
+        return ChatResult(generations=[ChatGeneration(message=answer)])
 
 
 def _text(message: BaseMessage) -> str:
@@ -56,13 +96,15 @@ def _paraphrase(results: Sequence[ToolMessage]) -> str:
     return "From the tools: " + " ".join(said)
 
 
-class SimulatedAgentModel(SimulatedChatModel):
+class SimulatedAgentModel(LatencyChatModel):
     """A chat model that needs no key and acts like a small agent (see the module docstring).
 
     Tool-call ids are unique within a thread (`search-1`, `search-2` on the next turn, ...):
     providers reject a history in which two calls share an id. It costs `latency_s` per call and
-    reports tokens from langchain-core's approximate counter, like `SimulatedChatModel`.
+    reports tokens from langchain-core's approximate counter, like the bench's simulated model.
     """
+
+    tool_names: tuple[str, ...] = ()
 
     @property
     def _llm_type(self) -> str:

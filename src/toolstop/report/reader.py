@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote
 
+from toolstop._redact import is_postgres, redact
 from toolstop.errors import ToolstopConfigError
 
 __all__ = [
@@ -62,26 +63,6 @@ class RunEnd:
     ended_at: datetime | None
     record: dict[str, Any]
     checkpoint_id: str | None = None
-
-
-def is_postgres(db: str) -> bool:
-    """True for a `postgresql://` (or `postgres://`) URL; anything else is a SQLite path."""
-    return db.startswith(("postgresql://", "postgres://"))
-
-
-def redact(db: str) -> str:
-    """`db` without a password, for messages and reports."""
-    return without_password(db) if is_postgres(db) else db
-
-
-def without_password(uri: str) -> str:
-    """Any URL with its password (if any) shown as `***`."""
-    parts = urlsplit(uri)
-    if parts.password is None:
-        return uri
-    host = parts.netloc.rpartition("@")[2]  # with the port as written (even a malformed one)
-    netloc = f"{parts.username or ''}:***@{host}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def parse_time(text: str, *, now: datetime | None = None) -> datetime:

@@ -8,15 +8,11 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from toolstop.bench.command import add_bench_parser, run_bench_command
-from toolstop.check import add_check_parser, run_check
-from toolstop.demo import add_demo_parser, run_demo
-from toolstop.report.command import (
-    add_explain_parser,
-    add_report_parser,
-    run_explain,
-    run_report,
-)
+from toolstop.cli.bench import add_bench_parser, run_bench_command
+from toolstop.cli.check import add_check_parser, run_check
+from toolstop.cli.demo import add_demo_parser, run_demo
+from toolstop.cli.explain import add_explain_parser, run_explain
+from toolstop.cli.report import add_report_parser, run_report
 
 __all__ = ["main", "main_entry"]
 

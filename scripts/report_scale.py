@@ -1,6 +1,6 @@
 """How `toolstop report` scales: time and peak memory on a database of many runs.
 
-    python -m toolstop.bench.report_scale --runs 100000 [--db postgresql://.../empty_db]
+    python scripts/report_scale.py --runs 100000 [--db postgresql://.../empty_db]
 
 Builds a template of real runs (shadow and hard mode, every outcome, a plain tool; 20 threads of
 5 runs each, on the hand-built graph and the scripted model), copies its checkpoint rows under
@@ -189,7 +189,7 @@ def measure(runs: int, db: str | None = None, folder: Path | None = None) -> dic
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Measure, print the figures as JSON; return the exit code."""
-    parser = argparse.ArgumentParser(prog="python -m toolstop.bench.report_scale")
+    parser = argparse.ArgumentParser(prog="python scripts/report_scale.py")
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--db", help="an empty postgresql:// database (default: SQLite files)")
     parser.add_argument("--tmp", type=Path, help="where the SQLite files go (default: $TMPDIR)")

@@ -1,6 +1,6 @@
 """The graphs drawn: Mermaid text from the compiled graphs, for `docs/graphs.md`.
 
-Regenerate deliberately with `python -m toolstop.diagrams > docs/graphs.md`; a test fails when
+Regenerate deliberately with `python scripts/diagrams.py > docs/graphs.md`; a test fails when
 the committed page no longer matches the code.
 """
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from toolstop._compat import has_agents
 from toolstop.graph import build_react_graph
 from toolstop.policy import StopPolicy
 from toolstop.testing.forced import forced_tool
-from toolstop.testing.routers import has_agents
 from toolstop.testing.scripted import ScriptedChatModel
 
 __all__ = ["diagrams", "page"]
@@ -41,7 +41,7 @@ def page() -> str:
     """The whole `docs/graphs.md`."""
     parts = [
         "# The graphs, drawn\n",
-        "Generated from the compiled graphs by `python -m toolstop.diagrams > docs/graphs.md`;",
+        "Generated from the compiled graphs by `python scripts/diagrams.py > docs/graphs.md`;",
         "`tests/test_docs.py` fails when this page no longer matches the code.\n",
     ]
     for title, mermaid in diagrams().items():

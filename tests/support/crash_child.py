@@ -12,10 +12,10 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from toolstop.checkpoints import open_checkpointer
+from toolstop._check.routers import ROUTERS
+from toolstop.cli.checkpoints import open_checkpointer
 from toolstop.examples import make_write_record_tool
 from toolstop.testing import ScriptedChatModel, call
-from toolstop.testing.routers import ROUTERS
 
 
 class RecordStore(MutableMapping[str, str]):

@@ -16,7 +16,7 @@ Environment:
     LG_BG_JOB_HEARTBEAT: seconds; a crashed replica's runs go back to the queue after about
         twice this (langgraph-api's default 120).
 
-Usage: `make serve [CONFIG=langgraph.json]`, or `python -m toolstop.deploy [CONFIG]` in
+Usage: `make serve [CONFIG=langgraph.json]`, or `python scripts/serve.py [CONFIG]` in
 `.venv-serve`. Before the server starts, the port must be free (langgraph-api would otherwise
 move to a random port) and Redis and PostgreSQL must answer; each failure is one sentence and
 exit status 2.
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from toolstop.report.reader import without_password
+from toolstop._redact import without_password
 
 __all__ = [
     "ServeSettings",

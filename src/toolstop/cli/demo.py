@@ -11,11 +11,11 @@ from typing import Any, TextIO
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from toolstop.checkpoints import default_db_path, open_checkpointer
+from toolstop.cli.checkpoints import default_db_path, open_checkpointer
 from toolstop.errors import ToolstopConfigError
 from toolstop.examples._forced import OutcomePicker
 from toolstop.examples.business import make_poll_job_tool
-from toolstop.examples.search import make_search_tool
+from toolstop.examples.search import DEFAULT_WEIGHTS, make_search_tool
 from toolstop.graph import build_react_graph
 from toolstop.models import chat_model
 from toolstop.policy import StopPolicy
@@ -25,7 +25,6 @@ __all__ = ["add_demo_parser", "run_demo"]
 
 DEFAULT_QUESTION = "How do refunds work?"
 PROMPT = "Answer with the search tool. Call it with the user's question."
-DEFAULT_WEIGHTS = {"success": 60.0, "retryable": 25.0, "fatal": 15.0}
 _PREVIEW = 600
 
 

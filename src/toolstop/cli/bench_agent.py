@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from toolstop._console import progress, versions
+from toolstop.cli._output import progress, versions, write_outputs
 from toolstop.errors import ToolstopConfigError
 
 __all__ = ["run_bench_agent"]
@@ -41,7 +41,7 @@ def _usage(args: argparse.Namespace) -> str | None:
 
 def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
     """Run `toolstop bench --agent ...` with parsed `args`; return the exit code."""
-    from toolstop.agent import load_factory, load_tools
+    from toolstop._check.factory import load_factory, load_tools
     from toolstop.bench.agent import ToolPickingModel, load_questions, run_agent_bench
     from toolstop.bench.report import (
         AGENT_COLUMNS,
@@ -93,21 +93,18 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
         "headline": headline(rows),
         "errors": errors,
     }
-    try:
-        args.out.mkdir(parents=True, exist_ok=True)
-        write_json(document, args.out / "bench.json")
-    except OSError as error:
-        print(f"toolstop bench: cannot write to {args.out}: {error.strerror}", file=sys.stderr)
+    written = write_outputs(
+        "toolstop bench",
+        args.out,
+        json_name="bench.json",
+        write_json=lambda path: write_json(document, path),
+        render_chart=lambda path: render_chart(rows, path),
+        render_html=lambda chart, path: render_html(
+            document, chart, path, columns=AGENT_COLUMNS, notes=NOTES
+        ),
+    )
+    if written is None:
         return 2
-    chart = args.out / "chart.png"
-    try:
-        render_chart(rows, chart)
-    except ImportError:
-        print(
-            "chart skipped: matplotlib is missing (pip install 'toolstop[bench]')", file=sys.stderr
-        )
-        chart = None  # type: ignore[assignment]
-    render_html(document, chart, args.out / "report.html", columns=AGENT_COLUMNS, notes=NOTES)
     print(
         f"toolstop bench --agent {factory.name}: {len(questions)} questions, model: "
         f"{args.model or 'simulated'}",
@@ -140,7 +137,6 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
         )
     if len(errors) > 5:
         print(f"... {len(errors) - 5} more errors in bench.json", file=out)
-    written = [args.out / "bench.json", args.out / "report.html", *([chart] if chart else [])]
     print("wrote " + ", ".join(str(path) for path in written), file=out)
     return 1 if errors and len(errors) == runs_of(rows) else 0
 

@@ -7,8 +7,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from toolstop.testing.routers import arun_agent as arun
-from toolstop.testing.routers import run_agent as run
+from toolstop._check.routers import arun_agent as arun
+from toolstop._check.routers import run_agent as run
 
 __all__ = ["CHROMIUM", "arun", "chromium", "run"]
 

@@ -10,7 +10,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.errors import GraphBubbleUp
 from langgraph.pregel import Pregel
 
-from toolstop._compat import middleware_unavailable
+from toolstop._compat import has_agents
 from toolstop.graph import build_react_graph
 from toolstop.legacy import create_react_agent
 from toolstop.policy import StopPolicy
@@ -19,15 +19,6 @@ __all__ = ["ROUTERS", "Router", "arun_agent", "available_routers", "has_agents",
 
 Builder = Callable[..., Any]
 """`build(model, tools, *, policy, checkpointer) -> compiled graph`."""
-
-
-def has_agents() -> bool:
-    """True when `StopOnArtifact` can run: langchain>=1.2.9 (the `agents` extra) is installed.
-
-    On older langchain (1.0.0 to 1.2.8) `create_agent` exists but `StopOnArtifact` does not
-    run; `toolstop._compat.middleware_unavailable()` says why in a sentence.
-    """
-    return middleware_unavailable() is None
 
 
 def _tool_errors_to_model() -> Any:

@@ -4,19 +4,27 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import shutil
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any, TextIO
 
+from toolstop._check.factory import load_factory, load_tools
+from toolstop._check.harness import (
+    CheckResult,
+    broken_runs,
+    check,
+    goldens_dir,
+    planned_malformed_signals_hidden,
+    write_golden,
+)
+from toolstop._check.routers import ROUTERS, available_routers
+from toolstop._check.scenarios import Scenario, scenario_matrix
 from toolstop._compat import middleware_unavailable
-from toolstop._console import progress, versions
+from toolstop.cli._output import progress, versions
 from toolstop.errors import ToolstopConfigError
 from toolstop.models import chat_model
-from toolstop.testing.harness import CheckResult, check, compare, goldens_dir, write_golden
-from toolstop.testing.routers import ROUTERS, available_routers
-from toolstop.testing.scenarios import Scenario, scenario_matrix
 
 __all__ = ["add_check_parser", "run_check"]
 
@@ -149,18 +157,9 @@ def _wrap_path(path: str, room: int) -> list[str]:
     return [*lines, line] if line or not lines else lines
 
 
-class _PlannedMalformedSignals(logging.Filter):
-    """Drops the malformed-signal warnings of the scenarios' deliberately broken tools."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not hasattr(record, "toolstop_signal")
-
-
 def run_check(args: argparse.Namespace, out: TextIO) -> int:
     """Run `toolstop check` with parsed `args`; return the exit code."""
     if args.agent or args.tools or args.goldens:
-        from toolstop.check_agent import run_check_agent
-
         return run_check_agent(args, out)
     routers = available_routers()
     # Why the middleware router cannot run here (None when it can): said, never a failed run.
@@ -185,14 +184,11 @@ def run_check(args: argparse.Namespace, out: TextIO) -> int:
         return 2
     interactive = not args.json and sys.stderr.isatty()
     advance, stop = progress("toolstop check", len(scenarios) * len(routers), interactive)
-    # The scenarios return malformed signals on purpose: their warnings would only be noise here.
-    quiet = _PlannedMalformedSignals()
-    logging.getLogger("toolstop").addFilter(quiet)
     try:
-        results = check(scenarios, routers, model=model, on_result=lambda result: advance())
+        with planned_malformed_signals_hidden():
+            results = check(scenarios, routers, model=model, on_result=lambda result: advance())
     finally:
         stop()
-        logging.getLogger("toolstop").removeFilter(quiet)
     if args.update_goldens:
         return _update(results, out)
     failed = [r for r in results if not r.passed]
@@ -227,11 +223,7 @@ def run_check(args: argparse.Namespace, out: TextIO) -> int:
 
 def _update(results: list[CheckResult], out: TextIO) -> int:
     """Write goldens for runs that keep every invariant; refuse the others."""
-    broken = [
-        r
-        for r in results
-        if any(not b.startswith("no golden") and b not in _golden_only(r) for b in r.breaches)
-    ]
+    broken = broken_runs(results, lambda r: r.expected)
     if broken:
         for r in broken:
             for breach in r.breaches:
@@ -249,6 +241,98 @@ def _update(results: list[CheckResult], out: TextIO) -> int:
     return 0
 
 
-def _golden_only(result: CheckResult) -> set[str]:
-    """Breaches that come only from comparing with the (old) golden."""
-    return set(compare(result.expected, result.actual))
+def _usage(args: argparse.Namespace) -> str | None:
+    """A sentence for a flag combination that makes no sense with --agent, or None."""
+    if not args.agent or not args.tools:
+        return "--agent MODULE:FACTORY and --tools MODULE:ATTR go together"
+    if args.router:
+        return "--router does not apply to --agent: your factory is the router"
+    if args.model:
+        return (
+            "--model does not apply to --agent: the check forces outcomes with a scripted model; "
+            "measure your model with toolstop bench --agent ... --model"
+        )
+    if args.update_goldens and not args.goldens:
+        return "--update-goldens with --agent needs --goldens DIR (your agent's goldens)"
+    return None
+
+
+def run_check_agent(args: argparse.Namespace, out: TextIO) -> int:
+    """Run `toolstop check --agent ... --tools ...` with parsed `args`; return the exit code."""
+    from toolstop._check.agent import agent_scenarios, check_agent, write_agent_goldens
+
+    problem = _usage(args)
+    if problem is not None:
+        print(f"toolstop check: {problem}", file=sys.stderr)
+        return 2
+    goldens = Path(args.goldens) if args.goldens else None
+    try:
+        factory = load_factory(args.agent)
+        tools = load_tools(args.tools)
+        if goldens is not None and goldens.exists() and not goldens.is_dir():
+            msg = f"--goldens {goldens} is a file, not a folder"
+            raise ToolstopConfigError(msg)
+
+        planned = len(agent_scenarios(tools, middleware=factory.takes_middleware)[0])
+    except ToolstopConfigError as error:
+        print(f"toolstop check: {error}", file=sys.stderr)
+        return 2
+    interactive = not args.json and sys.stderr.isatty()
+    advance, stop = progress("toolstop check", planned, interactive)
+    try:
+        result = check_agent(
+            factory,
+            tools,
+            goldens=None if args.update_goldens else goldens,
+            scenarios=args.scenario,
+            on_result=lambda r: advance(),
+        )
+    except ToolstopConfigError as error:
+        print(f"toolstop check: {error}", file=sys.stderr)
+        return 2
+    finally:
+        stop()
+    if args.update_goldens:
+        assert goldens is not None
+        try:
+            written = write_agent_goldens(result, goldens)
+        except ToolstopConfigError as error:
+            for breach in result.breaches:
+                print(f"- {breach}", file=out)
+            print(error, file=out)
+            return 1
+        except OSError as error:
+            print(f"toolstop check: cannot write to {goldens}: {error.strerror}", file=sys.stderr)
+            return 2
+        print(f"wrote {len(written)} golden transcripts of {factory.name} to {goldens}", file=out)
+        return 0
+    failed = [r for r in result.results if not r.passed]
+    if args.json:
+        document = {
+            "versions": versions(),
+            "agent": factory.name,
+            "tools": [t.name for t in tools],
+            "model": "scripted",
+            "results": [r.summary() for r in result.results],
+            "passed": len(result.results) - len(failed),
+            "failed": len(failed),
+            "skipped": result.skipped,
+        }
+        print(json.dumps(document, indent=2), file=out)
+        return 1 if failed else 0
+    stack = ", ".join(f"{k} {v}" for k, v in versions().items())
+    names = ", ".join(t.name for t in tools)
+    print(f"toolstop check --agent {factory.name} (tools: {names}) on {stack}", file=out)
+    reasons: dict[str, list[str]] = {}
+    for name, why in result.skipped.items():
+        reasons.setdefault(why, []).append(name)
+    for why, scenarios in reasons.items():
+        print(f"skipped {', '.join(scenarios)}: {why}", file=out)
+    _table(result.results, out, shutil.get_terminal_size((100, 24)).columns)
+    if failed:
+        print("\nbreaches:", file=out)
+        for r in failed:
+            for breach in r.breaches:
+                print(f"- {r.scenario.key}: {breach}", file=out)
+    print(f"{len(result.results) - len(failed)} passed, {len(failed)} failed", file=out)
+    return 1 if failed else 0

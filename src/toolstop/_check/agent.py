@@ -15,7 +15,6 @@ it they are listed in `AgentCheck.skipped`, with why.
 from __future__ import annotations
 
 import copy
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,22 +25,24 @@ from langchain_core.messages import AIMessage, ToolCall
 from langchain_core.tools import BaseTool
 from langgraph.pregel import Pregel
 
-from toolstop.agent import AgentFactory, as_factory
+from toolstop._check.factory import AgentFactory, as_factory
+from toolstop._check.harness import (
+    CheckResult,
+    Transcript,
+    broken_runs,
+    invariant_breaches,
+    judge,
+    load_golden,
+    planned_malformed_signals_hidden,
+    run_scenario,
+    write_golden,
+)
+from toolstop._check.routers import Router
+from toolstop._check.scenarios import Scenario, scenario_matrix
 from toolstop.errors import ToolstopConfigError
 from toolstop.outcome import Outcome, signal
 from toolstop.policy import StopPolicy
 from toolstop.testing.forced import ForcedResult, ForcedTool
-from toolstop.testing.harness import (
-    CheckResult,
-    Transcript,
-    compare,
-    invariant_breaches,
-    load_golden,
-    run_scenario,
-    write_golden,
-)
-from toolstop.testing.routers import Router
-from toolstop.testing.scenarios import Scenario, scenario_matrix
 from toolstop.testing.scripted import ScriptedChatModel, ScriptStep
 from toolstop.testing.stand_ins import example_args, stand_in
 
@@ -329,11 +330,6 @@ def _breaches(scenario: Scenario, base: Scenario, actual: Transcript, run_ends: 
     return breaches
 
 
-class _PlannedMalformedSignals(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not hasattr(record, "toolstop_signal")
-
-
 def check_agent(
     factory: Callable[..., Any] | AgentFactory,
     tools: Sequence[BaseTool],
@@ -346,7 +342,7 @@ def check_agent(
     `tools`, and check every invariant `toolstop check` checks.
 
     Args:
-        factory: Your agent factory (or a loaded `toolstop.agent.AgentFactory`).
+        factory: Your agent factory (or a loaded `toolstop._check.factory.AgentFactory`).
         tools: Your tools (only their names, descriptions and schemas are used).
         goldens: A folder of golden transcripts of your agent to compare with (written by
             `write_agent_goldens` or `toolstop check --agent ... --update-goldens`); a missing
@@ -377,31 +373,24 @@ def check_agent(
     router = _router(factory)
     directory = Path(goldens) if goldens is not None else None
     results = []
-    quiet = _PlannedMalformedSignals()
-    logging.getLogger("toolstop").addFilter(quiet)
-    try:
+    with planned_malformed_signals_hidden():
         for scenario, base in matrix:
             run_ends = _RunEnds()
             actual = run_scenario(scenario, router, callbacks=[run_ends])
             actual["router"] = factory.name
-            breaches = _breaches(scenario, base, actual, run_ends.count)
-            expected: Transcript | None = None
-            if directory is not None:
-                expected = load_golden(scenario, "", directory)
-                if "error" not in actual:
-                    breaches += compare(expected, actual)
-            result = CheckResult(
-                scenario=scenario,
-                router=factory.name,
-                expected=expected or {"model_calls": _scripted_calls(scenario)},
-                actual=actual,
-                breaches=list(dict.fromkeys(breaches)),
+            golden = None if directory is None else load_golden(scenario, "", directory)
+            result = judge(
+                scenario,
+                factory.name,
+                actual,
+                _breaches(scenario, base, actual, run_ends.count),
+                golden=golden,
+                compared=directory is not None,
+                expected=golden or {"model_calls": _scripted_calls(scenario)},
             )
             results.append(result)
             if on_result is not None:
                 on_result(result)
-    finally:
-        logging.getLogger("toolstop").removeFilter(quiet)
     return AgentCheck(factory=factory.name, results=results, skipped=skipped, goldens=directory)
 
 
@@ -420,9 +409,11 @@ def write_agent_goldens(check: AgentCheck, directory: Path | str) -> list[Path]:
     Raises:
         ToolstopConfigError: when a run breaks an invariant; nothing is written then.
     """
-    broken = [
-        r for r in check.results if any(b not in _golden_only(r, check.goldens) for b in r.breaches)
-    ]
+    goldens = check.goldens
+    broken = broken_runs(
+        check.results,
+        lambda r: None if goldens is None else load_golden(r.scenario, "", goldens),
+    )
     if broken:
         msg = (
             f"refused: {len(broken)} runs break an invariant ({broken[0].scenario.key}: "
@@ -430,13 +421,6 @@ def write_agent_goldens(check: AgentCheck, directory: Path | str) -> list[Path]:
         )
         raise ToolstopConfigError(msg)
     return [write_golden(r.actual, r.scenario, "", Path(directory)) for r in check.results]
-
-
-def _golden_only(result: CheckResult, directory: Path | None) -> set[str]:
-    """Breaches that come only from comparing with the (old or missing) golden."""
-    if directory is None or "error" in result.actual:
-        return set()
-    return set(compare(load_golden(result.scenario, "", directory), result.actual))
 
 
 def _preflight(factory: AgentFactory, tools: Sequence[BaseTool]) -> None:

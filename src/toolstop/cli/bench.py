@@ -7,8 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from toolstop._console import progress, versions
-from toolstop._page import chart_or_none
+from toolstop.cli._output import progress, versions, write_outputs
 from toolstop.errors import ToolstopConfigError
 from toolstop.models import chat_model
 
@@ -95,7 +94,7 @@ def add_bench_parser(commands: Any) -> None:
 def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
     """Run `toolstop bench` with parsed `args`; return the exit code."""
     if args.agent or args.tools or args.questions:
-        from toolstop.bench.agent_command import run_bench_agent
+        from toolstop.cli.bench_agent import run_bench_agent
 
         return run_bench_agent(args, out)
     from toolstop.bench.report import headline, render_chart, render_html, render_table, write_json
@@ -153,12 +152,15 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
 
         document["overhead"] = measure_overhead()
         write_overhead({"versions": document["versions"], **document["overhead"]}, args.out)
-    try:
-        chart = chart_or_none(lambda path: render_chart(rows, path), args.out / "chart.png")
-        write_json(document, args.out / "bench.json")
-        render_html(document, chart, args.out / "report.html")
-    except OSError as error:
-        print(f"toolstop bench: cannot write to {args.out}: {error.strerror}", file=sys.stderr)
+    written = write_outputs(
+        "toolstop bench",
+        args.out,
+        json_name="bench.json",
+        write_json=lambda path: write_json(document, path),
+        render_chart=lambda path: render_chart(rows, path),
+        render_html=lambda chart, path: render_html(document, chart, path),
+    )
+    if written is None:
         return 1
     render_table(rows, out)
     for router, ratios in document["headline"].items():

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from toolstop._compat import middleware_unavailable
-from toolstop.testing.routers import (
+from toolstop._check.routers import (
     GRAPH,
     LEGACY,
     MIDDLEWARE,
@@ -11,6 +10,7 @@ from toolstop.testing.routers import (
     available_routers,
     has_agents,
 )
+from toolstop._compat import middleware_unavailable
 
 HAS_AGENTS = has_agents()
 ROUTERS: list[Router] = available_routers()

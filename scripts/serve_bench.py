@@ -1,13 +1,13 @@
 """The example agents on LangGraph Server + PostgreSQL + Redis (`make serve`), driven and measured.
 
-`make serve-bench` (`python -m toolstop.bench.serve`) starts `make serve` on a scratch database
+`make serve-bench` (`python scripts/serve_bench.py`) starts `make serve` on a scratch database
 and measures two figures: runs per second on 2 workers, `hard` vs `never`, with the simulated
 model at 20 ms per call, interleaved in one run; and how long a SIGKILLed replica's in-flight runs
 take to complete on the surviving replica, with the heartbeat it sets. The `server` tests start
 their servers with the same helpers, so what is measured is what is tested.
 
 Run it from the project's folder (it runs `make serve`), with PostgreSQL and Redis (see
-`toolstop.bench.serve_process`).
+`scripts/serve_process.py`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolstop.bench.serve_process import (
+from serve_process import (
     REDIS_URL,
     ServeProcess,
     human,
@@ -254,7 +254,7 @@ def replica_env(database_uri: str, redis_uri: str, *, jobs: int) -> dict[str, st
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`make serve-bench`: measure both figures on a scratch database; print and write JSON."""
-    parser = argparse.ArgumentParser(prog="python -m toolstop.bench.serve", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python scripts/serve_bench.py", description=__doc__)
     parser.add_argument("--runs", type=int, default=50, help="runs per mode, graph and round")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument(

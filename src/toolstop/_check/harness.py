@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -13,20 +15,23 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from toolstop._check.routers import Router, run_agent
+from toolstop._check.scenarios import Scenario
 from toolstop.decision import content_text, read_signal
 from toolstop.testing.history import PROVIDERS, history_problems
-from toolstop.testing.routers import Router, run_agent
-from toolstop.testing.scenarios import Scenario
 from toolstop.testing.scripted import ScriptedChatModel, ScriptExhaustedError
 
 __all__ = [
     "CheckResult",
     "Transcript",
+    "broken_runs",
     "check",
     "compare",
     "goldens_dir",
     "invariant_breaches",
+    "judge",
     "load_golden",
+    "planned_malformed_signals_hidden",
     "run_scenario",
     "write_golden",
 ]
@@ -193,7 +198,7 @@ def run_scenario(
 # -- goldens ----------------------------------------------------------------------------------
 def goldens_dir() -> Path:
     """Where the shipped golden transcripts live (inside the installed package)."""
-    return Path(str(resources.files("toolstop.testing") / "goldens"))
+    return Path(str(resources.files("toolstop._check") / "goldens"))
 
 
 def _golden_path(directory: Path, golden: str, scenario: Scenario) -> Path:
@@ -404,20 +409,76 @@ def check(
             if scenario.middleware is not None and not router.takes_middleware:
                 continue  # langchain's middleware runs only next to StopOnArtifact
             actual = run_scenario(scenario, router, model=model)
-            breaches = invariant_breaches(scenario, actual)
-            expected = None
-            if model is None:
-                expected = load_golden(scenario, golden, directory)
-                if "error" not in actual:  # a run that raised differs everywhere; say it once
-                    breaches += compare(expected, actual)
-            result = CheckResult(
-                scenario=scenario,
-                router=router.name,
-                expected=expected,
-                actual=actual,
-                breaches=list(dict.fromkeys(breaches)),
+            expected = None if model is not None else load_golden(scenario, golden, directory)
+            result = judge(
+                scenario,
+                router.name,
+                actual,
+                invariant_breaches(scenario, actual),
+                golden=expected,
+                compared=model is None,
             )
             results.append(result)
             if on_result is not None:
                 on_result(result)
     return results
+
+
+def judge(
+    scenario: Scenario,
+    router: str,
+    actual: Transcript,
+    breaches: list[str],
+    *,
+    golden: Transcript | None,
+    compared: bool,
+    expected: Transcript | None = None,
+) -> CheckResult:
+    """One run's result: `breaches` plus, when `compared`, every difference from `golden`.
+
+    A run that raised differs from its golden everywhere, so it is not compared: its error is
+    said once. `expected` is what the result shows as expected (default: `golden`).
+    """
+    if compared and "error" not in actual:
+        breaches = breaches + compare(golden, actual)
+    return CheckResult(
+        scenario=scenario,
+        router=router,
+        expected=golden if expected is None else expected,
+        actual=actual,
+        breaches=list(dict.fromkeys(breaches)),
+    )
+
+
+def broken_runs(
+    results: Iterable[CheckResult], golden_of: Callable[[CheckResult], Transcript | None]
+) -> list[CheckResult]:
+    """The runs a golden must not be written from: a breach that comparing with the (old or
+    missing) golden `golden_of(result)` does not explain breaks an invariant, and a golden of
+    a broken run would make the breach the expectation."""
+
+    def golden_only(result: CheckResult) -> set[str]:
+        if "error" in result.actual:
+            return set()
+        return set(compare(golden_of(result), result.actual))
+
+    return [r for r in results if any(b not in golden_only(r) for b in r.breaches)]
+
+
+class _PlannedMalformedSignals(logging.Filter):
+    """Drops the malformed-signal warnings of the scenarios' deliberately broken tools."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not hasattr(record, "toolstop_signal")
+
+
+@contextmanager
+def planned_malformed_signals_hidden() -> Iterator[None]:
+    """Hide the `toolstop` logger's malformed-signal warnings while the scenarios run: their
+    tools return malformed signals on purpose, and the warnings would only be noise."""
+    quiet = _PlannedMalformedSignals()
+    logging.getLogger("toolstop").addFilter(quiet)
+    try:
+        yield
+    finally:
+        logging.getLogger("toolstop").removeFilter(quiet)

@@ -1,19 +1,19 @@
-"""`toolstop report` and `toolstop explain`: shadow-mode savings and stop reasons, from the
-team's own traffic (a checkpoint database or the `toolstop` logger's JSON lines)."""
+"""`toolstop report`: shadow-mode savings and stop reasons, from the team's own traffic (a
+checkpoint database or the `toolstop` logger's JSON lines)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from toolstop.cli._output import write_outputs
 from toolstop.errors import ToolstopConfigError
 
-__all__ = ["add_explain_parser", "add_report_parser", "run_explain", "run_report"]
+__all__ = ["add_report_parser", "run_report"]
 
 
 def add_report_parser(commands: Any) -> None:
@@ -51,29 +51,9 @@ def add_report_parser(commands: Any) -> None:
     )
 
 
-def add_explain_parser(commands: Any) -> None:
-    """Register `toolstop explain` on the CLI's subparsers."""
-    parser = commands.add_parser(
-        "explain",
-        help="why a conversation ended the way it did, run by run",
-        description=(
-            "For one thread of a checkpoint database: per run, the rule, the deciding tools "
-            "and call ids, the signal of every tool call per turn, budgets spent, model calls "
-            "and tokens. Never tool content, never arguments."
-        ),
-    )
-    parser.add_argument("thread_id", metavar="THREAD_ID")
-    parser.add_argument(
-        "--db", metavar="PATH_OR_URL", required=True, help="a SQLite file or a postgresql:// URL"
-    )
-    parser.add_argument("--run", type=int, metavar="N", help="only run number N of the thread")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
-
-
 def run_report(args: argparse.Namespace, out: TextIO) -> int:
     """Run `toolstop report` with parsed `args`; return the exit code."""
     from toolstop import __version__
-    from toolstop._page import chart_or_none
     from toolstop.report.reader import log_run_ends, open_database, parse_time, redact
     from toolstop.report.render import render_chart, render_html, render_summary, write_json
     from toolstop.report.summary import REPORT_VERSION, Summary
@@ -135,16 +115,17 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
         **extra,
         **summary.document(),
     }
-    try:
-        args.out.mkdir(parents=True, exist_ok=True)
-        chart = chart_or_none(lambda path: render_chart(document, path), args.out / "chart.png")
-        write_json(document, args.out / "report.json")
-        render_html(document, chart, args.out / "report.html")
-    except OSError as error:
-        print(f"toolstop report: cannot write to {args.out}: {error.strerror}", file=sys.stderr)
+    written = write_outputs(
+        "toolstop report",
+        args.out,
+        json_name="report.json",
+        write_json=lambda path: write_json(document, path),
+        render_chart=lambda path: render_chart(document, path),
+        render_html=lambda chart, path: render_html(document, chart, path),
+    )
+    if written is None:
         return 2
     render_summary(document, out)
-    written = [args.out / "report.json", args.out / "report.html", *([chart] if chart else [])]
     print("wrote " + ", ".join(str(path) for path in written), file=out)
     return 0
 
@@ -155,38 +136,3 @@ def _open_log(path: str, stack: ExitStack) -> TextIO:
     except OSError as error:
         msg = f"cannot read {path}: {error.strerror}"
         raise ToolstopConfigError(msg) from None
-
-
-def run_explain(args: argparse.Namespace, out: TextIO) -> int:
-    """Run `toolstop explain` with parsed `args`; return the exit code."""
-    from toolstop.report.explain import explain_thread, print_explanation
-    from toolstop.report.reader import open_database, redact
-
-    try:
-        with open_database(args.db) as database:
-            explanation = explain_thread(database, args.thread_id, run=args.run)
-    except ToolstopConfigError as error:
-        print(f"toolstop explain: {error}", file=sys.stderr)
-        return 2
-    except Exception as error:  # a database gone mid-read: one sentence, no traceback
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        print(
-            f"toolstop explain: reading failed: {type(error).__name__}: {reason}", file=sys.stderr
-        )
-        return 1
-    if explanation is None:
-        print(
-            f"toolstop explain: no thread {args.thread_id!r} in {redact(args.db)}", file=sys.stderr
-        )
-        return 1
-    if args.run is not None and not explanation["runs"]:
-        print(
-            f"toolstop explain: thread {args.thread_id!r} has no finished run {args.run}",
-            file=sys.stderr,
-        )
-        return 1
-    if args.json:
-        print(json.dumps(explanation, indent=2), file=out)
-    else:
-        print_explanation(explanation, out)
-    return 0

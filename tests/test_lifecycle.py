@@ -1,4 +1,4 @@
-"""What every router shell does around `decide` (`toolstop._shell`), unit-tested without a graph.
+"""What every router shell does around `decide` (`toolstop._lifecycle`), tested without a graph.
 
 The routers' tests run these through real graphs; these pin what a graph rarely reaches: a run
 invoked with a tool turn already in its input, the loop measured when the graph's shape cannot be
@@ -12,7 +12,7 @@ import asyncio
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from toolstop import Outcome, Rule, StopPolicy, signal
-from toolstop._shell import (
+from toolstop._lifecycle import (
     afinish,
     answered,
     begin_turn,

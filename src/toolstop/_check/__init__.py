@@ -1,0 +1,3 @@
+"""The engine of `toolstop check`: scenarios, routers, runs compared with golden transcripts,
+and the same checks through a user's own agent factory. Its public names are re-exported by
+`toolstop.testing`."""
