@@ -16,7 +16,9 @@ import json
 from typing import Any
 
 from langchain_core.messages import ToolMessage
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool
+
+from toolstop.tools import as_content_and_artifact, tool_call
 
 __all__ = ["ENVELOPE_VERSION", "envelope", "from_envelope", "parse_envelope"]
 
@@ -61,12 +63,7 @@ def from_envelope(tool: BaseTool) -> BaseTool:
     """
 
     def call(arguments: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "type": "tool_call",
-            "name": tool.name,
-            "args": arguments,
-            "id": "toolstop-envelope",
-        }
+        return tool_call(tool.name, arguments, "toolstop-envelope")
 
     def unpack(result: Any) -> tuple[Any, dict[str, Any] | None]:
         text = result.content if isinstance(result, ToolMessage) else result
@@ -78,11 +75,4 @@ def from_envelope(tool: BaseTool) -> BaseTool:
     async def arun(**arguments: Any) -> tuple[Any, dict[str, Any] | None]:
         return unpack(await tool.ainvoke(call(arguments)))
 
-    return StructuredTool.from_function(
-        func=run,
-        coroutine=arun,
-        name=tool.name,
-        description=tool.description,
-        args_schema=tool.args_schema,
-        response_format="content_and_artifact",
-    )
+    return as_content_and_artifact(tool, func=run, coroutine=arun)

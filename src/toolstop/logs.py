@@ -24,9 +24,10 @@ import logging
 from datetime import UTC, datetime
 from typing import IO, Any
 
+from toolstop.observe import EVENT_RUN_END
+
 __all__ = ["EVENT_MALFORMED", "EVENT_RUN_END", "JsonLines", "log_json_lines"]
 
-EVENT_RUN_END = "run_end"
 EVENT_MALFORMED = "malformed_signal"
 
 

@@ -23,7 +23,7 @@ import secrets
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from langchain_core.tools import BaseTool, StructuredTool
+from langchain_core.tools import BaseTool
 
 try:
     from langchain_mcp_adapters.tools import load_mcp_tools
@@ -33,6 +33,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
     raise ImportError(msg) from error
 
 from toolstop.outcome import Outcome
+from toolstop.tools import as_content_and_artifact, tool_call
 
 __all__ = ["SignalInterceptor", "lift_signal", "load_tools"]
 
@@ -99,8 +100,7 @@ def lift_signal(tool: BaseTool) -> BaseTool:
     """
 
     async def run(**arguments: Any) -> tuple[Any, dict[str, Any]]:
-        call = {"type": "tool_call", "name": tool.name, "args": arguments, "id": "toolstop-mcp"}
-        message = await tool.ainvoke(call)
+        message = await tool.ainvoke(tool_call(tool.name, arguments, "toolstop-mcp"))
         artifact = getattr(message, "artifact", None)
         structured = artifact.get("structured_content") if isinstance(artifact, dict) else None
         envelope = structured.get(_KEY) if isinstance(structured, dict) else None
@@ -114,13 +114,7 @@ def lift_signal(tool: BaseTool) -> BaseTool:
         }
         return message.content, lifted
 
-    return StructuredTool.from_function(
-        coroutine=run,
-        name=tool.name,
-        description=tool.description,
-        args_schema=tool.args_schema,
-        response_format="content_and_artifact",
-    )
+    return as_content_and_artifact(tool, coroutine=run)
 
 
 async def load_tools(

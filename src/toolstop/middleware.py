@@ -45,6 +45,7 @@ from toolstop._lifecycle import (
 )
 from toolstop.decision import Decision, Turn, current_turn
 from toolstop.errors import ToolstopConfigError
+from toolstop.observe import agent_name as _agent_name
 from toolstop.observe import logger
 from toolstop.policy import StopPolicy, resolve_policy
 from toolstop.record import StopRecord, count_model_call
@@ -85,11 +86,6 @@ def _config() -> Any:
         return get_config()
     except RuntimeError:  # called outside a graph run
         return None
-
-
-def _agent_name(config: Any) -> str | None:
-    name = ((config or {}).get("metadata") or {}).get("lc_agent_name")
-    return name if isinstance(name, str) else None
 
 
 def _graph_shape(config: Any) -> tuple[int, int] | None:

@@ -213,7 +213,7 @@ def _publish_stream_and_log(record: StopRecord, config: Any) -> None:
 
 def _publish_telemetry(record: StopRecord, config: Any) -> None:
     _safely(_span_event, record)
-    _safely(record_run_metrics, record, _agent_name(config))
+    _safely(record_run_metrics, record, agent_name(config))
 
 
 def publish_run_end(record: StopRecord, config: Any = None) -> None:
@@ -238,6 +238,7 @@ async def apublish_run_end(record: StopRecord, config: Any = None) -> None:
     _publish_telemetry(record, config)
 
 
-def _agent_name(config: Any) -> str | None:
+def agent_name(config: Any) -> str | None:
+    """The agent's name in a run's config (`create_agent(name=...)`), or None."""
     name = ((config or {}).get("metadata") or {}).get("lc_agent_name")
     return name if isinstance(name, str) else None

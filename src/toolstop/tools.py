@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -14,7 +14,14 @@ from langchain_core.tools import BaseTool, StructuredTool
 from toolstop.errors import ToolstopConfigError, ToolstopError
 from toolstop.observe import logger
 
-__all__ = ["ToolTimeoutError", "check_tools", "reject_return_direct", "with_timeout"]
+__all__ = [
+    "ToolTimeoutError",
+    "as_content_and_artifact",
+    "check_tools",
+    "reject_return_direct",
+    "tool_call",
+    "with_timeout",
+]
 
 
 class ToolTimeoutError(ToolstopError, TimeoutError):
@@ -29,6 +36,29 @@ def _unpack(result: Any) -> tuple[Any, Any]:
     if isinstance(result, ToolMessage):
         return result.content, result.artifact
     return result, None
+
+
+def tool_call(name: str, arguments: dict[str, Any], call_id: str) -> dict[str, Any]:
+    """A tool call for `tool.invoke` that returns a `ToolMessage` (with the artifact)."""
+    return {"type": "tool_call", "name": name, "args": arguments, "id": call_id}
+
+
+def as_content_and_artifact(
+    tool: BaseTool,
+    *,
+    func: Callable[..., tuple[Any, Any]] | None = None,
+    coroutine: Callable[..., Awaitable[tuple[Any, Any]]] | None = None,
+) -> BaseTool:
+    """A `content_and_artifact` tool with `tool`'s name, description and arguments, running
+    `func` (sync) and `coroutine` (async), each returning `(content, artifact)`."""
+    return StructuredTool.from_function(
+        func=func,
+        coroutine=coroutine,
+        name=tool.name,
+        description=tool.description,
+        args_schema=tool.args_schema,
+        response_format="content_and_artifact",
+    )
 
 
 def with_timeout(tool: BaseTool, seconds: float) -> BaseTool:
@@ -50,7 +80,7 @@ def with_timeout(tool: BaseTool, seconds: float) -> BaseTool:
     name = tool.name
 
     def call(arguments: dict[str, Any]) -> dict[str, Any]:
-        return {"type": "tool_call", "name": name, "args": arguments, "id": "toolstop-timeout"}
+        return tool_call(name, arguments, "toolstop-timeout")
 
     def run(**arguments: Any) -> tuple[Any, Any]:
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
@@ -71,14 +101,7 @@ def with_timeout(tool: BaseTool, seconds: float) -> BaseTool:
             raise ToolTimeoutError(msg) from None
         return _unpack(result)
 
-    return StructuredTool.from_function(
-        func=run,
-        coroutine=arun,
-        name=name,
-        description=tool.description,
-        args_schema=tool.args_schema,
-        response_format="content_and_artifact",
-    )
+    return as_content_and_artifact(tool, func=run, coroutine=arun)
 
 
 def reject_return_direct(tools: Sequence[BaseTool | Any], where: str) -> None:

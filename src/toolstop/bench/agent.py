@@ -18,9 +18,8 @@ import json
 import re
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from langchain_core.tools import BaseTool
 from pydantic import Field
 
 from toolstop._check.factory import AgentFactory
-from toolstop.bench.workload import CallCounter
+from toolstop.bench.workload import CallCounter, RunTotals
 from toolstop.errors import ToolstopConfigError
 from toolstop.examples.simulated import LatencyChatModel
 from toolstop.policy import Mode, StopPolicy
@@ -123,24 +122,16 @@ class ToolPickingModel(LatencyChatModel):
         return response
 
 
-@dataclass
-class ModeTotals:
+@dataclass(kw_only=True)
+class ModeTotals(RunTotals):
     """What one mode cost over the questions."""
 
     behaviour: Mode
-    queries: int = 0
-    model_calls: int = 0
-    narration_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    wall_s: float = 0.0
     errors: int = 0
     would_stop: int = 0
-    rules: Counter[str] = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON for bench.json."""
-        runs = self.queries - self.errors
         return {
             "name": f"agent-{self.behaviour}",
             "router": "agent",
@@ -148,10 +139,7 @@ class ModeTotals:
             "queries": self.queries,
             "model_calls": self.model_calls,
             "narration_calls": self.narration_calls,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "wall_s": round(self.wall_s, 4),
-            "wall_ms_per_query": round(1000 * self.wall_s / runs, 3) if runs else None,
+            **self.costs(self.queries - self.errors),
             "errors": self.errors,
             "would_stop": self.would_stop,
             "rules": dict(sorted(self.rules.items())),
@@ -199,10 +187,7 @@ def run_agent_bench(
                 state = None
             else:
                 total.wall_s += time.perf_counter() - start
-            total.model_calls += counter.calls_with_tools + counter.calls_without_tools
-            total.narration_calls += counter.calls_without_tools
-            total.input_tokens += counter.input_tokens
-            total.output_tokens += counter.output_tokens
+            total.add_calls(counter)
             if state is not None:
                 record = state.get("stop_record") if isinstance(state, dict) else None
                 rule = record.get("rule") if isinstance(record, dict) else "no stop_record"

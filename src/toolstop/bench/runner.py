@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from toolstop._compat import has_agents
-from toolstop.bench.workload import CallCounter, Query, SimulatedChatModel, make_tools
+from toolstop.bench.workload import CallCounter, Query, RunTotals, SimulatedChatModel, make_tools
 from toolstop.graph import build_react_graph
 from toolstop.policy import StopPolicy
 
@@ -71,21 +70,14 @@ def available_configs() -> list[Config]:
     return [c for c in CONFIGS if c.router == "graph" or has_agents()]
 
 
-@dataclass
-class Totals:
+@dataclass(kw_only=True)
+class Totals(RunTotals):
     """What one configuration cost over the query set."""
 
     config: Config
-    queries: int = 0
-    model_calls: int = 0
-    narration_calls: int = 0
     min_model_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    wall_s: float = 0.0
     wrong_stops: int = 0
     missed_stops: int = 0
-    rules: Counter[str] = field(default_factory=Counter)
     at_minimum: int = 0
 
     def as_dict(self) -> dict[str, Any]:
@@ -102,12 +94,7 @@ class Totals:
             if self.min_model_calls
             else None,
             "queries_at_minimum": self.at_minimum,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "wall_s": round(self.wall_s, 4),
-            "wall_ms_per_query": round(1000 * self.wall_s / self.queries, 3)
-            if self.queries
-            else None,
+            **self.costs(self.queries),
             "wrong_stops": self.wrong_stops,
             "missed_stops": self.missed_stops,
             "rules": dict(sorted(self.rules.items())),
@@ -131,14 +118,10 @@ def _run_one(
     messages = state["messages"]
     turns = _tool_turns(messages)
     totals.queries += 1
-    calls = counter.calls_with_tools + counter.calls_without_tools
-    totals.model_calls += calls
-    totals.narration_calls += counter.calls_without_tools
+    calls = totals.add_calls(counter)
     totals.min_model_calls += query.min_turns
     if calls == query.min_turns:
         totals.at_minimum += 1
-    totals.input_tokens += counter.input_tokens
-    totals.output_tokens += counter.output_tokens
     # A wrong stop ends the run before the plan's final outcomes (it stopped on a transient).
     if turns < query.min_turns:
         totals.wrong_stops += 1

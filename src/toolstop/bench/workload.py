@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import random
 import threading
+from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -29,6 +30,7 @@ __all__ = [
     "MAX_TRANSIENT",
     "CallCounter",
     "Query",
+    "RunTotals",
     "SimulatedChatModel",
     "make_queries",
     "make_tools",
@@ -165,6 +167,38 @@ class CallCounter(BaseCallbackHandler):
                 with self._lock:
                     self.input_tokens += int(usage.get("input_tokens", 0))
                     self.output_tokens += int(usage.get("output_tokens", 0))
+
+
+@dataclass(kw_only=True)
+class RunTotals:
+    """Model calls, tokens, time and stop rules summed over a bench's runs (one configuration
+    of the simulated workload, or one mode of `bench --agent`)."""
+
+    queries: int = 0
+    model_calls: int = 0
+    narration_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    wall_s: float = 0.0
+    rules: Counter[str] = field(default_factory=Counter)
+
+    def add_calls(self, counter: CallCounter) -> int:
+        """Add one run's model calls and tokens, as `counter` saw them; return its calls."""
+        calls = counter.calls_with_tools + counter.calls_without_tools
+        self.model_calls += calls
+        self.narration_calls += counter.calls_without_tools
+        self.input_tokens += counter.input_tokens
+        self.output_tokens += counter.output_tokens
+        return calls
+
+    def costs(self, runs: int) -> dict[str, Any]:
+        """Tokens and time as bench.json shows them; `runs`: the runs the time was spent on."""
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "wall_s": round(self.wall_s, 4),
+            "wall_ms_per_query": round(1000 * self.wall_s / runs, 3) if runs else None,
+        }
 
 
 def _call(name: str, depth: int) -> dict[str, Any]:
