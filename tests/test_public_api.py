@@ -18,14 +18,18 @@ def test_toolstop_all() -> None:
             "Mode",
             "Outcome",
             "Parallel",
+            "ParallelRule",
             "Problem",
             "ReactState",
             "Rule",
             "Savings",
+            "SignalProblem",
+            "StopMode",
             "StopOnArtifact",
             "StopOnArtifactState",
             "StopPolicy",
             "StopRecord",
+            "StopRule",
             "ToolTimeoutError",
             "ToolstopConfigError",
             "ToolstopError",
@@ -38,6 +42,14 @@ def test_toolstop_all() -> None:
     )
     for name in toolstop.__all__:
         assert hasattr(toolstop, name), name
+
+
+def test_the_former_names_are_aliases_of_the_clearer_ones() -> None:
+    assert toolstop.Rule is toolstop.StopRule
+    assert toolstop.Problem is toolstop.SignalProblem
+    assert toolstop.Mode == toolstop.StopMode
+    assert toolstop.Parallel == toolstop.ParallelRule
+    assert toolstop.Rule("fatal") is toolstop.StopRule.FATAL
 
 
 def test_every_exception_is_exported() -> None:

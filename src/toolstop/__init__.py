@@ -7,11 +7,11 @@ Tools return `(content, artifact)`: the content goes to the model, the artifact
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from toolstop.decision import CallSignal, Decision, Problem, Rule, decide
+from toolstop.decision import CallSignal, Decision, Problem, Rule, SignalProblem, StopRule, decide
 from toolstop.errors import ToolstopConfigError, ToolstopError
 from toolstop.graph import ReactState, build_react_graph
 from toolstop.outcome import Outcome, signal
-from toolstop.policy import Mode, Parallel, StopPolicy
+from toolstop.policy import Mode, Parallel, ParallelRule, StopMode, StopPolicy
 from toolstop.record import InvalidSignal, Savings, StopRecord
 from toolstop.tools import ToolTimeoutError, with_timeout
 
@@ -37,14 +37,18 @@ __all__ = [
     "Mode",
     "Outcome",
     "Parallel",
+    "ParallelRule",
     "Problem",
     "ReactState",
     "Rule",
     "Savings",
+    "SignalProblem",
+    "StopMode",
     "StopOnArtifact",
     "StopOnArtifactState",
     "StopPolicy",
     "StopRecord",
+    "StopRule",
     "ToolTimeoutError",
     "ToolstopConfigError",
     "ToolstopError",

@@ -24,6 +24,8 @@ __all__ = [
     "Decision",
     "Problem",
     "Rule",
+    "SignalProblem",
+    "StopRule",
     "Turn",
     "current_turn",
     "decide",
@@ -32,7 +34,7 @@ __all__ = [
 ]
 
 
-class Rule(StrEnum):
+class StopRule(StrEnum):
     """Which rule ended a run (or would have, in `never` mode). Stored in the stop record."""
 
     COMPLETED = "completed"
@@ -43,7 +45,7 @@ class Rule(StrEnum):
     NONE = "none"
 
 
-class Problem(StrEnum):
+class SignalProblem(StrEnum):
     """Why a tool call carried no valid signal. Every one of them means *continue*."""
 
     UNSIGNALLED = "unsignalled"
@@ -68,6 +70,12 @@ class Problem(StrEnum):
     """A human reviewer rejected the call (langchain's `HumanInTheLoopMiddleware`); the tool never
     ran. A decision, not a failure: it goes back to the model and spends no retry budget."""
 
+
+Rule = StopRule
+"""The former name of `StopRule`, kept as an alias until 1.0."""
+
+Problem = SignalProblem
+"""The former name of `SignalProblem`, kept as an alias until 1.0."""
 
 PROBLEMS_NOT_INVALID = frozenset({Problem.REJECTED, Problem.UNSIGNALLED})
 """Problems that are not a tool's bug: counted by what they are (the record's `outcomes`

@@ -8,9 +8,9 @@ from typing import Any, Literal, get_args
 from toolstop.errors import ToolstopConfigError
 from toolstop.outcome import Outcome
 
-__all__ = ["Mode", "Parallel", "StopPolicy", "resolve_policy"]
+__all__ = ["Mode", "Parallel", "ParallelRule", "StopMode", "StopPolicy", "resolve_policy"]
 
-Parallel = Literal["all", "any", "first", "priority"]
+ParallelRule = Literal["all", "any", "first", "priority"]
 """How the signals of several tool calls in one turn combine.
 
 - `"all"`: stop only when every call of the turn asks to stop (the safe default).
@@ -19,13 +19,19 @@ Parallel = Literal["all", "any", "first", "priority"]
 - `"priority"`: the highest reason present (in `StopPolicy.priority` order) decides.
 """
 
-Mode = Literal["hard", "polish", "never"]
+StopMode = Literal["hard", "polish", "never"]
 """What a stop does.
 
 - `"hard"`: relay the deciding tool content verbatim as the final AIMessage; no model call.
 - `"polish"`: one more model call, with no tools offered, narrates the result.
 - `"never"`: shadow mode; routing ignores stops but the record says what *would* have stopped.
 """
+
+Parallel = ParallelRule
+"""The former name of `ParallelRule`, kept as an alias until 1.0."""
+
+Mode = StopMode
+"""The former name of `StopMode`, kept as an alias until 1.0."""
 
 _PARALLEL: tuple[str, ...] = get_args(Parallel)
 _MODES: tuple[str, ...] = get_args(Mode)
