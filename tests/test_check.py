@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from toolstop._check import harness
 from toolstop._check.harness import check, load_golden, run_scenario
 from toolstop._check.routers import GRAPH, Router, available_routers
 from toolstop._check.scenarios import SCENARIOS, scenario_matrix
 from toolstop.cli import main
-from toolstop._check import harness
 
 pytestmark = pytest.mark.contract
 
