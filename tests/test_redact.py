@@ -1,0 +1,54 @@
+"""The one password masker (`toolstop._redact`): no part of a password is ever shown, whatever
+the URL's shape."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from toolstop._redact import mask_password, redact, without_password
+
+# Every character a password may hold unencoded, the URL's own delimiters among them.
+PASSWORD = st.text(alphabet="ABCXYZ0123456789@/?#:%!$&'()*+,;=[]~-._", min_size=1, max_size=24)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://u:pw@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://u:p@ss@h:5432/db", "postgresql://u:***@h:5432/db"),
+        ("postgresql://u:pa/ss@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://u:pa?ss@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://u:pa#ss@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://u:pa:ss@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://u:p%40ss@h/db?sslmode=require", "postgresql://u:***@h/db?sslmode=require"),
+        ("redis://:pw@h:6379/0", "redis://:***@h:6379/0"),
+        ("postgresql://u@h/db", "postgresql://u@h/db"),
+        ("postgresql://h:5432/db", "postgresql://h:5432/db"),
+        ("postgresql:///db", "postgresql:///db"),
+    ],
+)
+def test_the_password_is_masked_whatever_the_urls_shape(url: str, shown: str) -> None:
+    assert without_password(url) == shown
+
+
+@given(password=PASSWORD, user=st.sampled_from(["", "alice", "bob.smith"]))
+def test_no_part_of_a_password_is_ever_shown(password: str, user: str) -> None:
+    for written in {password, quote(password, safe="")}:
+        url = f"postgresql://{user}:{written}@db.example:5432/prod?sslmode=require"
+        assert redact(url) == f"postgresql://{user}:***@db.example:5432/prod?sslmode=require"
+
+
+@given(password=PASSWORD.filter(lambda p: "*" not in p))  # "*" is the mask's own character
+def test_a_drivers_message_quoting_the_password_is_masked(password: str) -> None:
+    encoded = quote(password, safe="")
+    url = f"postgresql://alice:{encoded}@db.example/prod"
+    message = f"failed for {password} and {encoded} then"  # lowercase: never in PASSWORD
+    assert mask_password(message, url) == "failed for *** and *** then"
+
+
+def test_a_sqlite_path_is_shown_as_it_is() -> None:
+    assert redact("/data/a:b@c.sqlite") == "/data/a:b@c.sqlite"
