@@ -132,3 +132,20 @@ def test_an_import_against_the_grain_is_caught(tmp_path: Path) -> None:
     assert result.returncode == 1, result.stdout + result.stderr
     assert "BROKEN" in result.stdout
     assert "toolstop.decision -> toolstop.cli" in result.stdout
+
+
+def test_the_test_kit_loads_the_check_engine_only_when_asked() -> None:
+    code = (
+        "import sys, toolstop.testing as kit\n"
+        "assert 'toolstop._check.harness' not in sys.modules, 'loaded at import'\n"
+        "assert kit.check_agent.__module__ == 'toolstop._check.agent'\n"
+        "assert 'toolstop._check.harness' in sys.modules\n"
+        "assert {'check', 'Scenario', 'run_scenario'} <= set(dir(kit))\n"
+        "try:\n    kit.no_such_name\nexcept AttributeError as e:\n    print(e)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "module 'toolstop.testing' has no attribute 'no_such_name'"
