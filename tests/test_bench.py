@@ -108,14 +108,14 @@ def test_headline_ratios_and_table(result: Any) -> None:
         assert f"{router}, hard vs never: {pairs}" in lines
 
 
-def test_the_readme_quotes_the_committed_bench_json() -> None:
-    """The README's bench table and headline are docs/bench/bench.json's figures."""
+def test_the_benchmarks_page_quotes_the_committed_bench_json() -> None:
+    """docs/benchmarks.md's bench table and headline are docs/bench/bench.json's figures."""
     root = Path(__file__).resolve().parent.parent
     committed = json.loads((root / "docs" / "bench" / "bench.json").read_text())
-    readme = (root / "README.md").read_text(encoding="utf-8")
+    page = (root / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     rows = [
         [cell.strip() for cell in line.strip("|").split("|")]
-        for line in readme.splitlines()
+        for line in page.splitlines()
         if re.match(r"\| (graph|middleware)-\w+ \| \d", line)
     ]
     assert rows == [figures(c, ",") for c in committed["configs"]]
@@ -128,16 +128,16 @@ def test_the_readme_quotes_the_committed_bench_json() -> None:
     for ratios in committed["headline"].values():
         headline = (
             f"**{ratios['model_calls_hard_vs_never']:.2f}x the model calls, "
-            f"{ratios['input_tokens_hard_vs_never']:.2f}x the input tokens\n"
+            f"{ratios['input_tokens_hard_vs_never']:.2f}x the input tokens "
             f"and {ratios['wall_time_hard_vs_never']:.2f}x the wall time of `never`**"
         )
-        assert headline in readme
+        assert headline in " ".join(page.split())
     # "most of the wall time is the simulated latency": its share, per configuration
     shares = [
         c["model_calls"] * settings["latency_ms"] / 1000 / c["wall_s"] for c in committed["configs"]
     ]
     low, high = (int(100 * f) for f in (min(shares), max(shares)))
-    assert f"{low}-{high}% of each configuration's wall time" in readme
+    assert f"{low}-{high}% of each configuration's wall time" in page
 
 
 def test_the_table_fits_100_columns(result: Any) -> None:
@@ -385,13 +385,13 @@ OVERHEAD_ROWS = {
         "+ empty `wrap_model_call` and `after_agent` hooks (the floor of StopOnArtifact's design)"
     ),
     "create_agent+StopOnArtifact": "+ `StopOnArtifact` (`wrap_model_call` + `after_agent`, chosen)",
-    "create_agent+before_model jump": "+ `before_model` jump (the article's)",
+    "create_agent+before_model jump": "+ `before_model` jump (the common alternative)",
     "hand-built graph": "hand-built graph",
 }
-"""The README's overhead table: configuration in overhead.json -> its row label."""
+"""docs/benchmarks.md's overhead table: configuration in overhead.json -> its row label."""
 
 
-def test_the_readme_overhead_table_is_the_stored_runs() -> None:
+def test_the_overhead_table_is_the_stored_runs() -> None:
     """Each row is docs/bench/overhead.json's figures and the range of the five stored runs
     (runs 8-12) it is the first of; the concurrency rows likewise."""
     folder = Path(__file__).parent.parent / "docs" / "bench"
@@ -401,7 +401,7 @@ def test_the_readme_overhead_table_is_the_stored_runs() -> None:
         for n in range(8, 13)
     ]
     assert runs[0] == table
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    page = (Path(__file__).parent.parent / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     wall, calls = table["wall_per_run_no_stop"]["figures"], table["calls_per_run"]["figures"]
     assert set(wall) == set(OVERHEAD_ROWS)
     for name, label in OVERHEAD_ROWS.items():
@@ -412,7 +412,7 @@ def test_the_readme_overhead_table_is_the_stored_runs() -> None:
             f"| {calls[name]['calls_per_run']:,} | {calls[name]['vs_create_agent']:.3f}x "
             f"| {spread} |"
         )
-        assert row in readme, row
+        assert row in page, row
     for name, label in (
         ("hand-built graph", "hand-built graph vs bare `create_agent`"),
         ("create_agent+StopOnArtifact", "`create_agent` + `StopOnArtifact` vs bare"),
@@ -423,7 +423,7 @@ def test_the_readme_overhead_table_is_the_stored_runs() -> None:
             f"| 1,000 concurrent runs/s, {label} | {this:.3f}x "
             f"({min(ratios):.3f}-{max(ratios):.3f}x"
         )
-        assert row in readme, row
+        assert row in page, row
 
 
 def test_the_state_profile_is_computed_from_its_counts(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -450,9 +450,9 @@ def test_the_state_profile_is_computed_from_its_counts(monkeypatch: pytest.Monke
         assert adds == {b: counts[b] - counts[a] for a, b in pairwise(names)}
         assert all(added > 0 for added in adds.values())  # every part costs something
         assert counts[names[0]] > bare
-    # The README's breakdown quotes the stored counts.
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    quoted = " ".join(readme.split())
+    # docs/benchmarks.md's breakdown quotes the stored counts.
+    page = (Path(__file__).parent.parent / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    quoted = " ".join(page.split())
     stop_record, run, steps, write, own = stored["adds_to_the_row_before"].values()
     assert (
         f"`stop_record` written once per run {stop_record}, the private run channel {run}, the "
@@ -492,19 +492,19 @@ def test_the_wall_parts_are_computed_from_their_samples(monkeypatch: pytest.Monk
     assert not [n for n in agent.get_graph().nodes if n.endswith("after_agent")]
     state = agent.invoke({"messages": [HumanMessage("q")]})
     assert (state["stop_record"]["model_calls"], state["stop_record"]["tool_turns"]) == (2, 1)
-    # The README quotes the stored runs.
-    readme = " ".join((Path(__file__).parent.parent / "README.md").read_text("utf-8").split())
+    # docs/benchmarks.md quotes the stored runs.
+    page = " ".join((folder.parent / "benchmarks.md").read_text("utf-8").split())
     figures = [r["figures"] for r in stored["repeats"]]
     for name in ("StopOnArtifact", script.PROTOTYPE):
         low = min(f[name]["vs_create_agent"] for f in figures)
         high = max(f[name]["vs_create_agent"] for f in figures)
-        assert f"{low:.3f}-{high:.3f}x" in readme, name
+        assert f"{low:.3f}-{high:.3f}x" in page, name
 
 
 def test_the_tool_error_counts_include_the_tool_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/bench/tool_error_calls.py counts calls in the threads ToolNode runs tools in (a
     cProfile count of the calling thread saw no cost for a wrap_tool_call hook); the stored
-    figures follow from the stored counts and the README and docs quote them."""
+    figures follow from the stored counts and docs/routers.md and composition.md quote them."""
     pytest.importorskip("langchain.agents")
     import importlib.util
     import threading
@@ -536,8 +536,8 @@ def test_the_tool_error_counts_include_the_tool_threads(monkeypatch: pytest.Monk
     stored = json.loads((folder / "tool_error_calls.json").read_text())["calls_per_run"]
     retry, error = (stored[n] for n in stored if n != "StopOnArtifact")
     base = stored["StopOnArtifact"]
-    readme = " ".join((Path(__file__).parent.parent / "README.md").read_text("utf-8").split())
-    assert f"({retry:,} and {error:,} against StopOnArtifact's {base:,} alone" in readme
+    routers = " ".join((folder.parent / "routers.md").read_text("utf-8").split())
+    assert f"({retry:,} and {error:,} against StopOnArtifact's {base:,} alone" in routers
     composition = " ".join((folder.parent / "composition.md").read_text("utf-8").split())
     assert f"({retry:,} and {error:,} vs {base:,} for StopOnArtifact alone" in composition
 
@@ -555,15 +555,15 @@ def test_the_gc_throughput_figures_are_computed_from_their_bursts() -> None:
             measured["concurrent"], measured["seconds"]
         )
     assert set(stored["gc_on"]["seconds"]) == set(stored["gc_off"]["seconds"])
-    readme = " ".join((Path(__file__).parent.parent / "README.md").read_text("utf-8").split())
+    page = " ".join((path.parent.parent / "benchmarks.md").read_text("utf-8").split())
     on, off = stored["gc_on"]["figures"], stored["gc_off"]["figures"]
     soa = "create_agent+StopOnArtifact"
     assert (
         f"`StopOnArtifact` {on[soa]['vs_create_agent']:.3f}x -> {off[soa]['vs_create_agent']:.3f}x"
-        in readme
+        in page
     )
     bare = "create_agent"
     assert (
         f"{on[bare]['runs_per_s']} runs/s with the collector on and {off[bare]['runs_per_s']}"
-        in readme
+        in page
     )

@@ -2,7 +2,7 @@
 
 Each test asserts something the routers rely on (or work around). When an upgrade changes one,
 the test fails with a sentence saying what changed and what to re-check. See
-`research/framework-findings.md` in the project's shared notes and the README's "upgrading".
+`research/framework-findings.md` in the project's shared notes and docs/upgrading.md.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def test_legacy_return_direct_ends_on_a_tool_message() -> None:
     last = _messages(result)[-1]
     assert isinstance(last, ToolMessage), _changed(
         f"legacy create_react_agent with return_direct now ends on {type(last).__name__}",
-        "the README's legacy notes; toolstop.legacy may no longer need to differ here",
+        "docs/routers.md (the legacy drop-in); toolstop.legacy may no longer need to differ here",
     )
     model.assert_complete()
 
@@ -103,7 +103,7 @@ def test_create_agent_return_direct_ends_only_if_all_calls_have_it() -> None:
     result = _create_agent(model2, [static]).invoke({"messages": [HumanMessage("q")]})
     assert isinstance(_messages(result)[-1], ToolMessage), _changed(
         "create_agent with return_direct no longer ends on the ToolMessage",
-        "the README's router table",
+        "the router table in README.md and docs/routers.md",
     )
 
 
@@ -141,7 +141,7 @@ def test_jump_to_without_hook_config_is_ignored() -> None:
     _create_agent(model, [lookup], [JumpWithoutConfig()]).invoke({"messages": [HumanMessage("q")]})
     assert len(model.calls) == 2, _changed(
         "a before_model jump_to without @hook_config(can_jump_to=...) is now honoured",
-        "the article's before_model pattern; the README's middleware notes",
+        "the before_model pattern in docs/routers.md's middleware notes",
     )
 
 

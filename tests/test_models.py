@@ -62,8 +62,9 @@ def test_demo_with_a_real_client(monkeypatch: pytest.MonkeyPatch) -> None:
     assert '"rule": "completed"' in text
 
 
-def test_the_readmes_ollama_example_needs_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    # toolstop demo --model openai:llama3.1 --base-url http://localhost:11434/v1, as written
+def test_the_documented_ollama_example_needs_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    # toolstop demo --model openai:llama3.1 --base-url http://localhost:11434/v1, as docs/models.md
+    # writes it
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with LoopbackProvider([SEARCH], model="llama3.1") as provider:
         code, text = run(
@@ -153,7 +154,7 @@ def test_unreachable_server_is_one_sentence_for_bench(
 def test_unreachable_server_fails_each_check_scenario_without_a_traceback(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """What the README says of `check` today: every scenario fails, naming the connection error
+    """What docs/models.md says of `check` today: every scenario fails, naming the connection error
     (not one sentence: the run is the check's unit)."""
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     url = f"http://127.0.0.1:{free_port()}/v1"

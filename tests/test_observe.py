@@ -232,7 +232,7 @@ def test_turn_events_carry_signals_and_progress_only(router: Router) -> None:
     assert [t["signals"][0]["progress"] for t in turns] == [0.5, 1.0]
     assert [t["signals"][0]["stop"] for t in turns] == [False, True]
     assert SECRET not in json.dumps(turns)
-    # The shape the README documents.
+    # The shape docs/observability.md documents.
     assert [sorted(t) for t in turns] == [["signals", "toolstop", "turn"]] * 2
     assert [t["turn"] for t in turns] == [1, 2]
     first = turns[0]["signals"][0]

@@ -1,6 +1,7 @@
-"""The README's claims about the command line hold, and its diagram matches the compiled graph.
+"""The README is a short front door; the command lines the README and docs/ show exist; the
+sample `toolstop check` table and the drawn graph match the code.
 
-(Its Python blocks run in tests/test_docs.py.)"""
+(The Python blocks of the README and docs/ run in tests/test_docs.py.)"""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from toolstop.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+TESTING = ROOT / "docs" / "testing.md"
+ROUTERS = ROOT / "docs" / "routers.md"
+README_LIMIT = 12_000  # bytes: a pitch, an install, a quick start and links; the rest is in docs/
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 COMMANDS = ("demo", "check", "bench", "report", "explain")
 
@@ -57,12 +61,12 @@ def test_every_command_option_and_choice_the_docs_name_exists(
                     f"`{line}`: {option} does not take {choice}"
                 )
             checked += 1
-    assert checked >= 20  # the README's usage lines were found
+    assert checked >= 20  # the usage lines of the README and docs/ were found
 
 
-def test_the_check_table_in_the_readme_is_what_check_prints() -> None:
-    readme = README.read_text(encoding="utf-8")
-    sample = re.search(r"```text\n(scenario .*?)\n\.\.\.\n", readme, flags=re.S)
+def test_the_check_table_on_the_testing_page_is_what_check_prints() -> None:
+    page = TESTING.read_text(encoding="utf-8")
+    sample = re.search(r"```text\n(scenario .*?)\n\.\.\.\n", page, flags=re.S)
     assert sample is not None
     shown = [line.split() for line in sample.group(1).splitlines()]
     out = io.StringIO()
@@ -75,7 +79,7 @@ def test_the_check_table_in_the_readme_is_what_check_prints() -> None:
     assert shown[4][0] == "actual"
 
 
-def test_the_readmes_example_check_runs() -> None:
+def test_the_documented_example_check_runs() -> None:
     from routers import MIDDLEWARE_UNAVAILABLE
 
     argv = "toolstop check --router middleware --scenario parallel-any-stop-last"
@@ -95,13 +99,41 @@ def _edges(mermaid: str) -> set[str]:
     return {line.strip() for line in mermaid.splitlines() if "-->" in line or "-.->" in line}
 
 
-def test_readme_diagram_matches_the_compiled_graph() -> None:
+def test_the_routers_page_diagram_matches_the_compiled_graph() -> None:
     from toolstop import StopPolicy, build_react_graph
     from toolstop.testing import ScriptedChatModel, forced_tool
 
     graph = build_react_graph(
         ScriptedChatModel([]), [forced_tool("t", ("x", None))], policy=StopPolicy(mode="polish")
     )
-    drawn = re.search(r"```mermaid\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+    drawn = re.search(r"```mermaid\n(.*?)```", ROUTERS.read_text(encoding="utf-8"), flags=re.S)
     assert drawn is not None
     assert _edges(drawn.group(1)) == _edges(graph.get_graph().draw_mermaid())
+
+
+def test_the_readme_is_a_front_door() -> None:
+    """Short enough to read in five minutes; the rest lives in docs/ pages."""
+    size = len(README.read_bytes())
+    assert size <= README_LIMIT, f"README.md is {size:,} bytes; move detail to a docs/ page"
+
+
+def test_the_readme_names_the_two_set_up_commands() -> None:
+    """A fresh machine needs exactly `make demo` and `make test`, and both are Makefile targets."""
+    readme = README.read_text(encoding="utf-8")
+    block = re.search(r"```sh\n(make .*?)```", readme, flags=re.S)
+    assert block is not None, "the README lost its set-up commands"
+    commands = [line.split("#")[0].strip() for line in block.group(1).splitlines()]
+    assert commands == ["make demo", "make test"]
+    targets = re.findall(r"^([a-z-]+):", (ROOT / "Makefile").read_text(), flags=re.M)
+    assert {"demo", "test"} <= set(targets)
+
+
+def test_the_readme_links_into_the_docs_site() -> None:
+    """Every page the site's navigation lists is reachable: from the README or docs/index.md."""
+    nav = re.findall(r":\s*([\w/-]+\.md)$", (ROOT / "mkdocs.yml").read_text(), flags=re.M)
+    pages = {path.relative_to(ROOT / "docs").as_posix() for path in (ROOT / "docs").rglob("*.md")}
+    assert set(nav) == pages, "mkdocs.yml's nav and docs/ differ"
+    linked = set(re.findall(r"\]\(docs/([\w/-]+\.md)", README.read_text(encoding="utf-8")))
+    index = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    linked |= set(re.findall(r"\]\(([\w/-]+\.md)", index))
+    assert pages - {"index.md"} <= linked, sorted(pages - {"index.md"} - linked)

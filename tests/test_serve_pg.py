@@ -222,16 +222,16 @@ def test_streaming_shows_the_relay_and_run_end(loaded: Loaded, graph: str) -> No
     assert (record["rule"], record["stopped"], record["model_calls"]) == ("completed", True, 1)
 
 
-def test_the_readme_client_block_runs_against_make_serve(loaded: Loaded) -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_deployment_client_block_runs_against_make_serve(loaded: Loaded) -> None:
+    page = (ROOT / "docs" / "deployment.md").read_text(encoding="utf-8")
     marker = "<!-- run by tests/test_serve_pg.py against make serve -->\n```py\n"
-    block = re.search(re.escape(marker) + r"(.*?)```", readme, flags=re.S)
-    assert block is not None, "the README lost its make serve client example"
+    block = re.search(re.escape(marker) + r"(.*?)```", page, flags=re.S)
+    assert block is not None, "docs/deployment.md lost its make serve client example"
     source, found = re.subn(
         r'^URL = ".*"$', f'URL = "{loaded.server.url}"', block.group(1), flags=re.M
     )
     assert found == 1
-    exec(compile(source, "README.md make serve block", "exec"), {"__name__": "readme_serve"})
+    exec(compile(source, "docs/deployment.md make serve block", "exec"), {"__name__": "docs_serve"})
 
 
 @pytest.fixture(scope="module")

@@ -64,8 +64,8 @@ def test_a_relay_arrives_once_in_astream_events(router: Router) -> None:
 def test_run_end_comes_before_the_answer_on_the_graphs_and_after_it_on_the_middleware(
     router: Router,
 ) -> None:
-    """What the README tells a UI: `run_end` is not the stream's last item (a UI finishes when
-    the stream ends). If an upgrade changes the order, this says so."""
+    """What docs/observability.md tells a UI: `run_end` is not the stream's last item (a UI
+    finishes when the stream ends). If an upgrade changes the order, this says so."""
     order: list[str] = []
     inputs = {"messages": [HumanMessage("Pay order o-1")]}
     for mode, chunk in paying_agent(router).stream(inputs, stream_mode=["custom", "messages"]):
