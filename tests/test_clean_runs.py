@@ -304,3 +304,37 @@ def test_interrupt_before_tools_resumed_is_one_run() -> None:
     assert (record["run"], record["model_calls"], record["rule"]) == (1, 2, "none")
     assert not any(m.content == INTERRUPTED_TEXT for m in state["messages"])
     model.assert_complete()
+
+
+class OperationalError(Exception):
+    """Stands for a database driver's error with connection details in its message."""
+
+
+SECRETS = ("s3cret", "hunter2", "db.internal", "10.0.0.5", "alice")
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "consuming input failed: postgresql://alice:s3cret@db.internal:5432/app?sslmode=require",
+        'connection to server at "10.0.0.5", port 5432 failed: password failed for user "alice"',
+        "bad dsn: host=db.internal user=alice password=hunter2 dbname=app",
+    ],
+)
+@pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
+def test_a_tool_exception_looks_the_same_everywhere_and_leaks_no_connection_detail(
+    router: Router, message: str
+) -> None:
+    @tool
+    def query(q: str) -> str:
+        """A tool whose database connection fails."""
+        raise OperationalError(message)
+
+    model = ScriptedChatModel([turn(call("query", q="x", id="c1")), AIMessage("sorry")])
+    _agent(router, model, [query], None).invoke({"messages": [HumanMessage("go")]})
+    seen = model.calls[-1].messages
+    error = next(m for m in seen if isinstance(m, ToolMessage))
+    assert error.status == "error"
+    assert str(error.content).startswith("Error: OperationalError: ")
+    for secret in SECRETS:
+        assert all(secret not in str(m.content) for m in seen), secret

@@ -49,6 +49,7 @@ from toolstop.errors import ToolstopConfigError
 from toolstop.observe import apublish_run_end, logger, publish_run_end
 from toolstop.policy import StopPolicy, resolve_policy
 from toolstop.record import StopRecord, count_model_call
+from toolstop.tools import tool_error_text
 
 _RunnableCallable: Any
 try:  # private, but stable across langgraph 0.6.6 - 1.2; a fallback keeps us working without it
@@ -400,10 +401,11 @@ def build_react_graph(
 ) -> ReactGraph:
     """Build and compile the hand-built ReAct graph whose tool turns stop per call.
 
-    Nodes: `agent` (calls the model with tools bound), `tools` (LangGraph's `ToolNode`, tool
-    exceptions become error ToolMessages), `finalize` (appends the stop's relay as an AIMessage,
-    no model call) and, in `polish` mode, `polish` (one model call with no tools). After `tools`,
-    `decide` routes to `agent`, `finalize` or `polish`.
+    Nodes: `agent` (calls the model with tools bound), `tools` (LangGraph's `ToolNode`; a tool's
+    exception becomes an error ToolMessage whose text is `toolstop.tools.tool_error_text`: its
+    type and first line, connection details masked), `finalize` (appends the stop's relay as an
+    AIMessage, no model call) and, in `polish` mode, `polish` (one model call with no tools).
+    After `tools`, `decide` routes to `agent`, `finalize` or `polish`.
 
     Args:
         model: A chat model that supports `bind_tools`.
@@ -467,7 +469,7 @@ def compile_react_graph(
     if isinstance(tools, ToolNode):
         tool_node = tools
     else:
-        tool_node = ToolNode(list(tools), handle_tool_errors=True)
+        tool_node = ToolNode(list(tools), handle_tool_errors=tool_error_text)
     check_tools(list(tool_node.tools_by_name.values()), where)
     nodes = _Nodes(model, list(tool_node.tools_by_name.values()), policy, prompt, agent_name)
 
