@@ -338,3 +338,31 @@ def test_a_tool_exception_looks_the_same_everywhere_and_leaks_no_connection_deta
     assert str(error.content).startswith("Error: OperationalError: ")
     for secret in SECRETS:
         assert all(secret not in str(m.content) for m in seen), secret
+
+
+def test_report_and_explain_show_an_interrupted_run(tmp_path: Path) -> None:
+    pytest.importorskip("langgraph.checkpoint.sqlite")
+    import io
+    import json
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from toolstop.cli import main
+    from toolstop.graph import build_react_graph
+
+    db = tmp_path / "threads.db"
+    model = _script()
+    with SqliteSaver.from_conn_string(str(db)) as checkpointer:
+        agent = build_react_graph(model, [crashes], checkpointer=checkpointer)
+        with pytest.raises(_Crash):
+            agent.invoke({"messages": [HumanMessage("first")]}, THREAD)
+        agent.invoke({"messages": [HumanMessage("second")]}, THREAD)
+    out = io.StringIO()
+    assert main(["explain", "t", "--db", str(db)], out=out) == 0
+    text = out.getvalue()
+    assert "rule interrupted (never finished" in text
+    assert text.index("run 1,") < text.index("run 2,")
+    assert main(["report", "--db", str(db), "--out", str(tmp_path / "r")], out=io.StringIO()) == 0
+    document = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert document["runs"] == 2
+    assert document["rules"] == {"none": 1, "interrupted": 1}

@@ -142,7 +142,9 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
     for run in runs:
         where = f" (namespace {run['checkpoint_ns']!r})" if run["checkpoint_ns"] else ""
         how = "stopped by toolstop" if run["stopped"] else "the model answered"
-        if run["rule"] not in ("none", None) and not run["stopped"]:
+        if run["rule"] == "interrupted":
+            how = "never finished: cancelled, failed or its worker stopped"
+        elif run["rule"] not in ("none", None) and not run["stopped"]:
             how = "not stopped"
         print(
             f"\nrun {run['run']}{where}, ended {run['ended_at'] or '?'}, mode {run['mode']}: "
@@ -153,7 +155,12 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
             print(f"  would have stopped (shadow mode): rule {run['would_stop']}", file=out)
         if run["deciding"]:
             names = ", ".join(f"{d['tool']} ({d['tool_call_id']})" for d in run["deciding"])
-            print(f"  deciding: {names}", file=out)
+            label = (
+                "left open (answered as interrupted)"
+                if run["rule"] == "interrupted"
+                else "deciding"
+            )
+            print(f"  {label}: {names}", file=out)
         if run["turns"] is None:
             print("  turns: not readable from the checkpoint", file=out)
         for index, turn in enumerate(run["turns"] or [], start=1):
@@ -182,7 +189,8 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
     for current in explanation["in_progress"]:
         print(
             f"\nrun {current['run']} in progress: {_turns(current['tool_turns'])}, "
-            f"{current['model_calls']} model calls so far (its record is written when it ends)",
+            f"{current['model_calls']} model calls so far (its record is written when it ends; "
+            "if it never finished, the next run closes it as interrupted)",
             file=out,
         )
 
