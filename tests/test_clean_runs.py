@@ -366,3 +366,10 @@ def test_report_and_explain_show_an_interrupted_run(tmp_path: Path) -> None:
     document = json.loads((tmp_path / "r" / "report.json").read_text())
     assert document["runs"] == 2
     assert document["rules"] == {"none": 1, "interrupted": 1}
+
+
+def test_make_serve_sets_a_heartbeat_unless_the_user_does() -> None:
+    from toolstop.deploy import DEFAULT_HEARTBEAT_S, _server_env
+
+    assert _server_env({})["LG_BG_JOB_HEARTBEAT"] == str(DEFAULT_HEARTBEAT_S) == "10"
+    assert _server_env({"LG_BG_JOB_HEARTBEAT": "60"})["LG_BG_JOB_HEARTBEAT"] == "60"
