@@ -234,6 +234,8 @@ def test_a_run_that_failed_in_the_model_call_is_closed_too(
     assert (record["run"], record["model_calls"], record["tool_turns"]) == (2, 1, 0)
     interrupted = [r for r in _records(caplog) if r["rule"] == "interrupted"]
     assert [(r["run"], r["model_calls"], r["tool_call_ids"]) for r in interrupted] == [(1, 1, [])]
+    assert interrupted[0]["tool_turns"] == 1  # its answered turn is accounted for
+    assert interrupted[0]["outcomes"]["unsignalled"] == 1
 
 
 @pytest.mark.skipif(not HAS_AGENTS, reason="needs langchain>=1.2.9")
@@ -362,6 +364,7 @@ def test_report_and_explain_show_an_interrupted_run(tmp_path: Path) -> None:
     text = out.getvalue()
     assert "rule interrupted (never finished" in text
     assert text.index("run 1,") < text.index("run 2,")
+    assert "left open (answered as interrupted): crashes (c1)" in text
     assert main(["report", "--db", str(db), "--out", str(tmp_path / "r")], out=io.StringIO()) == 0
     document = json.loads((tmp_path / "r" / "report.json").read_text())
     assert document["runs"] == 2

@@ -19,6 +19,7 @@ counted afresh. A run resumed after a human review (`Command(resume=...)`) is no
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple, NotRequired
 
 from langchain_core.messages import (
@@ -32,7 +33,7 @@ from langchain_core.messages import (
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from typing_extensions import TypedDict
 
-from toolstop.decision import Decision, Rule, Turn, decide_turn
+from toolstop.decision import Decision, Rule, Turn, current_turn, decide_turn
 from toolstop.observe import apublish_run_end, publish_run_end, publish_turn
 from toolstop.policy import StopPolicy
 from toolstop.record import StopRecord, count_model_call, fold_turn, new_record, stopped
@@ -49,6 +50,7 @@ __all__ = [
     "close_aborted",
     "finish",
     "invocation_of",
+    "left_open_calls",
     "open_run",
     "plain_answer",
     "relay_message",
@@ -130,7 +132,7 @@ def invocation_of(remaining_steps: int | None, config: Any) -> int | None:
     return None
 
 
-def _left_open(messages: list[AnyMessage]) -> tuple[int, list[Any]]:
+def left_open_calls(messages: Sequence[BaseMessage]) -> tuple[int, list[Any]]:
     """The last AIMessage's index and its tool calls that no ToolMessage after it answers."""
     answered_ids: set[str] = set()
     for index in range(len(messages) - 1, -1, -1):
@@ -150,6 +152,7 @@ def close_aborted(
     run: RunState | None,
     messages: list[AnyMessage],
     invocation: int | None,
+    policy: StopPolicy | None = None,
 ) -> Aborted | None:
     """The thread's open run, when it belongs to an earlier invocation that did not finish.
 
@@ -163,6 +166,8 @@ def close_aborted(
         run: The run state in the graph.
         messages: The thread's messages as the model would get them.
         invocation: The current invocation (`invocation_of`).
+        policy: The stop policy, to account for a tool turn the aborted run had answered but
+            not decided (its signals go into the closed record; nothing is delivered).
 
     Returns:
         `None` when there is nothing to close (the usual case: one check of a dict); otherwise
@@ -170,9 +175,14 @@ def close_aborted(
     """
     if run is None or not run["open"] or invocation == run.get("invocation"):
         return None
-    at, left_open = _left_open(messages)
+    at, left_open = left_open_calls(messages)
     if not left_open and not _new_input(messages, at):
         return None
+    if not left_open and policy is not None:
+        # its last tool turn was answered but the run ended before deciding it: account for it
+        _, run = begin_turn(
+            run, current_turn(messages), policy, remaining_steps=None, loop_steps=0, delivered=False
+        )
     record = StopRecord(
         **{
             **run["record"],
@@ -194,7 +204,7 @@ def repair_history(messages: list[AnyMessage]) -> list[AnyMessage] | None:
     the aborted run's turn, since some providers (Mistral) refuse a user message after a tool
     result.
     """
-    at, left_open = _left_open(messages)
+    at, left_open = left_open_calls(messages)
     if at < 0:
         return None
     answers: list[AnyMessage] = [

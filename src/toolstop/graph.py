@@ -254,7 +254,7 @@ class _Nodes:
         invocation = invocation_of(remaining, config)
         run = state.get("toolstop_run")
         previous = state.get("stop_record")
-        aborted = close_aborted(run, messages, invocation)
+        aborted = close_aborted(run, messages, invocation, self.policy)
         if aborted is not None and run is not None:
             run, previous = {**run, "open": False}, aborted.record
             messages = aborted.messages if aborted.messages is not None else messages

@@ -350,7 +350,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         invocation = invocation_of(remaining, config)
         run = state.get(RUN_KEY)
         previous = state.get("stop_record")
-        aborted = close_aborted(run, messages, invocation)
+        aborted = close_aborted(run, messages, invocation, self.policy)
         if aborted is not None and run is not None:
             run, previous = {**run, "open": False}, aborted.record
             messages = aborted.messages if aborted.messages is not None else messages
@@ -501,7 +501,9 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         messages = state["messages"]
         update: dict[str, Any] = {}
         run = state.get(RUN_KEY)
-        aborted = close_aborted(run, messages, invocation_of(state.get(STEPS_KEY), config))
+        aborted = close_aborted(
+            run, messages, invocation_of(state.get(STEPS_KEY), config), self.policy
+        )
         if aborted is not None and run is not None:
             run = {**run, "open": False}
             if aborted.messages is not None:

@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from toolstop._shell import left_open_calls
 from toolstop.decision import PROBLEMS_NOT_INVALID, Turn, decide_turn
 from toolstop.report.reader import Database, RunEnd
 
@@ -65,6 +66,18 @@ def _messages(database: Database, end: RunEnd) -> list[BaseMessage] | None:
         return None
     messages = (found.checkpoint.get("channel_values") or {}).get("messages")
     return list(messages) if isinstance(messages, list) else None
+
+
+def _with_open_calls(record: dict[str, Any], messages: list[BaseMessage] | None) -> dict[str, Any]:
+    """An `interrupted` record rebuilt by the reader names no calls; its checkpoint does."""
+    if record.get("rule") != "interrupted" or record.get("tools") or messages is None:
+        return record
+    _, calls = left_open_calls(messages)
+    return {
+        **record,
+        "tools": [str(c.get("name")) for c in calls],
+        "tool_call_ids": [str(c.get("id")) for c in calls],
+    }
 
 
 def _run(record: dict[str, Any], end: RunEnd, turns: list[Turn] | None) -> dict[str, Any]:
@@ -127,10 +140,11 @@ def explain_thread(
             messages = _messages(database, end)
             turns = turns_of(messages) if messages is not None else None
             if wanted:
+                record = _with_open_calls(end.record, messages)
                 own = None
                 if turns is not None and earlier is not None:
                     own = [t for t in turns if t.id is None or t.id not in earlier]
-                runs.append(_run(end.record, end, own))
+                runs.append(_run(record, end, own))
             earlier = None if turns is None else {t.id for t in turns if t.id is not None}
     return {"thread_id": thread_id, "runs": runs, "in_progress": in_progress}
 

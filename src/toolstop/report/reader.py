@@ -293,11 +293,16 @@ class Database:
 def _remember_open(
     opened: dict[int, dict[str, Any]], run: dict[str, Any], moment: Any, checkpoint_id: Any
 ) -> None:
-    """Keep a run's newest open state (checkpoints are read newest first)."""
+    """Keep a run's newest open state (checkpoints are read newest first). The calls it left
+    open are not known here (messages are not decoded); `toolstop explain` reads them."""
     record = run.get("record")
     number = record.get("run") if isinstance(record, dict) else None
-    if isinstance(number, int) and number not in opened:
-        opened[number] = {"record": record, "ended_at": moment, "checkpoint_id": checkpoint_id}
+    if isinstance(number, int) and number not in opened and isinstance(record, dict):
+        opened[number] = {
+            "record": {**record, "rule": "interrupted", "stopped": False},
+            "ended_at": moment,
+            "checkpoint_id": checkpoint_id,
+        }
 
 
 def _interrupted(
@@ -318,7 +323,7 @@ def _interrupted(
             thread_id=thread_id,
             checkpoint_ns=checkpoint_ns,
             ended_at=held["ended_at"],
-            record={**held["record"], "rule": "interrupted", "stopped": False},
+            record=held["record"],
             checkpoint_id=held["checkpoint_id"],
         )
         for number, held in sorted(opened.items())
