@@ -13,8 +13,10 @@ Environment:
     PORT: default 8123. The server binds 127.0.0.1 only.
     WORKERS: server processes, default 2.
     N_JOBS_PER_WORKER: runs each process executes at once, default 10 (langgraph-api's).
-    LG_BG_JOB_HEARTBEAT: seconds; a crashed replica's runs go back to the queue after about
-        twice this (langgraph-api's default 120).
+    LG_BG_JOB_HEARTBEAT: seconds, default 10 here (langgraph-api's own default is 120): a
+        crashed worker's or replica's runs go back to the queue, and are run again, once their
+        heartbeat (kept for about twice this) expires. Shorter sweeps sooner; too short re-runs
+        a run whose worker is only stalled (a long blocking call) while it still runs.
 
 Usage: `make serve [CONFIG=langgraph.json]`, or `python scripts/serve.py [CONFIG]` in
 `.venv-serve`. Before the server starts, the port must be free (langgraph-api would otherwise
@@ -51,6 +53,10 @@ __all__ = [
 DEFAULT_PORT = 8123
 DEFAULT_WORKERS = 2
 DEFAULT_JOBS_PER_WORKER = 10
+DEFAULT_HEARTBEAT_S = 10
+"""`LG_BG_JOB_HEARTBEAT` unless set: a killed worker's runs are swept back to the queue in about
+20 s instead of about 4 minutes with langgraph-api's 120 s, while a worker has to block for
+about 20 s before its live runs are taken for dead."""
 HOST = "127.0.0.1"
 
 
@@ -248,6 +254,7 @@ def _server_env(env: Mapping[str, str]) -> dict[str, str]:
     child = dict(env)
     child["LG_RUNTIME_PG_AUTO_MIGRATE"] = "false"  # prepare_database did it, once
     child.setdefault("LANGGRAPH_NO_VERSION_CHECK", "true")
+    child.setdefault("LG_BG_JOB_HEARTBEAT", str(DEFAULT_HEARTBEAT_S))
     child.setdefault("LANGSMITH_TRACING", "false")
     child.setdefault("LANGGRAPH_CLI_NO_ANALYTICS", "1")
     return child

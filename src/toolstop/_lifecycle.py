@@ -9,30 +9,53 @@ written and published. Until then its bookkeeping lives in a private state chann
 (checkpointed like any state, so a run interrupted by a human review continues when resumed).
 Nothing is inferred from the type of the last message, so messages that other middleware adds
 between the tool results and the next model call change nothing.
+
+A run that never finished (cancelled, a tool that raised and failed the run, a worker that died)
+leaves its run open in the last checkpoint. The thread's next run closes it (`close_aborted`):
+its record is written and published with rule `interrupted`, the tool calls it left open are
+answered with error ToolMessages before the model is called, and the new run is numbered and
+counted afresh. A run resumed after a human review (`Command(resume=...)`) is not such a run.
 """
 
 from __future__ import annotations
 
-from typing import Any, NotRequired
+from collections.abc import Sequence
+from typing import Any, NamedTuple, NotRequired
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    ToolMessage,
+)
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from typing_extensions import TypedDict
 
-from toolstop.decision import Decision, Rule, Turn, decide_turn
+from toolstop.decision import Decision, Rule, Turn, current_turn, decide_turn
 from toolstop.observe import apublish_run_end, publish_run_end, publish_turn
 from toolstop.policy import StopPolicy
 from toolstop.record import StopRecord, count_model_call, fold_turn, new_record, stopped
 
 __all__ = [
+    "INTERRUPTED_ANSWER",
+    "INTERRUPTED_TEXT",
     "RUN_KEY",
+    "Aborted",
     "RunState",
     "afinish",
     "answered",
     "begin_turn",
+    "close_aborted",
     "finish",
+    "invocation_of",
+    "left_open_calls",
     "open_run",
     "plain_answer",
     "relay_message",
+    "repair_history",
+    "served",
     "turn_event",
 ]
 
@@ -51,6 +74,8 @@ class RunState(TypedDict):
         remaining: LangGraph's remaining steps at the run's last model call (measures the loop).
         loop: Steps from one model call to the next, when known (measured or read from the graph).
         tail: Steps from the final model call to the end of the run, when known.
+        invocation: Which invocation of the graph last called the model for this run (see
+            `invocation_of`), so the next invocation can tell a resumed run from an aborted one.
     """
 
     open: bool
@@ -59,6 +84,156 @@ class RunState(TypedDict):
     remaining: int | None
     loop: NotRequired[int | None]
     tail: NotRequired[int | None]
+    invocation: NotRequired[int | None]
+
+
+INTERRUPTED_TEXT = (
+    "This tool call was interrupted before its result was recorded (the run ended abnormally: "
+    "cancelled, failed or stopped). It may or may not have run. Call the tool again if its "
+    "result is still needed."
+)
+"""The content of the error ToolMessage that answers a tool call an aborted run left open."""
+
+INTERRUPTED_ANSWER = "(This request was interrupted before it finished.)"
+"""The answer that closes an aborted run's tool turn in the history, before the next input."""
+
+
+class Aborted(NamedTuple):
+    """An earlier run of the thread that did not finish, as the next run found it.
+
+    Attributes:
+        record: Its record, closed with rule `interrupted` (to publish and to number from).
+        messages: The thread's messages with every tool call it left open answered, when some
+            were (else `None`: the history is valid as it is).
+    """
+
+    record: StopRecord
+    messages: list[AnyMessage] | None
+
+    def update(self) -> list[BaseMessage]:
+        """The `messages` update that writes the repaired history (empty when none is needed).
+
+        The answers must follow the call they answer, before the new input, so the whole list is
+        written again; this happens once, on the first model call after an aborted run.
+        """
+        if self.messages is None:
+            return []
+        return [RemoveMessage(id=REMOVE_ALL_MESSAGES), *self.messages]
+
+
+def invocation_of(remaining_steps: int | None, config: Any) -> int | None:
+    """A number that is the same for every node of one invocation of a graph, and differs
+    between invocations of one thread: LangGraph's step plus its remaining steps (the
+    invocation's step limit). `None` when either is unknown."""
+    metadata = (config or {}).get("metadata") or {}
+    step = metadata.get("langgraph_step")
+    if isinstance(step, int) and isinstance(remaining_steps, int):
+        return step + remaining_steps
+    return None
+
+
+def left_open_calls(messages: Sequence[BaseMessage]) -> tuple[int, list[Any]]:
+    """The last AIMessage's index and its tool calls that no ToolMessage after it answers."""
+    answered_ids: set[str] = set()
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, ToolMessage):
+            answered_ids.add(message.tool_call_id)
+        elif isinstance(message, AIMessage):
+            return index, [c for c in message.tool_calls if c.get("id") not in answered_ids]
+    return -1, []
+
+
+def _new_input(messages: list[AnyMessage], after: int) -> bool:
+    return any(isinstance(m, HumanMessage) for m in messages[after + 1 :])
+
+
+def close_aborted(
+    run: RunState | None,
+    messages: list[AnyMessage],
+    invocation: int | None,
+    policy: StopPolicy | None = None,
+) -> Aborted | None:
+    """The thread's open run, when it belongs to an earlier invocation that did not finish.
+
+    The run in state is open and was last served by another invocation, and either a tool call
+    it made has no answer (it was cancelled or failed while its tools ran) or new user input
+    follows its last model answer (it ended during a model call or a hook). A run resumed after
+    an interrupt (a human review, `interrupt_before`) is neither: its calls are answered when
+    the model is next due, and no user message came in between.
+
+    Args:
+        run: The run state in the graph.
+        messages: The thread's messages as the model would get them.
+        invocation: The current invocation (`invocation_of`).
+        policy: The stop policy, to account for a tool turn the aborted run had answered but
+            not decided (its signals go into the closed record; nothing is delivered).
+
+    Returns:
+        `None` when there is nothing to close (the usual case: one check of a dict); otherwise
+        the closed record and the repaired messages.
+    """
+    if run is None or not run["open"] or invocation == run.get("invocation"):
+        return None
+    at, left_open = left_open_calls(messages)
+    if not left_open and not _new_input(messages, at):
+        return None
+    if not left_open and policy is not None:
+        # its last tool turn was answered but the run ended before deciding it: account for it
+        _, run = begin_turn(
+            run, current_turn(messages), policy, remaining_steps=None, loop_steps=0, delivered=False
+        )
+    record = StopRecord(
+        **{
+            **run["record"],
+            "rule": Rule.INTERRUPTED.value,
+            "stopped": False,
+            "tools": [str(c.get("name")) for c in left_open],
+            "tool_call_ids": [str(c.get("id")) for c in left_open],
+        }
+    )
+    return Aborted(record, repair_history(messages))
+
+
+def repair_history(messages: list[AnyMessage]) -> list[AnyMessage] | None:
+    """`messages` as an aborted run should have left them; `None` when they already are.
+
+    Each tool call of the last AIMessage that nothing answered gets an error ToolMessage
+    (`INTERRUPTED_TEXT`) right after it; when tool results are then followed by anything but an
+    AIMessage (the new user input), an AIMessage marked as a relay with rule `interrupted` closes
+    the aborted run's turn, since some providers (Mistral) refuse a user message after a tool
+    result.
+    """
+    at, left_open = left_open_calls(messages)
+    if at < 0:
+        return None
+    answers: list[AnyMessage] = [
+        ToolMessage(
+            content=INTERRUPTED_TEXT,
+            name=c.get("name"),
+            tool_call_id=str(c.get("id")),
+            status="error",
+        )
+        for c in left_open
+    ]
+    end = at + 1
+    while end < len(messages) and isinstance(messages[end], ToolMessage):
+        end += 1
+    results = answers or messages[at + 1 : end]
+    follows = messages[end] if end < len(messages) else None
+    closing: list[AnyMessage] = []
+    if results and follows is not None and not isinstance(follows, AIMessage):
+        closing = [relay_message(INTERRUPTED_ANSWER, Rule.INTERRUPTED)]
+    if not answers and not closing:
+        return None
+    return [*messages[:end], *answers, *closing, *messages[end:]]
+
+
+def served(run: RunState, invocation: int | None) -> RunState:
+    """`run` marked as served by `invocation` (the same dict when it already is)."""
+    if run.get("invocation") == invocation:
+        return run
+    return {**run, "invocation": invocation}
 
 
 def open_run(

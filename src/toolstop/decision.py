@@ -43,6 +43,9 @@ class StopRule(StrEnum):
     RETRY_BUDGET = "retry_budget"
     STEP_BUDGET = "step_budget"
     NONE = "none"
+    INTERRUPTED = "interrupted"
+    """The run never finished (cancelled, failed, or its worker died); recorded when the thread's
+    next run starts. Never decided by the policy."""
 
 
 class SignalProblem(StrEnum):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, NotRequired, TypeAlias
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -30,21 +30,26 @@ except ImportError as error:  # pragma: no cover - a broken langgraph / langgrap
 
 from toolstop._lifecycle import (
     RUN_KEY,
+    Aborted,
     RunState,
     afinish,
     answered,
     begin_turn,
+    close_aborted,
     finish,
+    invocation_of,
     open_run,
     plain_answer,
     relay_message,
+    served,
     turn_event,
 )
 from toolstop.decision import Decision, Turn, current_turn, decide
 from toolstop.errors import ToolstopConfigError
+from toolstop.observe import apublish_run_end, publish_run_end
 from toolstop.policy import StopPolicy, resolve_policy
 from toolstop.record import StopRecord, count_model_call
-from toolstop.tools import check_tools, reject_return_direct
+from toolstop.tools import check_tools, reject_return_direct, tool_error_text
 
 _RunnableCallable: Any
 try:  # private, but stable across langgraph 0.6.6 - 1.2; a fallback keeps us working without it
@@ -155,6 +160,16 @@ GRAPH_LOOP_STEPS = 2
 then `finalize` (or `polish`, or `agent` answering without tools)."""
 
 
+class _Begun(NamedTuple):
+    """What a node starts from: the turn's decision, the run, and an aborted run it closed."""
+
+    decision: Decision | None
+    run: RunState
+    turn: Turn | None
+    aborted: Aborted | None
+    messages: list[AnyMessage]
+
+
 class _Nodes:
     """The graph's nodes and its tools router, sharing one policy. Each is a thin shell."""
 
@@ -172,44 +187,69 @@ class _Nodes:
         self.name = name
         self.bound: Runnable[Any, Any] = model.bind_tools(list(tools))
 
-    def _begin(self, state: ReactState) -> tuple[Decision | None, RunState, Turn | None]:
-        """The run this node belongs to, with the tool turn just executed folded in."""
-        turn = current_turn(state["messages"])
-        run = open_run(state.get("toolstop_run"), state.get("stop_record"), self.policy, turn)
+    def _begin(self, state: ReactState, config: RunnableConfig) -> _Begun:
+        """The run this node belongs to, with the tool turn just executed folded in.
+
+        An earlier run that did not finish is closed first (see `close_aborted`); the messages
+        are then the repaired ones, which the model gets and the node writes back.
+        """
+        messages = state["messages"]
+        remaining = state.get("remaining_steps")
+        invocation = invocation_of(remaining, config)
+        run = state.get("toolstop_run")
+        previous = state.get("stop_record")
+        aborted = close_aborted(run, messages, invocation, self.policy)
+        if aborted is not None and run is not None:
+            run, previous = {**run, "open": False}, aborted.record
+            messages = aborted.messages if aborted.messages is not None else messages
+        turn = current_turn(messages)
+        run = open_run(run, previous, self.policy, turn)
         decision, run = begin_turn(
             run,
             turn,
             self.policy,
-            remaining_steps=state.get("remaining_steps"),
+            remaining_steps=remaining,
             loop_steps=GRAPH_LOOP_STEPS,
         )
-        return decision, run, turn
+        return _Begun(decision, served(run, invocation), turn, aborted, messages)
 
-    def _stop(self, state: ReactState) -> tuple[Decision, RunState, Turn | None]:
-        decision, run, turn = self._begin(state)
+    def _stop(self, state: ReactState, config: RunnableConfig) -> tuple[_Begun, Decision]:
+        begun = self._begin(state, config)
+        decision = begun.decision
         if decision is None or not decision.stop:  # pragma: no cover - routers share `decide`
             msg = "toolstop bug: a stop node ran for a turn that does not stop"
             raise AssertionError(msg)
-        turn_event(decision, turn, run)
-        return decision, run, turn
+        turn_event(decision, begun.turn, begun.run)
+        return begun, decision
 
-    def _messages(self, state: ReactState) -> list[BaseMessage]:
-        return self.prompt + list(state["messages"])
+    def _messages(self, begun: _Begun) -> list[BaseMessage]:
+        return self.prompt + list(begun.messages)
 
     def _named(self, answer: BaseMessage) -> BaseMessage:
         if self.name is not None and isinstance(answer, AIMessage):
             answer.name = self.name
         return answer
 
-    def _end(self, run: RunState, answer: AIMessage, config: RunnableConfig) -> dict[str, Any]:
+    @staticmethod
+    def _update(begun: _Begun, run: RunState, answer: AIMessage) -> dict[str, Any]:
+        """A node's update: the answer, the run, and what closing an aborted run wrote."""
+        update: dict[str, Any] = {"messages": [answer], RUN_KEY: run}
+        if begun.aborted is not None:
+            update["messages"] = [*begun.aborted.update(), answer]
+            update["stop_record"] = begun.aborted.record
+        return update
+
+    def _end(
+        self, begun: _Begun, run: RunState, answer: AIMessage, config: RunnableConfig
+    ) -> dict[str, Any]:
         record, run = finish(run, config)
-        return {"messages": [answer], "stop_record": record, RUN_KEY: run}
+        return {**self._update(begun, run, answer), "stop_record": record}
 
     async def _aend(
-        self, run: RunState, answer: AIMessage, config: RunnableConfig
+        self, begun: _Begun, run: RunState, answer: AIMessage, config: RunnableConfig
     ) -> dict[str, Any]:
         record, run = await afinish(run, config)
-        return {"messages": [answer], "stop_record": record, RUN_KEY: run}
+        return {**self._update(begun, run, answer), "stop_record": record}
 
     def _answer(
         self, state: ReactState, run: RunState, response: AIMessage
@@ -229,43 +269,48 @@ class _Nodes:
 
     # -- nodes -----------------------------------------------------------------------------
     def agent(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
-        decision, run, turn = self._begin(state)
-        turn_event(decision, turn, run)
-        response = self.bound.invoke(self._messages(state), config)
-        answer, run = self._answer(state, run, response)
+        begun = self._begin(state, config)
+        if begun.aborted is not None:
+            publish_run_end(begun.aborted.record, config)
+        turn_event(begun.decision, begun.turn, begun.run)
+        response = self.bound.invoke(self._messages(begun), config)
+        answer, run = self._answer(state, begun.run, response)
         if answer.tool_calls:
-            return {"messages": [answer], RUN_KEY: run}
-        return self._end(run, answer, config)
+            return self._update(begun, run, answer)
+        return self._end(begun, run, answer, config)
 
     async def aagent(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
-        decision, run, turn = self._begin(state)
-        turn_event(decision, turn, run)
-        response = await self.bound.ainvoke(self._messages(state), config)
-        answer, run = self._answer(state, run, response)
+        begun = self._begin(state, config)
+        if begun.aborted is not None:
+            await apublish_run_end(begun.aborted.record, config)
+        turn_event(begun.decision, begun.turn, begun.run)
+        response = await self.bound.ainvoke(self._messages(begun), config)
+        answer, run = self._answer(state, begun.run, response)
         if answer.tool_calls:
-            return {"messages": [answer], RUN_KEY: run}
-        return await self._aend(run, answer, config)
+            return self._update(begun, run, answer)
+        return await self._aend(begun, run, answer, config)
 
     def finalize(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
-        decision, run, _ = self._stop(state)
-        return self._end(run, relay_message(decision.relay, decision.rule, name=self.name), config)
+        begun, decision = self._stop(state, config)
+        relay = relay_message(decision.relay, decision.rule, name=self.name)
+        return self._end(begun, begun.run, relay, config)
 
     async def afinalize(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
-        decision, run, _ = self._stop(state)
+        begun, decision = self._stop(state, config)
         relay = relay_message(decision.relay, decision.rule, name=self.name)
-        return await self._aend(run, relay, config)
+        return await self._aend(begun, begun.run, relay, config)
 
     def polish(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
-        _, run, _ = self._stop(state)
-        response = self.model.invoke(self._messages(state), config)
-        answer, run = self._polished(run, response)
-        return self._end(run, answer, config)
+        begun, _ = self._stop(state, config)
+        response = self.model.invoke(self._messages(begun), config)
+        answer, run = self._polished(begun.run, response)
+        return self._end(begun, run, answer, config)
 
     async def apolish(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
-        _, run, _ = self._stop(state)
-        response = await self.model.ainvoke(self._messages(state), config)
-        answer, run = self._polished(run, response)
-        return await self._aend(run, answer, config)
+        begun, _ = self._stop(state, config)
+        response = await self.model.ainvoke(self._messages(begun), config)
+        answer, run = self._polished(begun.run, response)
+        return await self._aend(begun, run, answer, config)
 
     # -- router ----------------------------------------------------------------------------
     def route_after_tools(self, state: ReactState) -> Literal["agent", "finalize", "polish"]:
@@ -300,10 +345,11 @@ def build_react_graph(
 ) -> ReactGraph:
     """Build and compile the hand-built ReAct graph whose tool turns stop per call.
 
-    Nodes: `agent` (calls the model with tools bound), `tools` (LangGraph's `ToolNode`, tool
-    exceptions become error ToolMessages), `finalize` (appends the stop's relay as an AIMessage,
-    no model call) and, in `polish` mode, `polish` (one model call with no tools). After `tools`,
-    `decide` routes to `agent`, `finalize` or `polish`.
+    Nodes: `agent` (calls the model with tools bound), `tools` (LangGraph's `ToolNode`; a tool's
+    exception becomes an error ToolMessage whose text is `toolstop.tools.tool_error_text`: its
+    type and first line, connection details masked), `finalize` (appends the stop's relay as an
+    AIMessage, no model call) and, in `polish` mode, `polish` (one model call with no tools).
+    After `tools`, `decide` routes to `agent`, `finalize` or `polish`.
 
     Args:
         model: A chat model that supports `bind_tools`.
@@ -367,7 +413,7 @@ def compile_react_graph(
     if isinstance(tools, ToolNode):
         tool_node = tools
     else:
-        tool_node = ToolNode(list(tools), handle_tool_errors=True)
+        tool_node = ToolNode(list(tools), handle_tool_errors=tool_error_text)
     check_tools(list(tool_node.tools_by_name.values()), where)
     nodes = _Nodes(model, list(tool_node.tools_by_name.values()), policy, prompt, agent_name)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Annotated, Any, NotRequired
+from typing import Annotated, Any, NamedTuple, NotRequired
 
 from toolstop._compat import middleware_import_error
 
@@ -33,20 +33,25 @@ from langgraph.types import Command
 
 from toolstop._lifecycle import (
     RUN_KEY,
+    Aborted,
     RunState,
     afinish,
     answered,
     begin_turn,
+    close_aborted,
     finish,
+    invocation_of,
     open_run,
     plain_answer,
     relay_message,
+    repair_history,
+    served,
     turn_event,
 )
 from toolstop.decision import Decision, Turn, current_turn
 from toolstop.errors import ToolstopConfigError
 from toolstop.observe import agent_name as _agent_name
-from toolstop.observe import logger
+from toolstop.observe import apublish_run_end, logger, publish_run_end
 from toolstop.policy import StopPolicy, resolve_policy
 from toolstop.record import StopRecord, count_model_call
 from toolstop.tools import check_tools
@@ -79,6 +84,18 @@ class StopOnArtifactState(AgentState[Any]):
     stop_record: NotRequired[StopRecord]
     toolstop_run: NotRequired[Annotated[RunState, PrivateStateAttr]]
     toolstop_remaining_steps: NotRequired[Annotated[int, PrivateStateAttr, RemainingStepsManager]]
+
+
+class _Begun(NamedTuple):
+    """What a model call starts from (see `StopOnArtifact._begin`)."""
+
+    decision: Decision | None
+    run: RunState
+    turn: Turn | None
+    remaining: int | None
+    needed: int
+    config: Any
+    aborted: Aborted | None
 
 
 def _config() -> Any:
@@ -318,17 +335,23 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         self._checked_tools: object = None  # the tools list last checked for return_direct
 
     # -- the decision, shared by sync and async ---------------------------------------------
-    def _begin(
-        self, request: ModelRequest
-    ) -> tuple[Decision | None, RunState, Turn | None, int | None, int, Any]:
+    def _begin(self, request: ModelRequest) -> _Begun:
         if request.tools is not self._checked_tools:  # once per agent, unless a hook swaps tools
             check_tools([t for t in request.tools if isinstance(t, BaseTool)], "StopOnArtifact")
             self._checked_tools = request.tools
         config = _config()
         state: Any = request.state
         remaining = state.get(STEPS_KEY)
-        turn = current_turn(state["messages"])
-        run = open_run(state.get(RUN_KEY), state.get("stop_record"), self.policy, turn)
+        messages = state["messages"]
+        invocation = invocation_of(remaining, config)
+        run = state.get(RUN_KEY)
+        previous = state.get("stop_record")
+        aborted = close_aborted(run, messages, invocation, self.policy)
+        if aborted is not None and run is not None:
+            run, previous = {**run, "open": False}, aborted.record
+            messages = aborted.messages if aborted.messages is not None else messages
+        turn = current_turn(messages)
+        run = open_run(run, previous, self.policy, turn)
         run, needed = _steps_needed(run, remaining, config)
         decision, run = begin_turn(
             run,
@@ -337,7 +360,15 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             remaining_steps=remaining,
             loop_steps=needed,
         )
-        return decision, run, turn, remaining, needed, config
+        return _Begun(decision, served(run, invocation), turn, remaining, needed, config, aborted)
+
+    @staticmethod
+    def _repaired(request: ModelRequest, begun: _Begun) -> ModelRequest:
+        """The request with the calls an aborted run left open answered (it is rarely needed)."""
+        if begun.aborted is None or begun.aborted.messages is None:
+            return request
+        messages = repair_history(list(request.messages))
+        return request if messages is None else request.override(messages=messages)
 
     def _relay(
         self,
@@ -371,6 +402,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         remaining: int | None,
         needed: int,
         config: Any,
+        aborted: Aborted | None = None,
     ) -> Any:
         messages = list(response.result)
         found = _first_ai(messages)
@@ -399,7 +431,13 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
                 )
             messages[index] = answer
         result = ModelResponse(result=messages, structured_response=response.structured_response)
-        return ExtendedModelResponse(model_response=result, command=Command(update={RUN_KEY: run}))
+        update: dict[str, Any] = {RUN_KEY: run}
+        if aborted is not None:
+            update["stop_record"] = aborted.record
+            if aborted.messages is not None:
+                # written after the model's answer: the whole repaired history, then the answer
+                update["messages"] = [*aborted.update(), *messages]
+        return ExtendedModelResponse(model_response=result, command=Command(update=update))
 
     @staticmethod
     def _narrating(request: ModelRequest) -> ModelRequest:
@@ -409,40 +447,72 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
     # -- hooks ------------------------------------------------------------------------------
     def wrap_model_call(self, request: ModelRequest, handler: Handler) -> Any:
         """Answer with the relay on a stop; otherwise call the model and account for it."""
-        decision, run, turn, remaining, needed, config = self._begin(request)
+        begun = self._begin(request)
+        decision, run, turn = begun.decision, begun.run, begun.turn
+        if begun.aborted is not None:
+            publish_run_end(begun.aborted.record, begun.config)
         if decision is not None and decision.stop and not decision.narrate:
-            return self._relay(request, decision, run, turn, config)
+            return self._relay(request, decision, run, turn, begun.config)
         narrated = decision is not None and decision.narrate
+        request = self._repaired(request, begun)
         response = handler(self._narrating(request) if narrated else request)
         turn_event(decision, turn, run)
         return self._answered(
-            response, run, narrated=narrated, remaining=remaining, needed=needed, config=config
+            response,
+            run,
+            narrated=narrated,
+            remaining=begun.remaining,
+            needed=begun.needed,
+            config=begun.config,
+            aborted=begun.aborted,
         )
 
     async def awrap_model_call(self, request: ModelRequest, handler: AsyncHandler) -> Any:
         """Async twin of `wrap_model_call`."""
-        decision, run, turn, remaining, needed, config = self._begin(request)
+        begun = self._begin(request)
+        decision, run, turn = begun.decision, begun.run, begun.turn
+        if begun.aborted is not None:
+            await apublish_run_end(begun.aborted.record, begun.config)
         if decision is not None and decision.stop and not decision.narrate:
-            return self._relay(request, decision, run, turn, config)
+            return self._relay(request, decision, run, turn, begun.config)
         narrated = decision is not None and decision.narrate
+        request = self._repaired(request, begun)
         response = await handler(self._narrating(request) if narrated else request)
         turn_event(decision, turn, run)
         return self._answered(
-            response, run, narrated=narrated, remaining=remaining, needed=needed, config=config
+            response,
+            run,
+            narrated=narrated,
+            remaining=begun.remaining,
+            needed=begun.needed,
+            config=begun.config,
+            aborted=begun.aborted,
         )
 
-    def _ending(self, state: Any, config: Any) -> tuple[dict[str, Any], RunState]:
-        """The run's last update (without its record) and the run to finish."""
+    def _ending(
+        self, state: Any, config: Any
+    ) -> tuple[dict[str, Any], RunState, StopRecord | None]:
+        """The run's last update (without its record), the run to finish, and the record of an
+        aborted run this one closed (when it made no model call that could)."""
         messages = state["messages"]
         update: dict[str, Any] = {}
         run = state.get(RUN_KEY)
+        aborted = close_aborted(
+            run, messages, invocation_of(state.get(STEPS_KEY), config), self.policy
+        )
+        if aborted is not None and run is not None:
+            run = {**run, "open": False}
+            if aborted.messages is not None:
+                messages = aborted.messages
+                update["messages"] = aborted.update()
         last = messages[-1] if messages else None
         answered = isinstance(last, AIMessage) and not last.tool_calls  # by anyone
         turn = current_turn(messages[:-1] if answered else messages)
         if run is None or not run["open"]:
             # No model call in this run (refused before it): a tool turn in its messages came
             # with its input, and is not this run's to decide.
-            run = open_run(run, state.get("stop_record"), self.policy, turn)
+            previous = aborted.record if aborted is not None else state.get("stop_record")
+            run = open_run(run, previous, self.policy, turn)
         swallowed = last is not None and _limit_swallowed(last, state)
         decision, run = begin_turn(
             run,
@@ -457,7 +527,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             # No model call is allowed any more, so a polish stop is relayed as it is.
             relay = relay_message(decision.relay, decision.rule, name=_agent_name(config))
             update["messages"] = [RemoveMessage(id=last.id), relay]
-        return update, run
+        return update, run, aborted.record if aborted is not None else None
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """End the run: write and publish its record; deliver a stop a call limit swallowed.
@@ -468,7 +538,9 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         guard's answer stands.
         """
         config = _config()
-        update, run = self._ending(state, config)
+        update, run, aborted = self._ending(state, config)
+        if aborted is not None:
+            publish_run_end(aborted, config)
         update["stop_record"], update[RUN_KEY] = finish(run, config)
         return update
 
@@ -476,6 +548,8 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         """Async twin of `after_agent`: async callback handlers get the run's end on the event
         loop (sync ones as langchain-core runs sync handlers in async code)."""
         config = _config()
-        update, run = self._ending(state, config)
+        update, run, aborted = self._ending(state, config)
+        if aborted is not None:
+            await apublish_run_end(aborted, config)
         update["stop_record"], update[RUN_KEY] = await afinish(run, config)
         return update

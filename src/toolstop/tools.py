@@ -1,10 +1,12 @@
-"""Tools as toolstop needs them: `with_timeout` (a tool that hangs becomes a model-visible
-error, not a hung agent), and the checks every router runs on the tools it is given."""
+"""Tools as toolstop needs them: `with_timeout` (a hung tool becomes a model-visible error, not a
+hung agent), `tool_error_text` (what a tool's exception looks like to the model), and the checks
+every router runs on the tools it is given."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -20,8 +22,52 @@ __all__ = [
     "check_tools",
     "reject_return_direct",
     "tool_call",
+    "tool_error_text",
     "with_timeout",
 ]
+
+_URL = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*)://[^\s'\"<>]+")
+_SECRET = re.compile(
+    r"\b(password|passwd|pwd|secret|token|api[_-]?key|user(?:name)?|host|hostaddr|port|dbname)"
+    r"(\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;)]+)",
+    re.IGNORECASE,
+)
+_QUOTED_DETAIL = re.compile(
+    r"\b(server at|user|host|database|role)(\s+)(\"[^\"]*\"|'[^']*')", re.IGNORECASE
+)
+_ADDRESS = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b|\[[0-9a-fA-F:]+\](?::\d+)?")
+_MAX_MESSAGE = 200
+"""Characters of an exception's message the model gets at most (its first line)."""
+
+
+def tool_error_text(error: Exception) -> str:
+    """What a tool's exception looks like to the model: `Error: <type>: <message>`.
+
+    The message is its first line, at most 200 characters, with connection details masked:
+    URLs (`postgresql://alice:pw@db:5432/app` becomes `postgresql://***`), `key=value` pairs
+    naming a password, token, key, user, host, port or database, quoted server, user, host and
+    database names, and IP addresses. The model learns what failed and can decide to retry or
+    explain; internal details that could reach the user do not.
+
+    The hand-built graph and the legacy drop-in answer a tool's exception with this text (an
+    error ToolMessage, which toolstop counts as a transient failure). `create_agent` fails the
+    run on a tool exception unless error middleware answers it; pass this function to
+    langchain's `ToolErrorMiddleware(on_error=lambda error, request: tool_error_text(error))`
+    for the same text there.
+
+    Deliberately not handled: secrets in other shapes (a bare password in free text) are not
+    recognised; raise exceptions whose messages are safe, or give the tool node a fixed text.
+    """
+    lines = str(error).strip().splitlines()
+    message = lines[0] if lines else ""
+    message = _URL.sub(lambda m: f"{m.group(1)}://***", message)
+    message = _SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}***", message)
+    message = _QUOTED_DETAIL.sub(lambda m: f"{m.group(1)}{m.group(2)}***", message)
+    message = _ADDRESS.sub("***", message)
+    if len(message) > _MAX_MESSAGE:
+        message = message[: _MAX_MESSAGE - 3] + "..."
+    name = type(error).__name__
+    return f"Error: {name}: {message}" if message else f"Error: {name}"
 
 
 class ToolTimeoutError(ToolstopError, TimeoutError):

@@ -14,6 +14,7 @@ from toolstop._compat import has_agents
 from toolstop.graph import build_react_graph
 from toolstop.legacy import create_react_agent
 from toolstop.policy import StopPolicy
+from toolstop.tools import tool_error_text
 
 __all__ = ["ROUTERS", "Router", "arun_agent", "available_routers", "has_agents", "run_agent"]
 
@@ -41,10 +42,11 @@ def _tool_errors_to_model() -> Any:
 
 
 def _error_text(error: Exception) -> str:
-    """The error ToolMessage's content for a tool's exception; interrupts propagate."""
+    """The error ToolMessage's content for a tool's exception (as on the hand-built graph:
+    `toolstop.tools.tool_error_text`); interrupts propagate."""
     if isinstance(error, GraphBubbleUp):
         raise error
-    return f"Error: {error!r}"
+    return tool_error_text(error)
 
 
 def _graph(

@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from toolstop._lifecycle import left_open_calls
 from toolstop.decision import PROBLEMS_NOT_INVALID, Turn, decide_turn
 from toolstop.report.reader import Database, RunEnd
 
@@ -65,6 +66,18 @@ def _messages(database: Database, end: RunEnd) -> list[BaseMessage] | None:
         return None
     messages = (found.checkpoint.get("channel_values") or {}).get("messages")
     return list(messages) if isinstance(messages, list) else None
+
+
+def _with_open_calls(record: dict[str, Any], messages: list[BaseMessage] | None) -> dict[str, Any]:
+    """An `interrupted` record rebuilt by the reader names no calls; its checkpoint does."""
+    if record.get("rule") != "interrupted" or record.get("tools") or messages is None:
+        return record
+    _, calls = left_open_calls(messages)
+    return {
+        **record,
+        "tools": [str(c.get("name")) for c in calls],
+        "tool_call_ids": [str(c.get("id")) for c in calls],
+    }
 
 
 def _run(record: dict[str, Any], end: RunEnd, turns: list[Turn] | None) -> dict[str, Any]:
@@ -127,10 +140,11 @@ def explain_thread(
             messages = _messages(database, end)
             turns = turns_of(messages) if messages is not None else None
             if wanted:
+                record = _with_open_calls(end.record, messages)
                 own = None
                 if turns is not None and earlier is not None:
                     own = [t for t in turns if t.id is None or t.id not in earlier]
-                runs.append(_run(end.record, end, own))
+                runs.append(_run(record, end, own))
             earlier = None if turns is None else {t.id for t in turns if t.id is not None}
     return {"thread_id": thread_id, "runs": runs, "in_progress": in_progress}
 
@@ -142,7 +156,9 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
     for run in runs:
         where = f" (namespace {run['checkpoint_ns']!r})" if run["checkpoint_ns"] else ""
         how = "stopped by toolstop" if run["stopped"] else "the model answered"
-        if run["rule"] not in ("none", None) and not run["stopped"]:
+        if run["rule"] == "interrupted":
+            how = "never finished: cancelled, failed or its worker stopped"
+        elif run["rule"] not in ("none", None) and not run["stopped"]:
             how = "not stopped"
         print(
             f"\nrun {run['run']}{where}, ended {run['ended_at'] or '?'}, mode {run['mode']}: "
@@ -153,7 +169,12 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
             print(f"  would have stopped (shadow mode): rule {run['would_stop']}", file=out)
         if run["deciding"]:
             names = ", ".join(f"{d['tool']} ({d['tool_call_id']})" for d in run["deciding"])
-            print(f"  deciding: {names}", file=out)
+            label = (
+                "left open (answered as interrupted)"
+                if run["rule"] == "interrupted"
+                else "deciding"
+            )
+            print(f"  {label}: {names}", file=out)
         if run["turns"] is None:
             print("  turns: not readable from the checkpoint", file=out)
         for index, turn in enumerate(run["turns"] or [], start=1):
@@ -182,7 +203,8 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
     for current in explanation["in_progress"]:
         print(
             f"\nrun {current['run']} in progress: {_turns(current['tool_turns'])}, "
-            f"{current['model_calls']} model calls so far (its record is written when it ends)",
+            f"{current['model_calls']} model calls so far (its record is written when it ends; "
+            "if it never finished, the next run closes it as interrupted)",
             file=out,
         )
 

@@ -212,18 +212,21 @@ class Database:
         held: dict[str, Any] | None = None
         in_progress: dict[str, Any] | None = None
         newest = True
+        opened: dict[int, dict[str, Any]] = {}  # run number -> its newest open state
         for item in self._readable(thread_id, checkpoint_ns):
             checkpoint = item.checkpoint
             values = checkpoint.get("channel_values") or {}
+            run = values.get("toolstop_run")
+            moment = _moment(checkpoint.get("ts"))
+            checkpoint_id = item.config["configurable"]["checkpoint_id"]
             if newest:
-                run = values.get("toolstop_run")
                 if isinstance(run, dict) and run.get("open") is True:
                     in_progress = run.get("record") if isinstance(run.get("record"), dict) else {}
                 newest = False
+            elif isinstance(run, dict) and run.get("open") is True:
+                _remember_open(opened, run, moment, checkpoint_id)
             record = values.get("stop_record")
             version = (checkpoint.get("channel_versions") or {}).get("stop_record")
-            moment = _moment(checkpoint.get("ts"))
-            checkpoint_id = item.config["configurable"]["checkpoint_id"]
             if held is not None and version == held["version"]:
                 held["ended_at"], held["checkpoint_id"] = moment, checkpoint_id
                 if since is not None and moment is not None and moment < since:
@@ -245,7 +248,8 @@ class Database:
                 }
         if held is not None:
             ends.append(self._end(thread_id, checkpoint_ns, held))
-        ends.reverse()
+        ends.extend(_interrupted(thread_id, checkpoint_ns, opened, ends, in_progress))
+        ends.sort(key=lambda end: (end.ended_at is None, end.ended_at or datetime.min))
         return ends, in_progress
 
     @staticmethod
@@ -265,6 +269,47 @@ class Database:
             yield from self.checkpoints(thread_id, checkpoint_ns)
         except (NotImplementedError, ValueError):
             self.unreadable += 1
+
+
+def _remember_open(
+    opened: dict[int, dict[str, Any]], run: dict[str, Any], moment: Any, checkpoint_id: Any
+) -> None:
+    """Keep a run's newest open state (checkpoints are read newest first). The calls it left
+    open are not known here (messages are not decoded); `toolstop explain` reads them."""
+    record = run.get("record")
+    number = record.get("run") if isinstance(record, dict) else None
+    if isinstance(number, int) and number not in opened and isinstance(record, dict):
+        opened[number] = {
+            "record": {**record, "rule": "interrupted", "stopped": False},
+            "ended_at": moment,
+            "checkpoint_id": checkpoint_id,
+        }
+
+
+def _interrupted(
+    thread_id: str,
+    checkpoint_ns: str,
+    opened: dict[int, dict[str, Any]],
+    ends: list[RunEnd],
+    in_progress: dict[str, Any] | None,
+) -> list[RunEnd]:
+    """Runs that were open in some checkpoint and never ended, and are not the run in
+    progress: runs that never finished. Their record is usually written by the next run (rule
+    `interrupted`); when that run ended in the same step, only its own record reached a
+    checkpoint, so the aborted run's is rebuilt here from its last open state."""
+    ended = {end.record.get("run") for end in ends}
+    current = in_progress.get("run") if in_progress else None
+    return [
+        RunEnd(
+            thread_id=thread_id,
+            checkpoint_ns=checkpoint_ns,
+            ended_at=held["ended_at"],
+            record=held["record"],
+            checkpoint_id=held["checkpoint_id"],
+        )
+        for number, held in sorted(opened.items())
+        if number not in ended and number != current
+    ]
 
 
 @contextmanager

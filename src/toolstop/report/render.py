@@ -23,6 +23,7 @@ _RULE_COLOURS = {
     "retry_budget": "#fb8c00",
     "step_budget": "#6d4c41",
     "none": "#9e9e9e",
+    "interrupted": "#212121",
 }
 
 
