@@ -13,6 +13,7 @@ between the tool results and the next model call change nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NotRequired
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -33,6 +34,7 @@ __all__ = [
     "open_run",
     "plain_answer",
     "relay_message",
+    "run_start",
     "turn_event",
 ]
 
@@ -51,6 +53,9 @@ class RunState(TypedDict):
         remaining: LangGraph's remaining steps at the run's last model call (measures the loop).
         loop: Steps from one model call to the next, when known (measured or read from the graph).
         tail: Steps from the final model call to the end of the run, when known.
+        start: The id of the last message before the run began (its input): a stop relays
+            results of this run only (see `toolstop.decision.current_turn`). Absent in runs
+            checkpointed before it existed.
     """
 
     open: bool
@@ -59,6 +64,14 @@ class RunState(TypedDict):
     remaining: int | None
     loop: NotRequired[int | None]
     tail: NotRequired[int | None]
+    start: NotRequired[str | None]
+
+
+def run_start(run: RunState | None) -> str | None:
+    """Where the open run began (`None` for no open run, or one that did not record it)."""
+    if run is None or not run["open"]:
+        return None
+    return run.get("start")
 
 
 def open_run(
@@ -66,6 +79,8 @@ def open_run(
     previous: StopRecord | None,
     policy: StopPolicy,
     turn: Turn | None,
+    *,
+    messages: Sequence[BaseMessage] = (),
 ) -> RunState:
     """The run a model call belongs to: the open one, or a new one.
 
@@ -75,6 +90,7 @@ def open_run(
         policy: The stop policy (its mode and parallel rule go into the record).
         turn: The current tool turn, if any. A new run never decides a turn that was already in
             the messages it was invoked with: it belongs to an earlier run (or to the caller).
+        messages: The messages at the run's first model call; a new run starts after the last.
     """
     if run is not None and run["open"]:
         return run
@@ -86,6 +102,7 @@ def open_run(
         remaining=None,
         loop=run.get("loop") if run is not None else None,
         tail=run.get("tail") if run is not None else None,
+        start=messages[-1].id if messages else None,
     )
 
 

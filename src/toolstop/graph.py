@@ -38,6 +38,7 @@ from toolstop._shell import (
     open_run,
     plain_answer,
     relay_message,
+    run_start,
     turn_event,
 )
 from toolstop.decision import Decision, Turn, current_turn, decide
@@ -230,8 +231,10 @@ class _Nodes:
 
     def _begin(self, state: ReactState) -> tuple[Decision | None, RunState, Turn | None]:
         """The run this node belongs to, with the tool turn just executed folded in."""
-        turn = current_turn(state["messages"])
-        run = open_run(state.get("toolstop_run"), state.get("stop_record"), self.policy, turn)
+        messages = state["messages"]
+        existing = state.get("toolstop_run")
+        turn = current_turn(messages, since=run_start(existing))
+        run = open_run(existing, state.get("stop_record"), self.policy, turn, messages=messages)
         decision, run = begin_turn(
             run,
             turn,
@@ -331,6 +334,7 @@ class _Nodes:
         decision = decide(
             state["messages"],
             self.policy,
+            since=run_start(run),
             transient_count=run["record"]["transient_retries"] if run else 0,
             # the node after `tools` runs one step later
             remaining_steps=None if remaining is None else remaining - 1,
@@ -358,7 +362,8 @@ def build_react_graph(
 
     Nodes: `agent` (calls the model with tools bound), `tools` (LangGraph's `ToolNode`, tool
     exceptions become error ToolMessages), `finalize` (appends the stop's relay as an AIMessage,
-    no model call) and, in `polish` mode, `polish` (one model call with no tools). After `tools`,
+    no model call) and, in `polish` mode or with `on_budget="model"`, `polish` (one model call
+    with no tools). After `tools`,
     `decide` routes to `agent`, `finalize` or `polish`.
 
     Args:
@@ -432,7 +437,7 @@ def compile_react_graph(
     graph.add_node("tools", tool_node)
     graph.add_node("finalize", _node(nodes.finalize, nodes.afinalize, "finalize"))
     targets: list[str] = ["agent", "finalize"]
-    if policy.mode == "polish":
+    if policy.mode == "polish" or policy.on_budget == "model":
         graph.add_node("polish", _node(nodes.polish, nodes.apolish, "polish"))
         graph.add_edge("polish", END)
         targets.append("polish")

@@ -41,6 +41,7 @@ from toolstop._shell import (
     open_run,
     plain_answer,
     relay_message,
+    run_start,
     turn_event,
 )
 from toolstop.decision import Decision, Turn, current_turn
@@ -179,8 +180,7 @@ def _as_the_tool_said(turn: Turn | None, state: Mapping[str, Any]) -> Turn | Non
     edited = state.get(_EDITS_KEY)
     if turn is None or not edited or not isinstance(edited, Mapping):
         return turn
-    results = tuple(_original_content(m, edited.get(m.tool_call_id)) for m in turn.results)
-    return Turn(asking=turn.asking, results=results)
+    return turn.with_results(lambda m: _original_content(m, edited.get(m.tool_call_id)))
 
 
 def _schema_specs(response_format: Any) -> list[Any]:
@@ -331,8 +331,10 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         config = _config()
         state: Any = request.state
         remaining = state.get(STEPS_KEY)
-        turn = current_turn(state["messages"])
-        run = open_run(state.get(RUN_KEY), state.get("stop_record"), self.policy, turn)
+        messages = state["messages"]
+        existing = state.get(RUN_KEY)
+        turn = current_turn(messages, since=run_start(existing))
+        run = open_run(existing, state.get("stop_record"), self.policy, turn, messages=messages)
         run, needed = _steps_needed(run, remaining, config)
         decision, run = begin_turn(
             run,
@@ -442,7 +444,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         run = state.get(RUN_KEY)
         last = messages[-1] if messages else None
         answered = isinstance(last, AIMessage) and not last.tool_calls  # by anyone
-        turn = current_turn(messages[:-1] if answered else messages)
+        turn = current_turn(messages[:-1] if answered else messages, since=run_start(run))
         if run is None or not run["open"]:
             # No model call in this run (refused before it): a tool turn in its messages came
             # with its input, and is not this run's to decide.
