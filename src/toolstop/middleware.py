@@ -463,6 +463,8 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             # No model call is allowed any more, so a polish stop is relayed as it is.
             relay = relay_message(decision.relay, decision.rule, name=_agent_name(config))
             update["messages"] = [RemoveMessage(id=last.id), relay]
+            shown = StopRecord(**{**run["record"], "relayed": list(decision.relayed)})
+            run = {**run, "record": shown}
         return update, run
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
