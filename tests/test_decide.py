@@ -578,7 +578,9 @@ def test_json_content_without_answer_is_relayed_in_a_fenced_block(content: str) 
     assert relay == f"```json\n{content.strip()}\n```"
 
 
-@pytest.mark.parametrize("content", ["{not json}", "[link](x)", "plain", "```json\n{}\n```", ""])
+@pytest.mark.parametrize(
+    "content", ["{not json}", "[link](x)", "plain", "```json\n{}\n```", "", "[" * 100_000]
+)
 def test_other_text_is_relayed_verbatim(content: str) -> None:
     assert decide(turn_of((content, DONE))).relay == content
 

@@ -499,10 +499,10 @@ def shown(message: ToolMessage) -> str | list[str | dict[str, Any]]:
     content = message.content
     if isinstance(content, str):
         text = content.strip()
-        if text[:1] in ("{", "[") and not text.startswith("```"):
+        if text[:1] in ("{", "["):
             try:
                 json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
                 return content
             return f"```json\n{text}\n```"
     return content
