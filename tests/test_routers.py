@@ -83,7 +83,10 @@ def test_seed_search_tool_end_to_end(router: Router) -> None:
     agent, model = build(router, script, search)
     _, state = run(agent, "How do refunds work?")
     model.assert_complete()
-    assert '"topic": "refund"' in state["messages"][-1].content
+    assert '"topic": "refund"' in state["messages"][-2].content  # the page, for the model
+    final = state["messages"][-1].content  # the page as prose, for the user
+    assert final.startswith("Refunds are paid to the original payment method")
+    assert "{" not in final
 
 
 def test_never_mode_calls_the_model_after_every_tool_turn(router: Router) -> None:
