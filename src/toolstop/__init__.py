@@ -11,7 +11,7 @@ from toolstop.decision import CallSignal, Decision, Problem, Rule, SignalProblem
 from toolstop.errors import ToolstopConfigError, ToolstopError
 from toolstop.graph import ReactState, build_react_graph
 from toolstop.outcome import Outcome, signal
-from toolstop.policy import Mode, Parallel, ParallelRule, StopMode, StopPolicy
+from toolstop.policy import Mode, OnBudget, Parallel, ParallelRule, StopMode, StopPolicy
 from toolstop.record import InvalidSignal, Savings, StopRecord
 from toolstop.tools import ToolTimeoutError, with_timeout
 
@@ -35,6 +35,7 @@ __all__ = [
     "Decision",
     "InvalidSignal",
     "Mode",
+    "OnBudget",
     "Outcome",
     "Parallel",
     "ParallelRule",

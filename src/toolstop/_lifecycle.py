@@ -55,6 +55,7 @@ __all__ = [
     "plain_answer",
     "relay_message",
     "repair_history",
+    "run_start",
     "served",
     "turn_event",
 ]
@@ -76,6 +77,9 @@ class RunState(TypedDict):
         tail: Steps from the final model call to the end of the run, when known.
         invocation: Which invocation of the graph last called the model for this run (see
             `invocation_of`), so the next invocation can tell a resumed run from an aborted one.
+        start: The id of the last message before the run began (its input): a stop relays
+            results of this run only (see `toolstop.decision.current_turn`). Absent in runs
+            checkpointed before it existed.
     """
 
     open: bool
@@ -85,6 +89,7 @@ class RunState(TypedDict):
     loop: NotRequired[int | None]
     tail: NotRequired[int | None]
     invocation: NotRequired[int | None]
+    start: NotRequired[str | None]
 
 
 INTERRUPTED_TEXT = (
@@ -236,11 +241,20 @@ def served(run: RunState, invocation: int | None) -> RunState:
     return {**run, "invocation": invocation}
 
 
+def run_start(run: RunState | None) -> str | None:
+    """Where the open run began (`None` for no open run, or one that did not record it)."""
+    if run is None or not run["open"]:
+        return None
+    return run.get("start")
+
+
 def open_run(
     run: RunState | None,
     previous: StopRecord | None,
     policy: StopPolicy,
     turn: Turn | None,
+    *,
+    messages: Sequence[BaseMessage] = (),
 ) -> RunState:
     """The run a model call belongs to: the open one, or a new one.
 
@@ -250,6 +264,7 @@ def open_run(
         policy: The stop policy (its mode and parallel rule go into the record).
         turn: The current tool turn, if any. A new run never decides a turn that was already in
             the messages it was invoked with: it belongs to an earlier run (or to the caller).
+        messages: The messages at the run's first model call; a new run starts after the last.
     """
     if run is not None and run["open"]:
         return run
@@ -261,6 +276,7 @@ def open_run(
         remaining=None,
         loop=run.get("loop") if run is not None else None,
         tail=run.get("tail") if run is not None else None,
+        start=messages[-1].id if messages else None,
     )
 
 

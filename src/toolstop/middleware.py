@@ -45,6 +45,7 @@ from toolstop._lifecycle import (
     plain_answer,
     relay_message,
     repair_history,
+    run_start,
     served,
     turn_event,
 )
@@ -192,8 +193,7 @@ def _as_the_tool_said(turn: Turn | None, state: Mapping[str, Any]) -> Turn | Non
     edited = state.get(_EDITS_KEY)
     if turn is None or not edited or not isinstance(edited, Mapping):
         return turn
-    results = tuple(_original_content(m, edited.get(m.tool_call_id)) for m in turn.results)
-    return Turn(asking=turn.asking, results=results)
+    return turn.with_results(lambda m: _original_content(m, edited.get(m.tool_call_id)))
 
 
 def _schema_specs(response_format: Any) -> list[Any]:
@@ -350,8 +350,8 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         if aborted is not None and run is not None:
             run, previous = {**run, "open": False}, aborted.record
             messages = aborted.messages if aborted.messages is not None else messages
-        turn = current_turn(messages)
-        run = open_run(run, previous, self.policy, turn)
+        turn = current_turn(messages, since=run_start(run))
+        run = open_run(run, previous, self.policy, turn, messages=messages)
         run, needed = _steps_needed(run, remaining, config)
         decision, run = begin_turn(
             run,
@@ -507,7 +507,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
                 update["messages"] = aborted.update()
         last = messages[-1] if messages else None
         answered = isinstance(last, AIMessage) and not last.tool_calls  # by anyone
-        turn = current_turn(messages[:-1] if answered else messages)
+        turn = current_turn(messages[:-1] if answered else messages, since=run_start(run))
         if run is None or not run["open"]:
             # No model call in this run (refused before it): a tool turn in its messages came
             # with its input, and is not this run's to decide.
@@ -527,6 +527,8 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             # No model call is allowed any more, so a polish stop is relayed as it is.
             relay = relay_message(decision.relay, decision.rule, name=_agent_name(config))
             update["messages"] = [RemoveMessage(id=last.id), relay]
+            shown = StopRecord(**{**run["record"], "relayed": list(decision.relayed)})
+            run = {**run, "record": shown}
         return update, run, aborted.record if aborted is not None else None
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:

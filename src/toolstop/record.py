@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import Any, NotRequired
 
 from langchain_core.messages import AIMessage
 from typing_extensions import TypedDict
@@ -24,9 +24,10 @@ __all__ = [
     "stopped",
 ]
 
-RECORD_SCHEMA_VERSION = 2
+RECORD_SCHEMA_VERSION = 3
 """The stop record's shape. Readers check it; a record without the field is version 1 (before
-`unsignalled` was told apart from invalid and `would_save` was recorded)."""
+`unsignalled` was told apart from invalid and `would_save` was recorded). Version 3 added
+`relayed` and `on_budget`; readers of older records take `[]` and `"message"`."""
 
 
 class InvalidSignal(TypedDict):
@@ -71,6 +72,13 @@ class StopRecord(TypedDict):
     tools: list[str]
     """Names of the calls that decided the stop (or, in `never` mode, would have)."""
     tool_call_ids: list[str]
+    relayed: NotRequired[list[str]]
+    """The call ids whose results the final answer shows, in the order shown: the run's
+    earlier completed results, then the deciding calls'. Empty when the model answered (also
+    after a narrated stop). Absent in records before schema version 3."""
+    on_budget: NotRequired[str]
+    """How a spent budget ends a run: `message` (the policy's text) or `model` (one more model
+    call). Absent in records before schema version 3."""
     invalid_signals: list[InvalidSignal]
     outcomes: dict[str, int]
     """Tool calls by reason, plus `invalid`, `unsignalled` (no signal: a plain tool) and
@@ -95,6 +103,8 @@ def new_record(policy: StopPolicy, *, run: int = 1) -> StopRecord:
         would_save=Savings(model_calls=0, input_tokens=0, output_tokens=0),
         tools=[],
         tool_call_ids=[],
+        relayed=[],
+        on_budget=policy.on_budget,
         invalid_signals=[],
         outcomes={o.value: 0 for o in Outcome} | {"invalid": 0, "unsignalled": 0, "rejected": 0},
         transient_retries=0,
@@ -142,6 +152,7 @@ def stopped(record: StopRecord, decision: Decision) -> StopRecord:
     updated["stopped"] = True
     updated["tools"] = [s.tool for s in decision.deciding]
     updated["tool_call_ids"] = [s.tool_call_id for s in decision.deciding]
+    updated["relayed"] = [] if decision.narrate else list(decision.relayed)
     return updated
 
 
