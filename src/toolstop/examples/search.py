@@ -1,5 +1,5 @@
-"""The seed article's `search` tool: a small knowledge index whose calls succeed, fail, or fail
-for good, each call signalling through its artifact."""
+"""The example `search` tool: a small knowledge index whose calls succeed, fail, or fail for
+good, each call signalling through its artifact."""
 
 from __future__ import annotations
 

@@ -245,8 +245,9 @@ def invariant_breaches(scenario: Scenario, transcript: Transcript) -> list[str]:
     if _relay_hidden(transcript):
         breaches.append(
             "the model was called after a relay AIMessage that followed the tool results: a relay "
-            "added in the same update hides the tool-calling AIMessage from the stop check (the "
-            "article's variant B); relay only on the stop path, after the decision"
+            "added in the same update hides the tool-calling AIMessage from the stop check (a "
+            "wrap_tool_call returning the relay with the tool result?); relay only on the stop "
+            "path, after the decision"
         )
     if "error" in transcript:
         error = transcript["error"]
