@@ -170,8 +170,9 @@ def finish(run: RunState, config: Any) -> tuple[StopRecord, RunState]:
 
 
 async def afinish(run: RunState, config: Any) -> tuple[StopRecord, RunState]:
-    """Async twin of `finish`: async callback handlers get the run's end on the event loop
-    (sync ones as langchain-core runs sync handlers in async code)."""
+    """Async twin of `finish`: async callback handlers get the run's end on the event loop.
+
+    Sync handlers get it as langchain-core runs sync handlers in async code."""
     record = run["record"]
     await apublish_run_end(record, config)
     return record, {**run, "open": False}

@@ -90,8 +90,10 @@ class ReactState(ReactIO):
 
 
 class ReactInput(TypedDict):
-    """What type checkers accept as the hand-built graph's input: `messages` as anything
-    LangGraph's `add_messages` takes (messages, `("user", "hi")` pairs, dicts, strings)."""
+    """What type checkers accept as the hand-built graph's input.
+
+    `messages` as anything LangGraph's `add_messages` takes (messages, `("user", "hi")` pairs,
+    dicts, strings)."""
 
     messages: Sequence[MessageLikeRepresentation]
     stop_record: NotRequired[StopRecord]

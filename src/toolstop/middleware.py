@@ -477,8 +477,9 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         return update
 
     async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Async twin of `after_agent`: async callback handlers get the run's end on the event
-        loop (sync ones as langchain-core runs sync handlers in async code)."""
+        """Async twin of `after_agent`: async callback handlers get the run's end on the event loop.
+
+        Sync handlers get it as langchain-core runs sync handlers in async code."""
         config = _config()
         update, run = self._ending(state, config)
         update["stop_record"], update[RUN_KEY] = await afinish(run, config)

@@ -1,5 +1,7 @@
-"""The command-line shell of `toolstop bench --agent MODULE:FACTORY --tools MODULE:ATTR
---questions FILE [--model P:N] [--base-url URL]`."""
+"""The command-line shell of `toolstop bench --agent`.
+
+`toolstop bench --agent MODULE:FACTORY --tools MODULE:ATTR --questions FILE [--model P:N]
+[--base-url URL]`."""
 
 from __future__ import annotations
 
