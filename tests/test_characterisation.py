@@ -1,8 +1,8 @@
 """Why the design is what it is: today's LangGraph / LangChain behaviour, pinned per version.
 
 Each test asserts something the routers rely on (or work around). When an upgrade changes one,
-the test fails with a sentence saying what changed and what to re-check. See
-`research/framework-findings.md` in the project's shared notes and docs/upgrading.md.
+the test fails with a sentence saying what changed and what to re-check; docs/upgrading.md says
+what each failure means for a user.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def test_legacy_return_direct_ends_if_any_call_of_the_turn_has_it() -> None:
     result = _legacy_agent(model, [plain, static]).invoke({"messages": [HumanMessage("q")]})
     assert len(model.calls) == 1, _changed(
         "legacy return_direct no longer ends the run when only one call of the turn has it",
-        "DESIGN §4's 'legacy: any' and the bench's static return_direct configuration",
+        "the legacy agent ends if any call has return_direct; the bench's static row",
     )
     assert isinstance(_messages(result)[-1], ToolMessage)
 
@@ -97,7 +97,7 @@ def test_create_agent_return_direct_ends_only_if_all_calls_have_it() -> None:
     _create_agent(model, [plain, static]).invoke({"messages": [HumanMessage("q")]})
     assert len(model.calls) == 2, _changed(
         "create_agent now ends on return_direct when only some calls of the turn have it",
-        "DESIGN §4's 'create_agent: all' and the bench's static return_direct configuration",
+        "create_agent ends only if all calls have return_direct; the bench's static row",
     )
     model2 = ScriptedChatModel([call("static")])
     result = _create_agent(model2, [static]).invoke({"messages": [HumanMessage("q")]})
@@ -122,7 +122,7 @@ def test_command_goto_end_from_wrap_tool_call_does_not_stop() -> None:
     _create_agent(model, [lookup], [GotoEnd()]).invoke({"messages": [HumanMessage("q")]})
     assert len(model.calls) == 2, _changed(
         "Command(goto=END) returned from wrap_tool_call now ends the run",
-        "StopOnArtifact could end from the tool side; DESIGN §4 and framework-findings.md",
+        "StopOnArtifact could end from the tool side instead of answering in wrap_model_call",
     )
 
 
@@ -162,7 +162,7 @@ def test_jump_to_with_hook_config_ends_the_run() -> None:
         {"messages": [HumanMessage("q")]}
     )
     assert len(model.calls) == 1, _changed(
-        "the article's before_model jump with hook_config no longer ends the run",
+        "a before_model jump with hook_config no longer ends the run",
         "the alternative StopOnArtifact was measured against",
     )
     assert _messages(result)[-1].content == "the page"

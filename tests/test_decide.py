@@ -58,7 +58,7 @@ def test_no_tool_turn_continues() -> None:
         (RETRY, False, Rule.NONE),
         (signal(Outcome.COMPLETED, stop=False), False, Rule.NONE),
         (signal(Outcome.FATAL, stop=False), False, Rule.NONE),
-        ({"stop": True}, True, Rule.COMPLETED),  # the seed article's shape, reason omitted
+        ({"stop": True}, True, Rule.COMPLETED),  # the bare shape, reason omitted
         ({"stop": False}, False, Rule.NONE),
     ],
 )
@@ -176,7 +176,7 @@ def test_any_stops_whatever_order_the_model_listed_the_calls_in() -> None:
     for artifacts in ([DONE, RETRY], [RETRY, DONE]):
         messages = turn_of(*[(f"content{i}", a) for i, a in enumerate(artifacts)])
         assert decide(messages, StopPolicy(parallel="any")).stop is True
-        # the article's router reads only the last message: it would stop in one order only
+        # a router that reads only the last message would stop in one order only
 
 
 def test_several_stopping_contents_are_joined_in_tool_call_order() -> None:

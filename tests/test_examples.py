@@ -1,4 +1,4 @@
-"""The example tools signal through their artifacts as DESIGN §7 describes."""
+"""The example tools signal through their artifacts, each outcome as its docstring says."""
 
 from __future__ import annotations
 

@@ -127,9 +127,10 @@ class Aborted(NamedTuple):
 
 
 def invocation_of(remaining_steps: int | None, config: Any) -> int | None:
-    """A number that is the same for every node of one invocation of a graph, and differs
-    between invocations of one thread: LangGraph's step plus its remaining steps (the
-    invocation's step limit). `None` when either is unknown."""
+    """A number that is the same for every node of one invocation of a graph.
+
+    It differs between invocations of one thread: LangGraph's step plus its remaining steps
+    (the invocation's step limit). `None` when either is unknown."""
     metadata = (config or {}).get("metadata") or {}
     step = metadata.get("langgraph_step")
     if isinstance(step, int) and isinstance(remaining_steps, int):
@@ -361,8 +362,9 @@ def finish(run: RunState, config: Any) -> tuple[StopRecord, RunState]:
 
 
 async def afinish(run: RunState, config: Any) -> tuple[StopRecord, RunState]:
-    """Async twin of `finish`: async callback handlers get the run's end on the event loop
-    (sync ones as langchain-core runs sync handlers in async code)."""
+    """Async twin of `finish`: async callback handlers get the run's end on the event loop.
+
+    Sync handlers get it as langchain-core runs sync handlers in async code."""
     record = run["record"]
     await apublish_run_end(record, config)
     return record, {**run, "open": False}

@@ -186,7 +186,7 @@ def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
 
     No artifact, a non-dict, or a dict with neither `stop` nor `reason` is `unsignalled` (a tool
     that does not signal: normal); a dict that tries to signal and gets it wrong is invalid.
-    A `reason` may be omitted (the seed article's `{"stop": true}`): it is then taken as
+    A `reason` may be omitted (a bare `{"stop": true}`): it is then taken as
     `completed` when `stop` is true and `transient` when it is false. An error ToolMessage (a tool
     exception) is a `tool_error` whatever its artifact says: it goes back to the model and counts
     as a transient failure. `stop` must be a real `bool` (`1` and `"yes"` are invalid). A key

@@ -96,8 +96,10 @@ class ReactState(ReactIO):
 
 
 class ReactInput(TypedDict):
-    """What type checkers accept as the hand-built graph's input: `messages` as anything
-    LangGraph's `add_messages` takes (messages, `("user", "hi")` pairs, dicts, strings)."""
+    """What type checkers accept as the hand-built graph's input.
+
+    `messages` as anything LangGraph's `add_messages` takes (messages, `("user", "hi")` pairs,
+    dicts, strings)."""
 
     messages: Sequence[MessageLikeRepresentation]
     stop_record: NotRequired[StopRecord]
@@ -116,7 +118,7 @@ def _node(func: Callable[..., Any], afunc: Callable[..., Any], name: str) -> Run
 
     langgraph's own `RunnableCallable` (what its prebuilt agents use; same module path on 0.6 and
     1.x) inspects the signature once; langchain-core's `RunnableLambda` does it on every call,
-    which measured 0.70x the throughput of `create_agent` under 1,000 concurrent runs.
+    which costs throughput under many concurrent runs (`toolstop bench --overhead` measures it).
     """
     if _RunnableCallable is not None:
         node: Runnable[Any, Any] = _RunnableCallable(func, afunc, name=name, trace=False)

@@ -2,9 +2,9 @@
 
 It decides in `wrap_model_call`, just before the model would be called after a tool turn: when
 the turn says stop it answers with the relay *instead of* calling the model, and the agent ends
-because the "model" answered without tool calls. That adds no node to the loop. The article's
-alternative, a `before_model` hook with `@hook_config(can_jump_to=["end"])`, adds a node to every
-loop; it measured slower (see the README), so it is not used.
+because the "model" answered without tool calls. That adds no node to the loop. The alternative,
+a `before_model` hook with `@hook_config(can_jump_to=["end"])`, adds a node to every loop and is
+slower (`toolstop bench --overhead` measures both), so it is not used.
 
 One `after_agent` hook (a node per run, not per loop) ends each run: it writes and publishes the
 run's `stop_record`, and delivers a stop that `ModelCallLimitMiddleware` would otherwise swallow
@@ -284,7 +284,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
     Modes: `hard` answers with the relay (no model call), `polish` makes the one narrating model
     call with no tools offered, `never` only records.
 
-    Composition (tested with langchain's own middleware; see the README for the table):
+    Composition (tested with langchain's own middleware; the docs' composition page has the table):
     - Hooks that refuse (`wrap_tool_call` middleware rewriting a ToolMessage as `policy_block`,
       `before_model` guards) act before this middleware decides, whatever their position in the
       list, because it reads the tool results from state when the model is next due.
@@ -547,8 +547,9 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         return update
 
     async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Async twin of `after_agent`: async callback handlers get the run's end on the event
-        loop (sync ones as langchain-core runs sync handlers in async code)."""
+        """Async twin of `after_agent`: async callback handlers get the run's end on the event loop.
+
+        Sync handlers get it as langchain-core runs sync handlers in async code."""
         config = _config()
         update, run, aborted = self._ending(state, config)
         if aborted is not None:

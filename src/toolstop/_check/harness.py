@@ -259,8 +259,9 @@ def invariant_breaches(scenario: Scenario, transcript: Transcript) -> list[str]:
     if _relay_hidden(transcript):
         breaches.append(
             "the model was called after a relay AIMessage that followed the tool results: a relay "
-            "added in the same update hides the tool-calling AIMessage from the stop check (the "
-            "article's variant B); relay only on the stop path, after the decision"
+            "added in the same update hides the tool-calling AIMessage from the stop check (a "
+            "wrap_tool_call returning the relay with the tool result?); relay only on the stop "
+            "path, after the decision"
         )
     if "error" in transcript:
         error = transcript["error"]
@@ -474,9 +475,11 @@ def judge(
 def broken_runs(
     results: Iterable[CheckResult], golden_of: Callable[[CheckResult], Transcript | None]
 ) -> list[CheckResult]:
-    """The runs a golden must not be written from: a breach that comparing with the (old or
-    missing) golden `golden_of(result)` does not explain breaks an invariant, and a golden of
-    a broken run would make the breach the expectation."""
+    """The runs a golden must not be written from.
+
+    A breach that comparing with the (old or missing) golden `golden_of(result)` does not
+    explain breaks an invariant, and a golden of a broken run would make the breach the
+    expectation."""
 
     def golden_only(result: CheckResult) -> set[str]:
         if "error" in result.actual:
@@ -495,8 +498,9 @@ class _PlannedMalformedSignals(logging.Filter):
 
 @contextmanager
 def planned_malformed_signals_hidden() -> Iterator[None]:
-    """Hide the `toolstop` logger's malformed-signal warnings while the scenarios run: their
-    tools return malformed signals on purpose, and the warnings would only be noise."""
+    """Hide the `toolstop` logger's malformed-signal warnings while the scenarios run.
+
+    Their tools return malformed signals on purpose, and the warnings would only be noise."""
     quiet = _PlannedMalformedSignals()
     logging.getLogger("toolstop").addFilter(quiet)
     try:

@@ -184,7 +184,7 @@ def _hard_only() -> list[Scenario]:
         ),
         Scenario(
             name="nothing-found",
-            description="The seed's search finds nothing: a completed search, it stops.",
+            description="The example search finds nothing: a completed search, it stops.",
             tools=lambda: [make_search_tool(force_outcome="success")],
             script=(call("search", query="quantum gravity"),),
             stops=True,

@@ -1,5 +1,6 @@
-"""The seed article's `search` tool: a small knowledge index whose calls succeed, fail, or fail
-for good, each call signalling through its artifact."""
+"""The example `search` tool: a small knowledge index that signals through its artifact.
+
+Its calls succeed, fail, or fail for good; each says which in its artifact."""
 
 from __future__ import annotations
 

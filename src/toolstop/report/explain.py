@@ -112,9 +112,9 @@ def _run(record: dict[str, Any], end: RunEnd, turns: list[Turn] | None) -> dict[
 def explain_thread(
     database: Database, thread_id: str, *, run: int | None = None
 ) -> dict[str, Any] | None:
-    """Every finished run of `thread_id` (or only run number `run`), explained; `None` when
-    the database has no such thread.
-    """
+    """Every finished run of `thread_id` (or only run number `run`), explained.
+
+    `None` when the database has no such thread."""
     namespaces = database.namespaces(thread_id)
     if not namespaces:
         return None
