@@ -132,7 +132,8 @@ def run(
     **kw: Any,
 ) -> tuple[Any, Script, dict[str, Any]]:
     script = Script(steps)
-    result = agent_for(script, tools, policy, **kw).run_sync("How do refunds work?")
+    limits = {"usage_limits": kw.pop("usage_limits")} if "usage_limits" in kw else {}
+    result = agent_for(script, tools, policy, **kw).run_sync("How do refunds work?", **limits)
     record = stop_record(result)
     assert record is not None
     assert not script.steps, "scripted responses left unused"
@@ -373,10 +374,22 @@ def test_the_turn_reads_metadata_as_the_artifact_and_outcomes_as_errors() -> Non
 
 def test_the_run_end_is_logged_with_its_record(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger="toolstop"):
-        _, _, record = run([calls("lookup")], [planned("lookup", DONE)])
+        result, _, record = run([calls("lookup")], [planned("lookup", DONE)])
     ends = [r for r in caplog.records if hasattr(r, "toolstop")]
     assert len(ends) == 1
     assert ends[0].toolstop == record  # type: ignore[attr-defined]
+    conversation = getattr(result, "conversation_id", None)  # Pydantic AI >= 2.x with conversations
+    assert ends[0].toolstop_thread["thread_id"] == conversation  # type: ignore[attr-defined]
+
+
+def test_a_request_limit_with_room_for_the_relay_keeps_the_stop() -> None:
+    """Pydantic AI counts a relay as a request (a step a capability answered)."""
+    from pydantic_ai.usage import UsageLimits
+
+    result, script, record = run(
+        [calls("lookup")], [planned("lookup", DONE)], usage_limits=UsageLimits(request_limit=2)
+    )
+    assert (result.output, script.calls, record["model_calls"]) == (PAGE, 1, 1)
 
 
 def test_a_wrong_policy_is_refused_when_the_capability_is_built() -> None:

@@ -286,8 +286,18 @@ class StopOnArtifact(AbstractCapability[Any]):
             last.metadata = {**(last.metadata or {}), RECORD_KEY: dict(record)}
         else:  # pragma: no cover - a run always ends on a response
             logger.debug("toolstop: a Pydantic AI run without a response; record not kept")
-        publish_run_end(record)
+        publish_run_end(record, _config(ctx))
         return result
+
+
+def _config(ctx: Any) -> dict[str, Any]:
+    """What the published run end names: the agent (metrics) and the conversation (log line)."""
+    name = getattr(getattr(ctx, "agent", None), "name", None)
+    conversation = getattr(ctx, "conversation_id", None)
+    return {
+        "metadata": {"lc_agent_name": name} if isinstance(name, str) else {},
+        "configurable": {"thread_id": conversation} if isinstance(conversation, str) else {},
+    }
 
 
 def _last_response(messages: Sequence[Any]) -> ModelResponse | None:
