@@ -60,9 +60,11 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/python -m pytest
 
-# The router contract on six stacks, from langgraph 0.6.6 to the newest langchain (noxfile.py).
+# The router contract on six stacks, from langgraph 0.6.6 to the newest langchain (noxfile.py),
+# and the Pydantic AI adapter on its oldest tested and newest release (about 25 s from scratch).
 matrix: $(STAMP)
 	$(BIN)/nox -s contract
+	$(BIN)/nox -s pydantic_ai
 
 test: lint typecheck unit matrix
 
