@@ -1,9 +1,8 @@
 """The version matrix: the router contract from langgraph 0.6 to the newest LangChain.
 
 `make test` runs `nox -s contract` and `nox -s pydantic_ai`; `nox -s "contract(floor)"` runs one
-environment. Each
-environment is installed once and reused while `pyproject.toml` and its pins are unchanged
-(`newest` re-resolves once a day); `rm -rf .nox` starts over.
+environment. Each environment is installed once and reused while `pyproject.toml` and its pins
+are unchanged (`newest` re-resolves once a day); `rm -rf .nox` starts over.
 """
 
 from __future__ import annotations
