@@ -346,6 +346,28 @@ def test_structured_output_without_a_structured_response_is_narrated_by_the_mode
     assert (record["rule"], record["stopped"], record["model_calls"]) == ("completed", True, 2)
 
 
+def test_a_structured_response_that_does_not_fit_is_corrected_by_the_model() -> None:
+    wrong = (PAGE, signal("completed", structured_response={"days": "soon"}))
+    fixed = ModelResponse(parts=[ToolCallPart("final_result", {"days": 5})])
+    result, script, record = run(
+        [calls("lookup"), fixed], [planned("lookup", wrong)], output_type=Refund
+    )
+    assert result.output == Refund(days=5)
+    assert script.calls == 2  # Pydantic AI's validation sent the error back to the model
+    assert record["model_calls"] == 2
+
+
+def test_a_tool_exception_propagates_as_without_toolstop() -> None:
+    def lookup(query: str) -> str:
+        """Look something up."""
+        msg = "the database is gone"
+        raise RuntimeError(msg)
+
+    script = Script([calls("lookup")])
+    with pytest.raises(RuntimeError, match="the database is gone"):
+        agent_for(script, [lookup]).run_sync("How do refunds work?")
+
+
 # -- the turn as `decide` reads it, observability, configuration ---------------------------------
 
 
