@@ -496,3 +496,27 @@ def test_openai_chat_model_transient_goes_back_with_the_content_only() -> None:
         tool_messages = [m for m in provider.requests[1]["messages"] if m["role"] == "tool"]
         assert [m["content"] for m in tool_messages] == [RETRY[0]]
         assert all(SECRET.encode() not in raw for raw in provider.raw_requests)
+
+
+# -- the scenario matrix (`toolstop check`) ------------------------------------------------------
+
+
+def test_the_scenario_matrix_passes_on_pydantic_ai_as_on_the_hand_built_graph() -> None:
+    """Every scenario that applies runs clean, and its transcript is the graph router's golden
+    but for the node path (a Pydantic AI agent is not a graph): same model calls, same messages
+    seen, same final answer, same stop record."""
+    from toolstop.testing.harness import check, load_golden
+    from toolstop.testing.pydantic_ai_router import NOT_APPLICABLE, PYDANTIC_AI
+    from toolstop.testing.scenarios import scenario_matrix
+
+    scenarios = scenario_matrix()
+    results = check(scenarios, [PYDANTIC_AI])
+    applicable = [s for s in scenarios if s.middleware is None and s.name not in NOT_APPLICABLE]
+    assert [r.scenario.key for r in results] == [s.key for s in applicable]
+    assert [(r.scenario.key, r.breaches) for r in results if r.breaches] == []
+    for result in results:
+        graph = load_golden(result.scenario, "graph")
+        assert graph is not None
+        ours = {k: v for k, v in result.actual.items() if k not in ("router", "path")}
+        assert ours == {k: v for k, v in graph.items() if k not in ("router", "path")}
+        assert result.actual["path"] == []

@@ -41,7 +41,7 @@ from toolstop.observe import logger, publish_run_end
 from toolstop.policy import StopPolicy, resolve_policy
 from toolstop.record import Savings, StopRecord, fold_turn, new_record, stopped
 
-__all__ = ["RECORD_KEY", "RELAY_KEY", "StopOnArtifact", "stop_record"]
+__all__ = ["RECORD_KEY", "RELAY_KEY", "StopOnArtifact", "current_turn", "stop_record"]
 
 RECORD_KEY = "toolstop_record"
 """The key of the stop record in the `metadata` of a run's last `ModelResponse`."""
