@@ -91,8 +91,12 @@ def to_langchain(messages: Sequence[Any]) -> list[BaseMessage]:
     return out
 
 
-def _function_model(model: Any, tools: dict[str, BaseTool]) -> Any:
-    """A `FunctionModel` asking the LangChain chat model, with the tools Pydantic AI offers."""
+def _function_model(model: Any, tools: dict[str, BaseTool], config: dict[str, Any]) -> Any:
+    """A `FunctionModel` asking the LangChain chat model, with the tools Pydantic AI offers.
+
+    `config["run"]` is the LangChain config of the run in progress (its callbacks count the
+    model's calls and tokens, as on the LangGraph routers).
+    """
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
     from pydantic_ai.models.function import FunctionModel
     from pydantic_ai.usage import RequestUsage
@@ -100,7 +104,7 @@ def _function_model(model: Any, tools: dict[str, BaseTool]) -> Any:
     def respond(messages: list[Any], info: Any) -> Any:
         offered = [tools[t.name] for t in info.function_tools if t.name in tools]
         bound = model.bind_tools(offered) if offered else model
-        answer = bound.invoke(to_langchain(messages))
+        answer = bound.invoke(to_langchain(messages), config.get("run"))
         parts: list[Any] = []
         text = content_text(answer.content)
         if text:
@@ -144,13 +148,18 @@ def _tool(tool: BaseTool) -> Any:
 class _Agent:
     """A Pydantic AI agent behind the `invoke` the check engine calls."""
 
-    def __init__(self, agent: Any) -> None:
+    def __init__(self, agent: Any, config: dict[str, Any]) -> None:
         self.agent = agent
+        self.config = config
 
     def invoke(self, inputs: Any, config: Any = None) -> dict[str, Any]:
+        """Run the agent on the last message's text; callbacks in `config` see the model calls."""
         from toolstop.pydantic_ai import stop_record
 
         question = content_text(inputs["messages"][-1].content)
+        self.config["run"] = (
+            {"callbacks": config["callbacks"]} if config and "callbacks" in config else None
+        )
         result = asyncio.run(self.agent.run(question))
         return {"messages": to_langchain(result.all_messages()), "stop_record": stop_record(result)}
 
@@ -164,13 +173,14 @@ def build(
     from toolstop.pydantic_ai import StopOnArtifact
 
     lc_tools = {t.name: t for t in tools}
+    config: dict[str, Any] = {}
     agent = Agent(
-        _function_model(model, lc_tools),
+        _function_model(model, lc_tools, config),
         tools=[_tool(t) for t in tools],
         capabilities=[StopOnArtifact(policy)],
         retries=_TOOL_RETRIES,
     )
-    return _Agent(agent)
+    return _Agent(agent, config)
 
 
 PYDANTIC_AI = Router(
