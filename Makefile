@@ -61,7 +61,8 @@ unit: $(STAMP)
 	$(BIN)/python -m pytest
 
 # The router contract on six stacks, from langgraph 0.6.6 to the newest langchain (noxfile.py),
-# and the Pydantic AI adapter on its oldest tested and newest release (about 25 s from scratch).
+# and the Pydantic AI adapter (tests and `toolstop check`) on its oldest tested and newest
+# release (about 70 s from scratch here).
 matrix: $(STAMP)
 	$(BIN)/nox -s contract
 	$(BIN)/nox -s pydantic_ai

@@ -84,3 +84,4 @@ def pydantic_ai(session: nox.Session, release: str) -> None:
     _install_once(session, release, PYDANTIC_AI[release])
     session.run("python", "-c", SHOW_VERSIONS, silent=False)
     session.run("python", "-m", "pytest", "tests/test_pydantic_ai.py", "-q", *session.posargs)
+    session.run("toolstop", "check", "--router", "pydantic_ai")
