@@ -346,6 +346,36 @@ def test_structured_output_without_a_structured_response_is_narrated_by_the_mode
     assert (record["rule"], record["stopped"], record["model_calls"]) == ("completed", True, 2)
 
 
+def test_a_policy_block_with_structured_output_never_sends_the_blocked_text() -> None:
+    seen: list[list[ModelMessage]] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(list(messages))
+        if len(seen) == 1:
+            return calls("lookup")
+        return ModelResponse(parts=[ToolCallPart("final_result", {"days": 0})])
+
+    policy = StopPolicy(policy_block_message="Not allowed.")
+    agent = Agent(
+        FunctionModel(model),
+        tools=[planned("lookup", BLOCK)],
+        output_type=Refund,
+        capabilities=[StopOnArtifact(policy)],
+    )
+    result = agent.run_sync("How do refunds work?")
+    assert result.output == Refund(days=0)
+    assert len(seen) == 2
+    narrated = seen[1][-1]
+    assert isinstance(narrated, ModelRequest)
+    returns = [p for p in narrated.parts if isinstance(p, ToolReturnPart)]
+    assert [p.content for p in returns] == ["Not allowed."]
+    sent = [getattr(p, "content", None) for m in seen[1] for p in m.parts]
+    assert BLOCK[0] not in sent
+    record = stop_record(result)
+    assert record is not None
+    assert (record["rule"], record["stopped"]) == ("policy_block", True)
+
+
 def test_a_structured_response_that_does_not_fit_is_corrected_by_the_model() -> None:
     wrong = (PAGE, signal("completed", structured_response={"days": "soon"}))
     fixed = ModelResponse(parts=[ToolCallPart("final_result", {"days": 5})])

@@ -191,6 +191,24 @@ def _relay(decision: Decision, turn: Turn, parameters: Any) -> ModelResponse | N
     return ModelResponse(parts=[part], metadata=marker)
 
 
+def _withhold(request_context: Any, decision: Decision, text: str) -> None:
+    """Send the model the policy's text in place of blocked results (this request only)."""
+    blocked = {s.tool_call_id for s in decision.deciding}
+    messages = request_context.messages
+    last = messages[-1] if messages else None
+    if not isinstance(last, ModelRequest):  # pragma: no cover - a turn ends on its returns
+        return
+    parts: list[Any] = list(last.parts)
+    for index, part in enumerate(parts):
+        if _blocked(part, blocked):
+            parts[index] = dataclasses.replace(part, content=text)
+    request_context.messages = [*messages[:-1], dataclasses.replace(last, parts=parts)]
+
+
+def _blocked(part: Any, blocked: set[str]) -> bool:
+    return getattr(part, "part_kind", None) == "tool-return" and part.tool_call_id in blocked
+
+
 @dataclass
 class StopOnArtifact(AbstractCapability[Any]):
     """End a Pydantic AI run per call, from the tools' `ToolReturn.metadata`.
@@ -207,7 +225,8 @@ class StopOnArtifact(AbstractCapability[Any]):
     deciding tool's `structured_response` (put it in the metadata: `signal(...,
     structured_response={...})`) as the output; Pydantic AI validates it as it validates the
     model's, and asks the model to correct it if it does not fit. Without one (several deciding
-    calls, a budget or a policy block), the stop is narrated: one model call, no function tools.
+    calls, a budget or a policy block), the stop is narrated: one model call, no function tools;
+    for a policy block the model gets the policy's text in place of the blocked results.
 
     The record of each run is in the `metadata` of the run's last `ModelResponse`, under
     `RECORD_KEY`; `stop_record(result)` returns it. It is also published as a log line on logger
@@ -265,6 +284,8 @@ class StopOnArtifact(AbstractCapability[Any]):
             request_context.model_request_parameters = dataclasses.replace(
                 parameters, function_tools=[]
             )
+            if decision.rule.value == "policy_block":
+                _withhold(request_context, decision, self._policy.policy_block_message)
             return request_context
         run.relays += 1
         raise SkipModelRequest(response)
