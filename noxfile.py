@@ -1,8 +1,8 @@
 """The version matrix: the router contract from langgraph 0.6 to the newest LangChain.
 
-`make test` runs `nox -s contract`; `nox -s "contract(floor)"` runs one environment. Each
-environment is installed once and reused while `pyproject.toml` and its pins are unchanged
-(`newest` re-resolves once a day); `rm -rf .nox` starts over.
+`make test` runs `nox -s contract` and `nox -s pydantic_ai`; `nox -s "contract(floor)"` runs one
+environment. Each environment is installed once and reused while `pyproject.toml` and its pins
+are unchanged (`newest` re-resolves once a day); `rm -rf .nox` starts over.
 """
 
 from __future__ import annotations
@@ -36,6 +36,13 @@ MATRIX = {
     "newest": ["langchain>=1.4", "langgraph>=1.2,<2"],
 }
 
+# The Pydantic AI adapter: the oldest 2.x release tested (capabilities and SkipModelRequest are
+# there) and whatever the index serves as newest.
+PYDANTIC_AI = {
+    "2.0": ["pydantic-ai-slim[openai]==2.0.0"],
+    "newest": ["pydantic-ai-slim[openai]>=2.0"],
+}
+
 BASE = ["-e", ".", "pytest>=8", "pytest-timeout>=2.3"]
 
 # What the stack resolved to (uv's environments have no pip to ask).
@@ -45,9 +52,9 @@ SHOW_VERSIONS = (
 )
 
 
-def _install_once(session: nox.Session, stack: str) -> None:
-    """Install the stack unless this environment already holds exactly it."""
-    requirements = [*BASE, *MATRIX[stack]]
+def _install_once(session: nox.Session, stack: str, pins: list[str] | None = None) -> None:
+    """Install the stack (`pins`, or the matrix's) unless this environment already holds it."""
+    requirements = [*BASE, *(MATRIX[stack] if pins is None else pins)]
     key = Path("pyproject.toml").read_text(encoding="utf-8") + repr(requirements)
     if stack == "newest":
         key += datetime.date.today().isoformat()
@@ -68,3 +75,13 @@ def contract(session: nox.Session, stack: str) -> None:
     session.run("python", "-c", SHOW_VERSIONS, silent=False)
     session.run("python", "-m", "pytest", "-m", "contract", "-q", *session.posargs)
     session.run("toolstop", "check")
+
+
+@nox.session(name="pydantic_ai", python="3.11")
+@nox.parametrize("release", list(PYDANTIC_AI), ids=list(PYDANTIC_AI))
+def pydantic_ai(session: nox.Session, release: str) -> None:
+    """The Pydantic AI adapter's tests on one release (without LangChain's agents)."""
+    _install_once(session, release, PYDANTIC_AI[release])
+    session.run("python", "-c", SHOW_VERSIONS, silent=False)
+    session.run("python", "-m", "pytest", "tests/test_pydantic_ai.py", "-q", *session.posargs)
+    session.run("toolstop", "check", "--router", "pydantic_ai")

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from routers import CHECK_ROUTERS
 from toolstop._check import harness
 from toolstop._check.harness import check, load_golden, run_scenario
 from toolstop._check.routers import GRAPH, Router, available_routers
@@ -220,7 +221,7 @@ def test_cli_json() -> None:
     document = json.loads(text)
     assert code == 0
     assert document["failed"] == 0
-    assert {r["router"] for r in document["results"]} == {r.name for r in available_routers()}
+    assert {r["router"] for r in document["results"]} == set(CHECK_ROUTERS)
     assert document["versions"]["langgraph"]
 
 
@@ -295,3 +296,20 @@ def test_update_goldens_into_a_folder_that_cannot_be_written_is_one_line(
     assert code == 1
     assert err.startswith("toolstop check: cannot write /proc/toolstop-goldens")
     assert len(err.splitlines()) == 1
+
+
+def test_without_pydantic_ai_check_skips_its_router_and_says_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import toolstop.cli.check
+
+    why = "Pydantic AI is not installed (simulated): pip install 'toolstop[pydantic-ai]'"
+    monkeypatch.setattr(toolstop.cli.check, "pydantic_ai_unavailable", lambda: why)
+    code, text = cli("--scenario", "success.hard")
+    assert code == 0, text
+    assert f"skipped the pydantic_ai router: {why}" in " ".join(text.split())
+    assert " pydantic_ai " not in text.replace("the pydantic_ai router", "")
+    out, err = io.StringIO(), io.StringIO()
+    monkeypatch.setattr("sys.stderr", err)
+    assert main(["check", "--router", "pydantic_ai"], out=out) == 2
+    assert err.getvalue().strip() == f"toolstop check --router pydantic_ai: {why}"

@@ -34,6 +34,7 @@ LIBRARY = [
     "toolstop.envelope",
     "toolstop.mcp",
     "toolstop.openai_agents",
+    "toolstop.pydantic_ai",
     "toolstop.observe",
     "toolstop.logs",
     "toolstop.metrics",

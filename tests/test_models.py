@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from routers import CHECK_ROUTERS
 from toolstop.cli import main
 from toolstop.errors import ToolstopConfigError
 from toolstop.models import LOCAL_KEY, chat_model
@@ -28,11 +29,11 @@ def run(*argv: str) -> tuple[int, str]:
 
 def test_check_with_a_real_client_checks_the_invariants(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    # success 1 + retryable 2 + fatal 1 + policy block 1 request per router, three routers
-    with LoopbackProvider([LOOKUP] * 15) as provider:
+    # success 1 + retryable 2 + fatal 1 + policy block 1 request per router
+    with LoopbackProvider([LOOKUP] * 5 * len(CHECK_ROUTERS)) as provider:
         code, text = run("check", "--model", "openai:gpt-loopback", "--base-url", provider.base_url)
     assert code == 0, text
-    assert text.splitlines()[-1] == "12 passed, 0 failed"
+    assert text.splitlines()[-1] == f"{4 * len(CHECK_ROUTERS)} passed, 0 failed"
     assert provider.rejected == []
     assert provider.remaining == 0
 

@@ -430,6 +430,8 @@ def check(
         for scenario in scenarios:
             if scenario.middleware is not None and not router.takes_middleware:
                 continue  # langchain's middleware runs only next to StopOnArtifact
+            if scenario.name in router.skips:
+                continue
             actual = run_scenario(scenario, router, model=model)
             expected = None if model is not None else load_golden(scenario, golden, directory)
             result = judge(

@@ -92,6 +92,7 @@ class Router:
             `after_agent` hook).
         takes_middleware: Whether `build` takes `middleware=[...]` (`create_agent` middleware
             to run next to toolstop's); scenarios with middleware run only on such routers.
+        skips: Names of scenarios that do not apply to this router (it has no such budget).
     """
 
     name: str
@@ -101,6 +102,7 @@ class Router:
     polish_node: str
     end_nodes: tuple[str, ...] = ()
     takes_middleware: bool = False
+    skips: tuple[str, ...] = ()
 
     def path(self, *steps: str) -> list[str]:
         """Node names of a whole run from abstract steps.

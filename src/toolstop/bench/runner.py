@@ -36,6 +36,10 @@ class Config:
         policy = StopPolicy(mode=self.behaviour)  # type: ignore[arg-type]
         if self.router == "graph":
             return build_react_graph(model, tools, policy=policy)
+        if self.router == "pydantic_ai":
+            from toolstop._check.pydantic_ai_router import build
+
+            return build(model, tools, policy=policy)
         from langchain.agents import create_agent
 
         from toolstop.middleware import StopOnArtifact
@@ -60,14 +64,22 @@ CONFIGS = [
     Config(name=f"{router}-{behaviour}", router=router, behaviour=behaviour)
     for router in ("graph", "middleware")
     for behaviour in ("never", "return_direct", "hard", "polish")
+] + [
+    Config(name=f"pydantic_ai-{behaviour}", router="pydantic_ai", behaviour=behaviour)
+    for behaviour in ("never", "hard", "polish")
 ]
 """Every configuration; `graph-return_direct` is legacy `create_react_agent` (stops if *any*
-call of the turn has the flag), `middleware-return_direct` is `create_agent` (only if *all* do)."""
+call of the turn has the flag), `middleware-return_direct` is `create_agent` (only if *all* do).
+Pydantic AI has no per-tool static stop to compare with (its output tools end a run, not a
+function tool's result)."""
 
 
 def available_configs() -> list[Config]:
     """The configurations the installed versions can run."""
-    return [c for c in CONFIGS if c.router == "graph" or has_agents()]
+    from toolstop._check.pydantic_ai_router import pydantic_ai_unavailable
+
+    runs = {"graph": True, "middleware": has_agents(), "pydantic_ai": not pydantic_ai_unavailable()}
+    return [c for c in CONFIGS if runs[c.router]]
 
 
 @dataclass(kw_only=True)

@@ -19,6 +19,7 @@ from toolstop._check.harness import (
     planned_malformed_signals_hidden,
     write_golden,
 )
+from toolstop._check.pydantic_ai_router import PYDANTIC_AI, pydantic_ai_unavailable
 from toolstop._check.routers import ROUTERS, available_routers
 from toolstop._check.scenarios import Scenario, scenario_matrix
 from toolstop._compat import middleware_unavailable
@@ -49,7 +50,7 @@ def add_check_parser(commands: Any) -> None:
     parser.add_argument(
         "--router",
         action="append",
-        choices=list(ROUTERS),
+        choices=[*ROUTERS, PYDANTIC_AI.name],
         help="only this router (repeatable; default: every router installed)",
     )
     parser.add_argument(
@@ -121,7 +122,8 @@ def _table(results: list[CheckResult], out: TextIO, width: int) -> None:
     for r in results:
         data = r.summary()
         expected = ">".join(data["expected_path"] or []) or "-"
-        actual = ">".join(data["actual_path"] or []) or "error"
+        path = data["actual_path"]  # None: the run raised; []: an agent that is not a graph
+        actual = "error" if path is None else ">".join(path) or "(no graph)"
         want, got = data["expected_model_calls"], data["actual_model_calls"]
         calls = f"{'-' if want is None else want}/{'-' if got is None else got}"
         verdict = "pass" if r.passed else "FAIL"
@@ -161,15 +163,17 @@ def run_check(args: argparse.Namespace, out: TextIO) -> int:
     """Run `toolstop check` with parsed `args`; return the exit code."""
     if args.agent or args.tools or args.goldens:
         return run_check_agent(args, out)
-    routers = available_routers()
-    # Why the middleware router cannot run here (None when it can): said, never a failed run.
-    unavailable = middleware_unavailable()
+    # Why a router cannot run here (None when it can): said, never a failed run.
+    why_not = {"middleware": middleware_unavailable(), PYDANTIC_AI.name: pydantic_ai_unavailable()}
+    every = {**ROUTERS, PYDANTIC_AI.name: PYDANTIC_AI}
+    routers = [*available_routers(), *([PYDANTIC_AI] if why_not[PYDANTIC_AI.name] is None else [])]
     if args.router:
-        if "middleware" in args.router and unavailable is not None:
-            print(f"toolstop check --router middleware: {unavailable}", file=sys.stderr)
-            return 2
-        routers = [ROUTERS[name] for name in args.router]
-    skipped = {"middleware": unavailable} if unavailable and not args.router else {}
+        for name in args.router:
+            if why_not.get(name) is not None:
+                print(f"toolstop check --router {name}: {why_not[name]}", file=sys.stderr)
+                return 2
+        routers = [every[name] for name in args.router]
+    skipped = {k: v for k, v in why_not.items() if v is not None} if not args.router else {}
     try:
         scenarios = _select_scenarios(args.scenario)
         model = None
