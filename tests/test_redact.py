@@ -6,10 +6,12 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from toolstop._redact import mask_password, redact, without_password
+hypothesis = pytest.importorskip("hypothesis", reason="needs hypothesis (dev extra)")
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from toolstop._redact import mask_password, redact, without_password  # noqa: E402
 
 # Every character a password may hold unencoded, the URL's own delimiters among them.
 PASSWORD = st.text(alphabet="ABCXYZ0123456789@/?#:%!$&'()*+,;=[]~-._", min_size=1, max_size=24)
