@@ -161,6 +161,10 @@ REVIEWER = f"{CHECK_PREFIX}HumanInTheLoopMiddleware"
 interrupts are approved."""
 
 
+PAUSED_NOTE = " (this run was paused by your own review, {by}, and approved by the check)"
+"""Said after each breach of a run that your own human review interrupted."""
+
+
 def _skip_hook(self: Any, state: Any, runtime: Any) -> None:
     return None
 
@@ -335,10 +339,7 @@ def _breaches(scenario: Scenario, base: Scenario, actual: Transcript, run_ends: 
     paused = actual.get("interrupts")
     if breaches and paused:
         by = ", ".join(dict.fromkeys(paused))
-        note = (
-            f" (this run was paused by your own review, {by}, {len(paused)} interrupt(s), "
-            "each approved by the check)"
-        )
+        note = PAUSED_NOTE.format(by=by)
         breaches = [b + note for b in breaches]
     return breaches
 
