@@ -4,6 +4,7 @@ async tools and an async-only middleware (issue 26)."""
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -157,3 +158,96 @@ def test_breaches_are_grouped_by_cause_in_a_ci_log(shipped: Path) -> None:
         "(6 more breaches follow from these causes; --json lists them)",
         "2 passed, 4 failed",
     ]
+
+
+# -- toolstop bench --agent ----------------------------------------------------------------------
+def bench(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    return main(["bench", *argv], out=out), out.getvalue()
+
+
+def test_bench_runs_the_async_agent_over_a_real_client(
+    shipped: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # item 4 (bench): async tools, an async-only middleware, the agent's own review on `pay`
+    pytest.importorskip("langchain_openai", reason="needs the `openai` extra")
+    pytest.importorskip("matplotlib", reason="the bench chart needs the `bench` extra")
+    from toolstop.testing.loopback import LoopbackProvider, reply
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    questions = shipped / "questions.txt"
+    questions.write_text("Where is order o-1?\nPay 20 on order o-3\n")
+    status = reply(None, ("order_status", {"order_id": "o-1"}))
+    pay = reply(None, ("pay", {"request": {"order_id": "o-3", "amount": 20}}))
+    script = [
+        *(status, "answer", status, status, "narration"),  # never, hard, polish
+        *(pay, "answer", pay, pay, "narration"),
+    ]
+    out = shipped / "bench-out"
+    with LoopbackProvider(script) as provider:
+        code, text = bench(
+            *AGENT,
+            "--questions", str(questions),
+            "--model", "openai:gpt-loopback",
+            "--base-url", provider.base_url,
+            "--out", str(out),
+        )  # fmt: skip
+    assert code == 0, text
+    assert provider.remaining == 0
+    assert provider.rejected == []
+    document = json.loads((out / "bench.json").read_text())
+    modes = {c["behaviour"]: c for c in document["configs"]}
+    assert {m: c["model_calls"] for m, c in modes.items()} == {"never": 4, "hard": 2, "polish": 4}
+    assert {m: c["tool_calls"] for m, c in modes.items()} == {"never": 2, "hard": 2, "polish": 2}
+    assert {m: c["tool_errors"] for m, c in modes.items()} == {"never": 0, "hard": 0, "polish": 0}
+    assert {m: c["reviews"] for m, c in modes.items()} == {"never": 1, "hard": 1, "polish": 1}
+    assert modes["hard"]["rules"] == {"completed": 2}
+    assert document["headline"]["agent"]["model_calls_hard_vs_never"] == 0.5
+    header = text.splitlines()[1].split()
+    assert header[-2:] == ["tool", "errors"]
+
+
+FAILING_TOOL = '''
+from langchain.agents import create_agent
+from langchain.agents.middleware import ToolRetryMiddleware
+from langchain_core.tools import tool
+
+from toolstop import StopOnArtifact
+
+
+@tool(response_format="content_and_artifact")
+def order_status(order_id: str):
+    """Look up an order's status by its id."""
+    raise ConnectionError("the order service is down")
+
+
+TOOLS = [order_status]
+
+
+def make_agent(model, tools, policy):
+    retry = ToolRetryMiddleware(max_retries=0, on_failure=lambda e: f"Error: {e!r}")
+    return create_agent(model, tools, middleware=[retry, StopOnArtifact(policy)])
+'''
+
+
+def test_bench_says_when_the_tools_mostly_fail(shipped: Path) -> None:
+    pytest.importorskip("matplotlib", reason="the bench chart needs the `bench` extra")
+    write_module(shipped, "failing", FAILING_TOOL)
+    questions = shipped / "questions.txt"
+    questions.write_text("Where is order o-1?\nWhere is order o-2?\n")
+    code, text = bench(
+        "--agent", "failing:make_agent", "--tools", "failing:TOOLS",
+        "--questions", str(questions), "--latency-ms", "0", "--out", str(shipped / "out"),
+    )  # fmt: skip
+    assert code == 1
+    document = json.loads((shipped / "out" / "bench.json").read_text())
+    modes = {c["behaviour"]: c for c in document["configs"]}
+    # the simulated model retries an error three times: four calls a question, all failing
+    assert {m: (c["tool_calls"], c["tool_errors"]) for m, c in modes.items()} == dict.fromkeys(
+        ("never", "hard", "polish"), (8, 8)
+    )
+    assert document["headline"] == {}
+    assert (
+        "hard: 8 of 8 tool calls failed (first: order_status: Error: ConnectionError('the order "
+        "service is down')); the figures above measure failing tools, not savings"
+    ) in text
