@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -251,3 +252,89 @@ def test_bench_says_when_the_tools_mostly_fail(shipped: Path) -> None:
         "hard: 8 of 8 tool calls failed (first: order_status: Error: ConnectionError('the order "
         "service is down')); the figures above measure failing tools, not savings"
     ) in text
+
+
+# -- a run another middleware ended --------------------------------------------------------------
+def test_explain_and_report_name_the_middleware_that_ended_a_run(tmp_path: Path) -> None:
+    # item 5: the limit ended run 1 (the user saw "Model call limits exceeded"), a guard run 2,
+    # the model answered run 3
+    pytest.importorskip("langgraph.checkpoint.sqlite", reason="needs the `sqlite` extra")
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import AgentMiddleware, ModelCallLimitMiddleware, hook_config
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from toolstop import Outcome, StopOnArtifact, StopPolicy, signal
+    from toolstop.testing.scripted import ScriptedChatModel, call
+
+    @tool(response_format="content_and_artifact")
+    def lookup(query: str) -> tuple[str, dict[str, object]]:
+        """Look something up."""
+        return "The service timed out.", signal(Outcome.TRANSIENT)
+
+    class Guard(AgentMiddleware):  # type: ignore[type-arg]
+        @hook_config(can_jump_to=["end"])
+        def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+            if "secret" in str(state["messages"][-1].content):
+                return {"jump_to": "end", "messages": [AIMessage("I can't help with that.")]}
+            return None
+
+    script = [call("lookup", query="a"), call("lookup", query="a"), "Done."]
+    db = tmp_path / "threads.sqlite"
+    thread = {"configurable": {"thread_id": "t"}}
+    with SqliteSaver.from_conn_string(str(db)) as saver:
+        middleware = [
+            Guard(),
+            ModelCallLimitMiddleware(run_limit=1),
+            StopOnArtifact(StopPolicy()),
+        ]
+        agent = create_agent(
+            ScriptedChatModel(script), [lookup], middleware=middleware, checkpointer=saver
+        )
+        first = agent.invoke({"messages": [HumanMessage("look a up")]}, thread)
+        assert first["messages"][-1].content == "Model call limits exceeded: run limit (1/1)"
+        second = agent.invoke({"messages": [HumanMessage("the secret")]}, thread)
+        assert second["stop_record"]["ended_by"] == "another middleware"
+        assert "ended_by_message" not in second["stop_record"]  # a guard's text is not kept
+    out = io.StringIO()
+    assert main(["explain", "t", "--db", str(db)], out=out) == 0
+    text = out.getvalue()
+    assert (
+        "rule none (ended by ModelCallLimitMiddleware, not the model's answer: Model call "
+        "limits exceeded: run limit (1/1))"
+    ) in text
+    assert "rule none (ended by another middleware, not the model's answer)" in text
+    report = tmp_path / "report"
+    out = io.StringIO()
+    assert main(["report", "--db", str(db), "--out", str(report)], out=out) == 0
+    document = json.loads((report / "report.json").read_text())
+    assert document["rules"] == {"none": 2}
+    assert document["ended_by"] == {"ModelCallLimitMiddleware": 1, "another middleware": 1}
+    assert (
+        "ended by another middleware, not the model's answer: 2 (ModelCallLimitMiddleware 1, "
+        "another middleware 1)"
+    ) in out.getvalue()
+    assert (
+        'data-metric="ended_by.ModelCallLimitMiddleware">1<' in (report / "report.html").read_text()
+    )
+
+
+def test_a_plain_answer_has_no_ended_by() -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+    from langchain_core.tools import tool
+
+    from toolstop import Outcome, StopOnArtifact, StopPolicy, signal
+    from toolstop.testing.scripted import ScriptedChatModel, call
+
+    @tool(response_format="content_and_artifact")
+    def lookup(query: str) -> tuple[str, dict[str, object]]:
+        """Look something up."""
+        return "The service timed out.", signal(Outcome.TRANSIENT)
+
+    model = ScriptedChatModel([call("lookup", query="a"), "Done."])
+    agent = create_agent(model, [lookup], middleware=[StopOnArtifact(StopPolicy())])
+    record = agent.invoke({"messages": [HumanMessage("q")]})["stop_record"]
+    assert record["rule"] == "none"
+    assert "ended_by" not in record

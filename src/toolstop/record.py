@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import Any, NotRequired
 
 from langchain_core.messages import AIMessage
 from typing_extensions import TypedDict
@@ -80,6 +80,14 @@ class StopRecord(TypedDict):
     model_calls: int
     input_tokens: int
     output_tokens: int
+    ended_by: NotRequired[str]
+    """Present when another middleware ended the run (rule `none`, not the model's answer):
+    `ModelCallLimitMiddleware` (its limit was reached), or `another middleware` (a guard's
+    `jump_to: "end"`, a run left on a tool result or with open tool calls) when the name cannot
+    be known."""
+    ended_by_message: NotRequired[str]
+    """The message that middleware ended the run with, when it is langchain's own (the limit's
+    `Model call limits exceeded: ...`); never a guard's text, which may quote the user."""
 
 
 def new_record(policy: StopPolicy, *, run: int = 1) -> StopRecord:
