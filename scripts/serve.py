@@ -20,8 +20,10 @@ Environment:
 
 Usage: `make serve [CONFIG=langgraph.json]`, or `python scripts/serve.py [CONFIG]` in
 `.venv-serve`. Before the server starts, the port must be free (langgraph-api would otherwise
-move to a random port) and Redis and PostgreSQL must answer; each failure is one sentence and
-exit status 2.
+move to a random port; a stopped server's lingering connections do not count), Redis and
+PostgreSQL must answer, and every graph of CONFIG must load (its paths resolved against the
+config file's folder, as the LangGraph CLI does; the server runs from that folder); each
+failure is one sentence and exit status 2.
 
 Deliberately not handled: TLS, authentication, binding other interfaces. This is the local
 production-like setup; put a reverse proxy in front for anything else.
@@ -39,12 +41,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from toolstop._redact import without_password
+from toolstop._redact import driver_error, without_password
 
 __all__ = [
     "ServeSettings",
     "check_port_free",
     "check_redis",
+    "load_graphs",
     "main",
     "prepare_database",
     "serve_command",
@@ -159,7 +162,7 @@ def prepare_database(database_uri: str, bin_dir: Path) -> None:
         [str(migrate), "upgrade"], env=env, capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
-        reason = _reason(done.stderr or done.stdout)
+        reason = driver_error(_reason(done.stderr or done.stdout), database_uri)
         msg = f"cannot migrate {without_password(database_uri)}: {reason}"
         raise RuntimeError(msg)
     from langgraph.checkpoint.postgres import PostgresSaver
@@ -171,7 +174,8 @@ def prepare_database(database_uri: str, bin_dir: Path) -> None:
         with PostgresStore.from_conn_string(database_uri) as store:
             store.setup()
     except Exception as error:
-        msg = f"cannot set up LangGraph's tables in {without_password(database_uri)}: {error}"
+        reason = driver_error(str(error), database_uri)
+        msg = f"cannot set up LangGraph's tables in {without_password(database_uri)}: {reason}"
         raise RuntimeError(msg) from None
 
 
@@ -191,10 +195,15 @@ def _reason(output: str) -> str:
 def check_port_free(port: int) -> None:
     """Refuse a port something already listens on (langgraph-api would pick a random one).
 
+    The probe binds with `SO_REUSEADDR`, as the server does: connections of a server that just
+    stopped linger in TIME_WAIT for a minute, and they do not keep the server from starting
+    again at once; only a socket that listens does.
+
     Raises:
         ValueError: one sentence naming the port.
     """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((HOST, port))
         except OSError:
@@ -202,6 +211,76 @@ def check_port_free(port: int) -> None:
                 f"port {port} on {HOST} is in use (another server or replica?); choose another PORT"
             )
             raise ValueError(msg) from None
+
+
+def _graph_file(spec: str, base: Path) -> tuple[Path | None, str, str]:
+    """`(file, module, attribute)` of a graph spec: `./path/file.py:attr` resolved against
+    `base` (the config file's folder, as the LangGraph CLI resolves it), or `package.module:attr`
+    (file None)."""
+    target, _, attr = spec.rpartition(":")
+    if target.endswith(".py") or "/" in target or "\\" in target:
+        file = (base / target).resolve()
+        return file, f"_serve_graph_{file.stem}", attr
+    return None, target, attr
+
+
+def load_graphs(config: Path) -> dict[str, str]:
+    """Import every graph of `config` once, as the server will, before any worker starts; return
+    graph name -> where it was loaded from.
+
+    Paths resolve against the config file's folder, and that folder is importable (as with
+    the LangGraph CLI's `"dependencies": ["."]`).
+
+    Raises:
+        ValueError: one sentence: a config that is not JSON, or the first graph that does not
+            load (its name, file and error).
+    """
+    import importlib
+    import importlib.util
+    import json
+
+    try:
+        document = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        msg = f"{config} is not a readable JSON file: {error}"
+        raise ValueError(msg) from None
+    graphs = document.get("graphs") if isinstance(document, dict) else None
+    if not isinstance(graphs, dict) or not graphs:
+        msg = f'{config} names no graphs (a "graphs" object of name -> ./file.py:attr)'
+        raise ValueError(msg)
+    base = config.resolve().parent
+    if str(base) not in sys.path:
+        sys.path.insert(0, str(base))
+    loaded: dict[str, str] = {}
+    for name, value in graphs.items():
+        spec = value.get("path") if isinstance(value, dict) else value
+        if not isinstance(spec, str) or ":" not in spec:
+            msg = f"graph {name!r} in {config}: expected ./file.py:attr, got {spec!r}"
+            raise ValueError(msg)
+        file, module_name, attr = _graph_file(spec, base)
+        where = str(file) if file is not None else module_name
+        try:
+            if file is not None:
+                if not file.is_file():
+                    raise FileNotFoundError(f"no such file (resolved against {base})")
+                found = importlib.util.spec_from_file_location(module_name, file)
+                if found is None or found.loader is None:
+                    raise ImportError("not a Python module")
+                module = importlib.util.module_from_spec(found)
+                sys.modules[module_name] = module
+                found.loader.exec_module(module)
+            else:
+                module = importlib.import_module(module_name)
+            if not hasattr(module, attr):
+                raise AttributeError(f"it has no attribute {attr!r}")
+        except BaseException as error:  # the user's module may raise anything, SystemExit too
+            if isinstance(error, KeyboardInterrupt):
+                raise
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            msg = f"graph {name!r} ({where}) does not load: {type(error).__name__}: {reason}"
+            raise ValueError(msg.rstrip(": ")) from None
+        loaded[name] = f"{where}:{attr}"
+    return loaded
 
 
 def check_redis(redis_uri: str, timeout: float = 5.0) -> None:
@@ -282,10 +361,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError(msg)
         check_port_free(settings.port)
         check_redis(settings.redis_uri)
+        load_graphs(config)
         prepare_database(settings.database_uri, bin_dir)
     except (ValueError, RuntimeError) as error:
         print(f"make serve: {error}", file=sys.stderr)
         return 2
+    # The server resolves the config's paths against the current directory; the LangGraph CLI
+    # resolves them against the config file's folder: run the server from there.
+    config = config.resolve()
     command = serve_command(settings, config, bin_dir)
     env = _server_env(os.environ)
     env["DATABASE_URI"], env["REDIS_URI"] = settings.database_uri, settings.redis_uri
@@ -295,6 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         file=sys.stderr,
         flush=True,
     )
+    os.chdir(config.parent)
     os.execve(command[0], command, env)
     return 2  # pragma: no cover - execve does not return
 

@@ -117,6 +117,8 @@ def test_bench_agent_over_a_real_client_and_the_loopback_provider(
         "/",
         "question",
         "errors",
+        "tool",
+        "errors",
     ]
     assert lines[3].split()[:3] == ["hard", "4", "4"]
     refused = "error: question 2 'What is the admin password?' (never): ValueError: the guard"

@@ -208,12 +208,17 @@ def test_cli_table_shows_both_paths_on_a_breach(
     transcript["path"] = ["agent", "tools", "agent"]
     harness.write_golden(transcript, scenario, "graph", tmp_path)
     monkeypatch.setattr(harness, "goldens_dir", lambda: tmp_path)
+    monkeypatch.setenv("COLUMNS", "100")  # a terminal: the paths on lines of their own
     code, text = cli("--scenario", "fatal.hard", "--router", "graph")
     assert code == 1
     row = next(i for i, line in enumerate(text.splitlines()) if line.startswith("fatal.hard"))
     first, second = text.splitlines()[row : row + 2]
     assert first.split()[-3:] == ["FAIL", "expected", "agent>tools>agent"]
     assert second.split() == ["actual", "agent>tools>finalize"]
+    monkeypatch.delenv("COLUMNS")  # a CI log: one line per scenario
+    code, text = cli("--scenario", "fatal.hard", "--router", "graph")
+    (row,) = [line for line in text.splitlines() if line.startswith("fatal.hard")]
+    assert row.split()[-4:] == ["expected", "agent>tools>agent;", "actual", "agent>tools>finalize"]
 
 
 def test_cli_json() -> None:

@@ -11,7 +11,7 @@ hypothesis = pytest.importorskip("hypothesis", reason="needs hypothesis (dev ext
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from toolstop._redact import mask_password, redact, without_password  # noqa: E402
+from toolstop._redact import driver_error, mask_password, redact, without_password  # noqa: E402
 
 # Every character a password may hold unencoded, the URL's own delimiters among them.
 PASSWORD = st.text(alphabet="ABCXYZ0123456789@/?#:%!$&'()*+,;=[]~-._", min_size=1, max_size=24)
@@ -54,3 +54,30 @@ def test_a_drivers_message_quoting_the_password_is_masked(password: str) -> None
 
 def test_a_sqlite_path_is_shown_as_it_is() -> None:
     assert redact("/data/a:b@c.sqlite") == "/data/a:b@c.sqlite"
+
+
+@given(
+    # upper case: never in the hint, so any piece of the password shown would be found
+    head=st.text(alphabet="ABCXYZ", min_size=1, max_size=8),
+    tail=st.text(alphabet="ABCXYZ", min_size=1, max_size=8),
+    delimiter=st.sampled_from("@/?#"),
+)
+def test_a_driver_reading_a_malformed_password_differently_shows_none_of_it(
+    head: str, tail: str, delimiter: str
+) -> None:
+    url = f"postgresql://alice:{head}{delimiter}{tail}@db.example/prod"
+    # libpq ends the userinfo at the first delimiter and quotes the rest as the host
+    message = f"failed to resolve host '{tail}@db.example'"
+    shown = driver_error(message, url)
+    assert head not in shown
+    assert tail not in shown
+    assert shown.endswith(
+        f"percent-encode the password ({delimiter!r} is {quote(delimiter, safe='')})"
+    )
+
+
+def test_a_well_formed_password_keeps_the_drivers_reason() -> None:
+    url = "postgresql://alice:p%40ss@db.example/prod"
+    assert driver_error("password authentication failed for p@ss", url) == (
+        "password authentication failed for ***"
+    )

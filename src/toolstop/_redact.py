@@ -7,9 +7,16 @@ last `@` is masked. When in doubt it masks more, never less.
 
 from __future__ import annotations
 
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
-__all__ = ["is_postgres", "mask_password", "redact", "without_password"]
+__all__ = [
+    "driver_error",
+    "is_postgres",
+    "malformed_userinfo",
+    "mask_password",
+    "redact",
+    "without_password",
+]
 
 MASK = "***"
 
@@ -62,3 +69,31 @@ def mask_password(text: str, uri: str) -> str:
         for shown in sorted({password, unquote(password)}, key=len, reverse=True):
             text = text.replace(shown, MASK)
     return text
+
+
+_DELIMITERS = "@/?#"
+"""Characters that end a URL's userinfo for a driver: unencoded in a password, a driver reads
+the URL differently (libpq takes the host from after the first `@`) and quotes a piece of the
+password as a host name in its error."""
+
+
+def malformed_userinfo(uri: str) -> str | None:
+    """The first unencoded delimiter in `uri`'s password (`@`, `/`, `?`, `#`), or None."""
+    password = password_of(uri)
+    return next((c for c in password or "" if c in _DELIMITERS), None)
+
+
+def driver_error(text: str, uri: str) -> str:
+    """A driver's error about `uri`, safe to show: the password masked.
+
+    When the password holds an unencoded delimiter, not the driver's text at all (it read the URL
+    differently and may quote any piece of the password as a host or a database) but the hint to
+    percent-encode it."""
+    delimiter = malformed_userinfo(uri)
+    if delimiter is not None:
+        return (
+            f"the password holds an unencoded {delimiter!r}, so the driver reads the URL "
+            f"differently; percent-encode the password ({delimiter!r} is "
+            f"{quote(delimiter, safe='')})"
+        )
+    return mask_password(text, uri)

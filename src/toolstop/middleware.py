@@ -14,8 +14,8 @@ run's `stop_record`, and delivers a stop that `ModelCallLimitMiddleware` would o
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Annotated, Any, NamedTuple, NotRequired
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Annotated, Any, NamedTuple, NotRequired, cast
 
 from toolstop._compat import middleware_import_error
 
@@ -277,6 +277,39 @@ def _limit_swallowed(message: BaseMessage, state: Mapping[str, Any]) -> bool:
     )
 
 
+OTHER_MIDDLEWARE = "another middleware"
+"""`ended_by` when the middleware that ended a run cannot be named."""
+
+
+def _ended_by(
+    messages: Sequence[BaseMessage], state: Mapping[str, Any], record: Any
+) -> dict[str, str]:
+    """`ended_by` (and the limit's message) when another middleware ended the run: not a stop of
+    toolstop's, and not the model's own answer. Empty when the model answered or toolstop
+    stopped."""
+    if record.get("stopped") or not messages:
+        return {}
+    last = messages[-1]
+    if _limit_swallowed(last, state):
+        return {"ended_by": "ModelCallLimitMiddleware", "ended_by_message": str(last.content)}
+    if isinstance(last, ToolMessage) or (isinstance(last, AIMessage) and last.tool_calls):
+        return {"ended_by": OTHER_MIDDLEWARE}  # tool calls or results the model never saw
+    if isinstance(last, AIMessage):
+        start = max((i for i, m in enumerate(messages) if m.type == "human"), default=-1)
+        answers = [
+            m
+            for m in messages[start + 1 :]
+            if isinstance(m, AIMessage)
+            and not (m.response_metadata or {}).get("toolstop", {}).get("relay")
+        ]
+        if len(answers) > record.get("model_calls", 0):  # an answer no model call gave
+            return {"ended_by": OTHER_MIDDLEWARE}
+        return {}
+    if last.type == "human" and not record.get("model_calls"):
+        return {"ended_by": OTHER_MIDDLEWARE}  # refused before any model call
+    return {}
+
+
 class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
     """End a `create_agent` run per call, from the tool results' artifacts.
 
@@ -523,6 +556,9 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             delivered=swallowed,
         )
         turn_event(decision, turn, run)
+        ended_by = _ended_by(messages, state, run["record"])
+        if ended_by:
+            run = cast(RunState, {**run, "record": {**run["record"], **ended_by}})
         if swallowed and decision is not None and decision.stop and last is not None:
             # No model call is allowed any more, so a polish stop is relayed as it is.
             relay = relay_message(decision.relay, decision.rule, name=_agent_name(config))

@@ -88,6 +88,14 @@ class StopRecord(TypedDict):
     model_calls: int
     input_tokens: int
     output_tokens: int
+    ended_by: NotRequired[str]
+    """Present when another middleware ended the run (rule `none`, not the model's answer):
+    `ModelCallLimitMiddleware` (its limit was reached), or `another middleware` (a guard's
+    `jump_to: "end"`, a run left on a tool result or with open tool calls) when the name cannot
+    be known."""
+    ended_by_message: NotRequired[str]
+    """The message that middleware ended the run with, when it is langchain's own (the limit's
+    `Model call limits exceeded: ...`); never a guard's text, which may quote the user."""
 
 
 def new_record(policy: StopPolicy, *, run: int = 1) -> StopRecord:

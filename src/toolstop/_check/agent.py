@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from toolstop._check.harness import (
     invariant_breaches,
     judge,
     load_golden,
+    needs_async,
     planned_malformed_signals_hidden,
     run_scenario,
     write_golden,
@@ -153,8 +154,44 @@ def _remap_script(
     return tuple(steps)
 
 
+CHECK_PREFIX = "ToolstopCheck"
+"""The check's own langchain middleware is renamed `ToolstopCheck<class>`, so it runs next to
+the same middleware in your agent (langchain refuses two instances of one name)."""
+
+REVIEWER = f"{CHECK_PREFIX}HumanInTheLoopMiddleware"
+"""The check's human review: its interrupts get the scenario's decisions; your own review's
+interrupts are approved."""
+
+
+PAUSED_NOTE = " (this run was paused by your own review, {by}, and approved by the check)"
+"""Said after each breach of a run that your own human review interrupted."""
+
+
+def _skip_hook(self: Any, state: Any, runtime: Any) -> None:
+    return None
+
+
+async def _askip_hook(self: Any, state: Any, runtime: Any) -> None:
+    return None
+
+
+def _as_checks(middleware: Any, own: frozenset[str]) -> Any:
+    """`middleware` under the check's name. A model-call limit next to your own
+    `ModelCallLimitMiddleware` leaves the counting to yours (both would count each call in the
+    same state key, and the check's limit would be reached at half its calls)."""
+    from langchain.agents.middleware import ModelCallLimitMiddleware
+
+    base = type(middleware)
+    name = f"{CHECK_PREFIX}{base.__name__}"
+    namespace: dict[str, Any] = {"name": property(lambda self: name)}
+    if isinstance(middleware, ModelCallLimitMiddleware) and base.__name__ in own:
+        namespace.update(after_model=_skip_hook, aafter_model=_askip_hook)
+    middleware.__class__ = type(name, (base,), namespace)
+    return middleware
+
+
 def _remap_middleware(
-    build: Callable[[], list[Any]], names: dict[str, BaseTool]
+    build: Callable[[], list[Any]], names: dict[str, BaseTool], own: frozenset[str] = frozenset()
 ) -> Callable[[], list[Any]]:
     def remapped() -> list[Any]:
         from langchain.agents.middleware import HumanInTheLoopMiddleware
@@ -166,7 +203,7 @@ def _remap_middleware(
                     names[k].name: v for k, v in middleware.interrupt_on.items()
                 }
                 middleware = HumanInTheLoopMiddleware(interrupt_on=interrupt_on)
-            found.append(middleware)
+            found.append(_as_checks(middleware, own))
         return found
 
     return remapped
@@ -193,6 +230,7 @@ def _retarget(
     args: dict[str, dict[str, Any]],
     forced: dict[str, tuple[ForcedResult, ...]],
     name: str,
+    own: frozenset[str] = frozenset(),
 ) -> Scenario:
     results: dict[str, list[ForcedResult]] = {}
     for role, target in names.items():
@@ -203,10 +241,11 @@ def _retarget(
 
     recursion_limit, script = base.recursion_limit, _remap_script(base.script, names, args)
     if base.name == "step-budget":
-        # How many model calls fit under a recursion limit depends on your agent's nodes: script
-        # more than fit, and check that the run ends with rule step_budget, not an error.
-        recursion_limit = 12
-        script = script[:1] * recursion_limit
+        # How many steps a tool turn takes depends on your agent's nodes: the check finds the
+        # recursion limit that leaves room for one tool turn (`_step_budget_limit`); the script
+        # has more calls than any limit lets through.
+        recursion_limit = None
+        script = script[:1] * _STEP_BUDGET_CALLS
     used = ", ".join(dict.fromkeys(t.name for t in names.values()))
     return Scenario(
         name=name,
@@ -216,18 +255,19 @@ def _retarget(
         policy=base.policy,
         stops=base.stops,
         recursion_limit=recursion_limit,
-        middleware=_remap_middleware(base.middleware, names) if base.middleware else None,
+        middleware=_remap_middleware(base.middleware, names, own) if base.middleware else None,
         review=_remap_review(base.review, names, args),
     )
 
 
 def agent_scenarios(
-    tools: Sequence[BaseTool], *, middleware: bool = True
+    tools: Sequence[BaseTool], *, middleware: bool = True, own: frozenset[str] = frozenset()
 ) -> tuple[list[tuple[Scenario, Scenario]], dict[str, str]]:
     """The matrix retargeted onto `tools`, and the scenarios that cannot run there.
 
     Returns `([(scenario, the toolstop scenario it is from)], skipped)`, where `skipped` maps a
-    scenario name to why it does not run.
+    scenario name to why it does not run. `own`: the names of the middleware your agent already
+    has (see `_as_checks`).
 
     Raises:
         ToolstopConfigError: when no valid arguments can be generated for a tool.
@@ -251,7 +291,7 @@ def agent_scenarios(
         if len(roles) == 1:
             for target in tools:
                 scenario = _retarget(
-                    base, {roles[0]: target}, tools, args, forced, f"{base.name}@{target.name}"
+                    base, {roles[0]: target}, tools, args, forced, f"{base.name}@{target.name}", own
                 )
                 found.append((scenario, base))
             continue
@@ -259,7 +299,7 @@ def agent_scenarios(
             skipped[base.name] = "the parallel scenarios need two tools; you have one"
             continue
         names = {role: tools[i % len(tools)] for i, role in enumerate(roles)}
-        found.append((_retarget(base, names, tools, args, forced, base.name), base))
+        found.append((_retarget(base, names, tools, args, forced, base.name, own), base))
     return found, skipped
 
 
@@ -275,8 +315,10 @@ def _router(factory: AgentFactory) -> Router:
     ) -> Any:
         extra = {"middleware": list(middleware)} if middleware is not None else {}
         agent = factory(model, tools, policy, **extra)
-        if checkpointer is not None and isinstance(agent, Pregel) and agent.checkpointer is None:
-            agent = agent.copy(update={"checkpointer": checkpointer})  # to resume after review
+        if checkpointer is not None and isinstance(agent, Pregel):
+            # the check's own in-memory checkpointer (to resume after an interrupt), never
+            # yours: the check's runs are not written to your database
+            agent = agent.copy(update={"checkpointer": checkpointer})
         return agent
 
     return Router(
@@ -297,6 +339,18 @@ def _expected_rule(base: Scenario) -> str | None:
 
 
 def _breaches(scenario: Scenario, base: Scenario, actual: Transcript, run_ends: int) -> list[str]:
+    breaches = _run_breaches(scenario, base, actual, run_ends)
+    paused = actual.get("interrupts")
+    if breaches and paused:
+        by = ", ".join(dict.fromkeys(paused))
+        note = PAUSED_NOTE.format(by=by)
+        breaches = [b + note for b in breaches]
+    return breaches
+
+
+def _run_breaches(
+    scenario: Scenario, base: Scenario, actual: Transcript, run_ends: int
+) -> list[str]:
     breaches = invariant_breaches(scenario, actual)
     if base.name == "step-budget":  # the script is longer than any agent's budget, on purpose
         breaches = [b for b in breaches if "scripted answers unused" not in b]
@@ -365,8 +419,8 @@ def check_agent(
     """
     if not isinstance(factory, AgentFactory):
         factory = as_factory(factory)
-    _preflight(factory, tools)
-    matrix, skipped = agent_scenarios(tools, middleware=factory.takes_middleware)
+    own = _preflight(factory, tools)
+    matrix, skipped = agent_scenarios(tools, middleware=factory.takes_middleware, own=own)
     if scenarios:
         wanted = set(scenarios)
         known = {n for s, b in matrix for n in (s.key, s.name, b.name, b.key)}
@@ -379,10 +433,13 @@ def check_agent(
     router = _router(factory)
     directory = Path(goldens) if goldens is not None else None
     results = []
+    runner = _Runner(router)
     with planned_malformed_signals_hidden():
         for scenario, base in matrix:
+            if base.name == "step-budget":
+                scenario = replace(scenario, recursion_limit=runner.step_budget_limit(scenario))
             run_ends = _RunEnds()
-            actual = run_scenario(scenario, router, callbacks=[run_ends])
+            actual = runner.run(scenario, run_ends)
             actual["router"] = factory.name
             golden = None if directory is None else load_golden(scenario, "", directory)
             result = judge(
@@ -398,6 +455,59 @@ def check_agent(
             if on_result is not None:
                 on_result(result)
     return AgentCheck(factory=factory.name, results=results, skipped=skipped, goldens=directory)
+
+
+_STEP_BUDGET_CALLS = 60
+"""Scripted tool calls of the step-budget scenario: more than any recursion limit it tries."""
+
+_STEP_BUDGET_FALLBACK = 12
+"""The step-budget scenario's recursion limit when no limit leads to a step-budget stop (the
+agent is broken: the run's breaches say how)."""
+
+
+class _Runner:
+    """Runs the scenarios on your agent: synchronously until a run shows that the agent works
+    only in async code (an `async def` tool, a middleware with only `awrap_model_call`), then
+    through `astream` (that run again, and every run after it)."""
+
+    def __init__(self, router: Router) -> None:
+        self.router = router
+        self.run_async = False
+
+    def run(self, scenario: Scenario, run_ends: _RunEnds | None = None) -> Transcript:
+        def once() -> Transcript:
+            return run_scenario(
+                scenario,
+                self.router,
+                callbacks=[run_ends] if run_ends is not None else [],
+                reviewer=REVIEWER,
+                checkpointer=True,
+                run_async=self.run_async,
+            )
+
+        actual = once()
+        if not self.run_async and needs_async(actual):
+            self.run_async = True
+            if run_ends is not None:
+                run_ends.count = 0
+            actual = once()
+        return actual
+
+    def step_budget_limit(self, scenario: Scenario) -> int:
+        """The smallest recursion limit at which the scenario ends with rule `step_budget`
+        after at least one tool turn: how many steps a turn takes depends on your agent's
+        nodes (your own middleware adds some), so it is found on your agent's graph."""
+        for limit in range(3, _STEP_BUDGET_CALLS):
+            actual = self.run(replace(scenario, recursion_limit=limit))
+            record = actual.get("stop_record")
+            rule = record.get("rule") if isinstance(record, dict) else None
+            if rule == "step_budget" and actual.get("tool_results"):
+                return limit
+            error = str(actual.get("error", ""))
+            too_low = error.startswith("GraphRecursionError") or "is too low" in error
+            if rule != "step_budget" and not too_low:
+                break  # the run ended another way: a higher limit will not change that
+        return _STEP_BUDGET_FALLBACK
 
 
 def _scripted_calls(scenario: Scenario) -> int | None:
@@ -431,9 +541,10 @@ def write_agent_goldens(check: AgentCheck, directory: Path | str) -> list[Path]:
     return [write_golden(r.actual, r.scenario, "", Path(directory)) for r in check.results]
 
 
-def _preflight(factory: AgentFactory, tools: Sequence[BaseTool]) -> None:
+def _preflight(factory: AgentFactory, tools: Sequence[BaseTool]) -> frozenset[str]:
     """Build the agent once before any scenario: a factory that cannot build, or that ignores the
-    tools it is given, is one sentence instead of a breach in every row."""
+    tools it is given, is one sentence instead of a breach in every row. Returns the names of
+    the middleware the agent has (from its graph's `Name.hook` nodes)."""
     stand_ins = []
     for tool in tools:
         copy = stand_in(tool, ("", None))
@@ -452,3 +563,4 @@ def _preflight(factory: AgentFactory, tools: Sequence[BaseTool]) -> None:
                 "from the `tools` argument"
             )
             raise ToolstopConfigError(msg)
+    return frozenset(name.split(".", 1)[0] for name in nodes or {} if "." in name)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
@@ -14,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langgraph.pregel import Pregel
 
-from toolstop._check.routers import Router, run_agent
+from toolstop._check.routers import Router, arun_agent, run_agent
 from toolstop._check.scenarios import Scenario
 from toolstop.decision import content_text, read_signal, shown
 from toolstop.testing.history import PROVIDERS, history_problems
@@ -150,8 +153,101 @@ def transcript_of(
     return transcript
 
 
+REVIEWER = "HumanInTheLoopMiddleware"
+"""The name of the middleware whose interrupts a scenario's review decisions answer."""
+
+MAX_RESUMES = 20
+"""How many interrupts one run may raise before the check gives up on it (a loop of reviews)."""
+
+SYNC_UNSUPPORTED = ("Synchronous implementation of", "does not support sync invocation")
+"""Errors that mean the agent runs only in async code (an `async def` tool, a middleware with
+only `awrap_model_call`): the check runs it again through `astream`."""
+
+
+def needs_async(transcript: Transcript) -> bool:
+    """Whether `transcript` is a run that failed only because it was run synchronously."""
+    error = transcript.get("error")
+    return isinstance(error, str) and any(text in error for text in SYNC_UNSUPPORTED)
+
+
+@dataclass
+class _Reviews:
+    """A reviewer's state through one run: the scenario's decisions left, and who else paused
+    the run (approved by default)."""
+
+    decisions: list[dict[str, Any]]
+    reviewer: str
+    approved: list[str] = field(default_factory=list)
+    waiting: str | None = None
+
+    def answer(self, pending: list[tuple[str, Any]]) -> Any:
+        """The resume value for the first pending interrupt."""
+        task, value = pending[0]
+        node = task.split(".", 1)[0]
+        if node == self.reviewer and self.decisions:
+            return {"decisions": [self.decisions.pop(0)]}
+        requests = value.get("action_requests") if isinstance(value, dict) else None
+        self.approved.append(node)
+        return {"decisions": [{"type": "approve"}] * max(1, len(requests or ()))}
+
+
+def _pending(state: Any) -> list[tuple[str, Any]]:
+    return [(task.name, i.value) for task in state.tasks for i in task.interrupts]
+
+
+def _resumable(agent: Any) -> bool:
+    return isinstance(agent, Pregel) and agent.checkpointer is not None
+
+
+def _drive(
+    agent: Any, config: dict[str, Any], reviews: _Reviews
+) -> tuple[list[str], dict[str, Any]]:
+    """Run, then answer every interrupt as a reviewer would until the run ends."""
+    path, state = run_agent(agent, QUESTION, config)
+    for _ in range(MAX_RESUMES):
+        pending = _pending(agent.get_state(config)) if _resumable(agent) else []
+        if not pending:
+            return path, state
+        more, state = run_agent(agent, config=config, resume=reviews.answer(pending))
+        path += more
+    reviews.waiting = _pending(agent.get_state(config))[0][0].split(".", 1)[0]
+    return path, state
+
+
+async def _adrive(
+    agent: Any, config: dict[str, Any], reviews: _Reviews
+) -> tuple[list[str], dict[str, Any]]:
+    """`_drive`, through `astream`."""
+    path, state = await arun_agent(agent, QUESTION, config)
+    for _ in range(MAX_RESUMES):
+        pending = _pending(await agent.aget_state(config)) if _resumable(agent) else []
+        if not pending:
+            return path, state
+        more, state = await arun_agent(agent, config=config, resume=reviews.answer(pending))
+        path += more
+    reviews.waiting = _pending(await agent.aget_state(config))[0][0].split(".", 1)[0]
+    return path, state
+
+
+def _in_new_loop(coroutine: Any) -> Any:
+    """Run `coroutine` to completion, in a thread of its own when an event loop is running."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 def run_scenario(
-    scenario: Scenario, router: Router, *, model: Any = None, callbacks: Sequence[Any] = ()
+    scenario: Scenario,
+    router: Router,
+    *,
+    model: Any = None,
+    callbacks: Sequence[Any] = (),
+    reviewer: str = REVIEWER,
+    checkpointer: bool = False,
+    run_async: bool = False,
 ) -> Transcript:
     """Run `scenario` on `router` and return its transcript (an exception is recorded, not raised).
 
@@ -159,6 +255,12 @@ def run_scenario(
     real chat model) decides, and only invariants can be checked. `callbacks` go into the run's
     config (LangChain callback handlers). The run has a thread id of its own, so an agent
     compiled with a checkpointer runs as well.
+
+    Every interrupt is answered as a reviewer would: one from the middleware named `reviewer`
+    with the scenario's next review decision, any other (your own human review) with approve;
+    those are listed in the transcript's `interrupts`. `checkpointer`: give every run an
+    in-memory checkpointer (not only the review scenarios), so any interrupt can be resumed.
+    `run_async`: run through `astream` (for async tools and async-only middleware).
     """
     scripted = ScriptedChatModel(scenario.script) if model is None else None
     thread = f"toolstop-check-{scenario.key}-{uuid.uuid4().hex[:8]}"
@@ -170,23 +272,20 @@ def run_scenario(
     extra: dict[str, Any] = {}
     if scenario.middleware is not None:
         extra["middleware"] = scenario.middleware()
-    checkpointer = None
-    if scenario.review:  # an interrupted run is resumed from its checkpoint
+    saver = None
+    if scenario.review or checkpointer:  # an interrupted run is resumed from its checkpoint
         from langgraph.checkpoint.memory import InMemorySaver
 
-        checkpointer = InMemorySaver()
+        saver = InMemorySaver()
+    reviews = _Reviews(decisions=list(scenario.review), reviewer=reviewer)
     try:
         agent = router.build(
-            scripted or model,
-            scenario.tools(),
-            policy=scenario.policy,
-            checkpointer=checkpointer,
-            **extra,
+            scripted or model, scenario.tools(), policy=scenario.policy, checkpointer=saver, **extra
         )
-        path, state = run_agent(agent, QUESTION, config)
-        for decision in scenario.review:
-            more, state = run_agent(agent, config=config, resume={"decisions": [decision]})
-            path += more
+        if run_async:
+            path, state = _in_new_loop(_adrive(agent, config, reviews))
+        else:
+            path, state = _drive(agent, config, reviews)
     except Exception as error:
         transcript: Transcript = {
             "scenario": scenario.name,
@@ -200,8 +299,15 @@ def run_scenario(
                 seen = [describe(m) for m in error.messages]
                 calls.append({"saw": seen, "tools": list(error.tools), "answer": "(unscripted)"})
             transcript["model_calls"] = calls
+        if reviews.approved:
+            transcript["interrupts"] = reviews.approved
         return transcript
-    return transcript_of(scenario, router, path, state, scripted)
+    transcript = transcript_of(scenario, router, path, state, scripted)
+    if reviews.approved:
+        transcript["interrupts"] = reviews.approved
+    if reviews.waiting is not None:
+        transcript["waiting_for"] = reviews.waiting
+    return transcript
 
 
 # -- goldens ----------------------------------------------------------------------------------
@@ -262,6 +368,12 @@ def invariant_breaches(scenario: Scenario, transcript: Transcript) -> list[str]:
             "added in the same update hides the tool-calling AIMessage from the stop check (a "
             "wrap_tool_call returning the relay with the tool result?); relay only on the stop "
             "path, after the decision"
+        )
+    waiting = transcript.get("waiting_for")
+    if waiting:
+        breaches.append(
+            f"the run was still waiting at a human-review interrupt from {waiting} after "
+            f"{MAX_RESUMES} answers: a review that asks again on every resume never ends"
         )
     if "error" in transcript:
         error = transcript["error"]

@@ -171,12 +171,21 @@ async def arun_agent(
     agent: Any,
     question: str = "q",
     config: dict[str, Any] | None = None,
+    *,
+    resume: Any = None,
 ) -> tuple[list[str], dict[str, Any]]:
-    """`run_agent`, through `astream`."""
+    """`run_agent`, through `astream` (or `ainvoke` for an agent that is not a LangGraph graph)."""
     path: list[str] = []
     final: dict[str, Any] = {}
-    inputs = {"messages": [HumanMessage(content=question)]}
-    async for mode, chunk in agent.astream(inputs, config, stream_mode=["updates", "values"]):
+    inputs: Any = {"messages": [HumanMessage(content=question)]}
+    if resume is not None:
+        from langgraph.types import Command
+
+        inputs = Command(resume=resume)
+    if not isinstance(agent, Pregel):
+        return path, dict(await agent.ainvoke(inputs, config))
+    graph: Any = agent
+    async for mode, chunk in graph.astream(inputs, config, stream_mode=["updates", "values"]):
         final = _collect(path, final, mode, chunk)
     return path, final
 

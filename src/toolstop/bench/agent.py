@@ -6,6 +6,13 @@ are counted from the model's callbacks (provider-reported `usage_metadata`), as 
 bench counts them; the rules come from each run's `stop_record`. One question's error is
 recorded and the run goes on.
 
+The agent runs as shipped: through `ainvoke` when it works only in async code (a tool written
+with `async def`, a middleware with only `awrap_model_call`), found from the tools or from the
+first run that says so; a run that pauses at your own human review is resumed on the bench's
+own in-memory checkpointer with every call approved (`reviews` counts them). A tool call that
+ended in an error (`status="error"`: an exception the agent sent back to the model) is counted
+per mode in `tool_errors`: savings measured over failing tools are no savings.
+
 Without `--model`, a simulated model stands in (`ToolPickingModel`): it calls the tool whose
 name or description shares the most words with the question, with arguments generated from the
 tool's schema, retries a transient failure up to three times, and answers; it measures the
@@ -14,11 +21,13 @@ mechanics, not your model.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,6 +138,26 @@ class ModeTotals(RunTotals):
     behaviour: Mode
     errors: int = 0
     would_stop: int = 0
+    tool_calls: int = 0
+    tool_errors: int = 0
+    reviews: int = 0
+    first_tool_error: str | None = None
+
+    def add_tools(self, messages: Sequence[Any]) -> None:
+        """Count a run's tool results and those that are errors."""
+        for message in messages:
+            if not isinstance(message, ToolMessage):
+                continue
+            self.tool_calls += 1
+            if message.status == "error":
+                self.tool_errors += 1
+                if self.first_tool_error is None:
+                    self.first_tool_error = f"{message.name}: {str(message.content)[:200]}"
+
+    @property
+    def tools_failing(self) -> bool:
+        """Whether most of this mode's tool calls failed."""
+        return self.tool_calls > 0 and 2 * self.tool_errors > self.tool_calls
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON for bench.json."""
@@ -141,6 +170,9 @@ class ModeTotals(RunTotals):
             "narration_calls": self.narration_calls,
             **self.costs(self.queries - self.errors),
             "errors": self.errors,
+            "tool_calls": self.tool_calls,
+            "tool_errors": self.tool_errors,
+            "reviews": self.reviews,
             "would_stop": self.would_stop,
             "rules": dict(sorted(self.rules.items())),
         }
@@ -163,23 +195,24 @@ def run_agent_bench(
     Raises:
         ToolstopConfigError: the factory raised while building an agent.
     """
-    agents = {mode: factory.build_or_refuse(model, tools, StopPolicy(mode=mode)) for mode in modes}
+    agents = {
+        mode: _with_saver(factory.build_or_refuse(model, tools, StopPolicy(mode=mode)))
+        for mode in modes
+    }
     totals = {mode: ModeTotals(behaviour=mode) for mode in modes}
     errors: list[dict[str, Any]] = []
     session = uuid.uuid4().hex[:8]
+    runner = _Runner(run_async=any(_async_only(t) for t in tools))
     for index, question in enumerate(questions):
         for mode in modes:
-            counter = CallCounter()
-            config = {
-                "callbacks": [counter],
-                "configurable": {"thread_id": f"toolstop-bench-{session}-{mode}-{index}"},
-            }
             total = totals[mode]
             total.queries += 1
+            thread = f"toolstop-bench-{session}-{mode}-{index}"
             start = time.perf_counter()
             try:
-                state = agents[mode].invoke({"messages": [HumanMessage(question)]}, config)
-            except Exception as error:
+                counter, state, reviews = runner.run(agents[mode], question, thread)
+            except _Failed as failed:
+                counter, error = failed.counter, failed.error
                 total.errors += 1
                 total.rules["error"] += 1
                 text = f"{type(error).__name__}: {error}"
@@ -189,6 +222,7 @@ def run_agent_bench(
                 state = None
             else:
                 total.wall_s += time.perf_counter() - start
+                total.reviews += reviews
             total.add_calls(counter)
             if state is not None:
                 record = state.get("stop_record") if isinstance(state, dict) else None
@@ -196,6 +230,102 @@ def run_agent_bench(
                 total.rules[str(rule)] += 1
                 if isinstance(record, dict) and record.get("would_stop"):
                     total.would_stop += 1
+                total.add_tools(state.get("messages") or [] if isinstance(state, dict) else [])
         if on_question is not None:
             on_question()
     return list(totals.values()), errors
+
+
+_SYNC_UNSUPPORTED = ("Synchronous implementation of", "does not support sync invocation")
+_MAX_REVIEWS = 20
+
+
+def _async_only(tool: BaseTool) -> bool:
+    """A tool written with `async def` (it cannot run in `invoke()`)."""
+    return getattr(tool, "func", None) is None and getattr(tool, "coroutine", None) is not None
+
+
+def _with_saver(agent: Any) -> Any:
+    """A compiled graph with the bench's own in-memory checkpointer (so a human-review
+    interrupt can be resumed, and no bench run is written to your database)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.pregel import Pregel
+
+    if isinstance(agent, Pregel):
+        return agent.copy(update={"checkpointer": InMemorySaver()})
+    return agent
+
+
+class _Failed(Exception):
+    def __init__(self, counter: CallCounter, error: Exception) -> None:
+        super().__init__(str(error))
+        self.counter, self.error = counter, error
+
+
+def _approve_all(state: Any) -> Any:
+    """The resume value approving the first pending interrupt's every request, or None."""
+    for task in getattr(state, "tasks", ()):
+        for pending in task.interrupts:
+            value = pending.value
+            requests = value.get("action_requests") if isinstance(value, dict) else None
+            return {"decisions": [{"type": "approve"}] * max(1, len(requests or ()))}
+    return None
+
+
+class _Runner:
+    """Runs one question: sync until the agent shows it runs only in async code; every
+    interrupt approved."""
+
+    def __init__(self, *, run_async: bool) -> None:
+        self.run_async = run_async
+
+    def run(self, agent: Any, question: str, thread: str) -> tuple[CallCounter, Any, int]:
+        counter = CallCounter()
+        config = {"callbacks": [counter], "configurable": {"thread_id": thread}}
+        try:
+            if self.run_async:
+                return (counter, *_in_new_loop(_arun(agent, question, config)))
+            return (counter, *_run(agent, question, config))
+        except Exception as error:
+            if self.run_async or not any(t in str(error) for t in _SYNC_UNSUPPORTED):
+                raise _Failed(counter, error) from error
+        self.run_async = True
+        return self.run(agent, question, f"{thread}-async")
+
+
+def _resumable(agent: Any) -> bool:
+    return getattr(agent, "checkpointer", None) is not None and hasattr(agent, "get_state")
+
+
+def _run(agent: Any, question: str, config: dict[str, Any]) -> tuple[Any, int]:
+    from langgraph.types import Command
+
+    state = agent.invoke({"messages": [HumanMessage(question)]}, config)
+    for reviews in range(_MAX_REVIEWS):
+        resume = _approve_all(agent.get_state(config)) if _resumable(agent) else None
+        if resume is None:
+            return state, reviews
+        state = agent.invoke(Command(resume=resume), config)
+    return state, _MAX_REVIEWS
+
+
+async def _arun(agent: Any, question: str, config: dict[str, Any]) -> tuple[Any, int]:
+    from langgraph.types import Command
+
+    state = await agent.ainvoke({"messages": [HumanMessage(question)]}, config)
+    for reviews in range(_MAX_REVIEWS):
+        resume = _approve_all(await agent.aget_state(config)) if _resumable(agent) else None
+        if resume is None:
+            return state, reviews
+        state = await agent.ainvoke(Command(resume=resume), config)
+    return state, _MAX_REVIEWS
+
+
+def _in_new_loop(coroutine: Any) -> Any:
+    """Run `coroutine` to completion, in a thread of its own when an event loop is running."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()

@@ -47,6 +47,7 @@ AGENT_COLUMNS = [
     ("output_tokens", "output tokens"),
     ("wall_ms_per_query", "ms / question"),
     ("errors", "errors"),
+    ("tool_errors", "tool errors"),
 ]
 """The columns of `toolstop bench --agent` (your agent, your questions: no planned minimum)."""
 

@@ -81,6 +81,7 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
     finally:
         stop()
     rows = [t.as_dict() for t in totals]
+    failing = [t for t in totals if t.tools_failing]
     document: dict[str, Any] = {
         "settings": {
             "agent": factory.name,
@@ -92,7 +93,8 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
         },
         "versions": versions(),
         "configs": rows,
-        "headline": headline(rows),
+        # no savings headline over failing tools: fewer calls there are no savings
+        "headline": {} if failing else headline(rows),
         "errors": errors,
     }
     written = write_outputs(
@@ -140,8 +142,15 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
         )
     if len(errors) > 5:
         print(f"... {len(errors) - 5} more errors in bench.json", file=out)
+    for total in failing:
+        print(
+            f"{total.behaviour}: {total.tool_errors} of {total.tool_calls} tool calls failed "
+            f"(first: {total.first_tool_error}); the figures above measure failing tools, not "
+            "savings",
+            file=out,
+        )
     print("wrote " + ", ".join(str(path) for path in written), file=out)
-    return 1 if errors and len(errors) == runs_of(rows) else 0
+    return 1 if failing or (errors and len(errors) == runs_of(rows)) else 0
 
 
 _NO_STOP = ("none", "error", "no stop_record")

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import shutil
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any, TextIO
 
+from toolstop._check.agent import PAUSED_NOTE
 from toolstop._check.factory import load_factory, load_tools
 from toolstop._check.harness import (
     CheckResult,
@@ -109,8 +112,19 @@ def _real_model(spec: str, base_url: str | None) -> Any:
         raise SystemExit(f"toolstop check --model {spec}: {error}") from None
 
 
-def _table(results: list[CheckResult], out: TextIO, width: int) -> None:
-    """The results, one row each, within `width` columns.
+def _width(out: TextIO) -> int | None:
+    """The columns to fit the table in: `COLUMNS`, else the terminal's; None when the output
+    is not a terminal and `COLUMNS` is unset (a CI log: one line per scenario, never wrapped)."""
+    if os.environ.get("COLUMNS", "").isdigit():
+        return int(os.environ["COLUMNS"])
+    isatty = getattr(out, "isatty", None)
+    if callable(isatty) and isatty():
+        return shutil.get_terminal_size((100, 24)).columns
+    return None
+
+
+def _table(results: list[CheckResult], out: TextIO, width: int | None) -> None:
+    """The results, one row each, within `width` columns (None: one line per row, unwrapped).
 
     The node path comes last and wraps at its `>` steps onto continuation lines: paths of the
     middleware router run to 140 characters (hook nodes are shown without "Middleware":
@@ -132,13 +146,42 @@ def _table(results: list[CheckResult], out: TextIO, width: int) -> None:
         rows.append(((r.scenario.key, r.router, calls, verdict), paths))
     widths = [max(len(cells[i]) for cells, _ in rows) for i in range(len(header))]
     indent = sum(widths) + 2 * len(widths)
-    room = max(24, width - indent)
+    room = max(24, width - indent) if width is not None else 0
     for cells, paths in rows:
-        lines = [line for path in paths for line in _wrap_path(path, room)]
+        if width is None:
+            lines = ["; ".join(path.replace("Middleware.", ".") for path in paths)]
+        else:
+            lines = [line for path in paths for line in _wrap_path(path, room)]
         first = "  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True))
         print(f"{first}  {lines[0]}".rstrip(), file=out)
         for line in lines[1:]:
             print(f"{' ' * indent}{line}", file=out)
+
+
+_PAUSED = re.compile(re.escape(PAUSED_NOTE).replace(re.escape("{by}"), "(.+?)") + "$")
+
+
+def _by_cause(failed: list[CheckResult], out: TextIO, *, routers: bool) -> None:
+    """The breaches grouped by cause: a run's first breach is its cause (the ones after it
+    mostly follow from it); one sentence per cause, how many runs it covers and which, the
+    most common first. `--json` has every breach of every run."""
+    causes: dict[str, list[str]] = {}
+    follow = 0
+    for r in failed:
+        run = f"{r.scenario.key} on {r.router}" if routers else r.scenario.key
+        cause = r.breaches[0]
+        paused = _PAUSED.search(cause)
+        if paused:  # the same cause, in a run your own review paused: said at the run
+            cause = cause[: paused.start()]
+            run += f" (paused by {paused.group(1)})"
+        causes.setdefault(cause, []).append(run)
+        follow += len(r.breaches) - 1
+    print(f"\nbreaches, by cause ({len(causes)}):", file=out)
+    for cause, runs in sorted(causes.items(), key=lambda item: -len(item[1])):
+        print(f"- {len(runs)} run{'s' if len(runs) != 1 else ''}: {cause}", file=out)
+        print(f"  in {', '.join(runs)}", file=out)
+    if follow:
+        print(f"({follow} more breaches follow from these causes; --json lists them)", file=out)
 
 
 def _wrap_path(path: str, room: int) -> list[str]:
@@ -208,19 +251,16 @@ def run_check(args: argparse.Namespace, out: TextIO) -> int:
         }
         print(json.dumps(document, indent=2), file=out)
         return 1 if failed else 0
-    width = shutil.get_terminal_size((100, 24)).columns
+    width = _width(out)
     stack = ", ".join(f"{k} {v}" for k, v in versions().items())
-    wrap = textwrap.TextWrapper(width, break_long_words=False, break_on_hyphens=False)
+    wrap = textwrap.TextWrapper(width or 10_000, break_long_words=False, break_on_hyphens=False)
     print(wrap.fill(f"toolstop check on {stack}"), file=out)
     print(f"model: {args.model or 'scripted'}", file=out)
     for name, why in skipped.items():
         print(wrap.fill(f"skipped the {name} router: {why}"), file=out)
     _table(results, out, width)
     if failed:
-        print("\nbreaches:", file=out)
-        for r in failed:
-            for breach in r.breaches:
-                print(f"- {r.scenario.key} on {r.router}: {breach}", file=out)
+        _by_cause(failed, out, routers=True)
     print(summary, file=out)
     return 1 if failed else 0
 
@@ -332,11 +372,8 @@ def run_check_agent(args: argparse.Namespace, out: TextIO) -> int:
         reasons.setdefault(why, []).append(name)
     for why, scenarios in reasons.items():
         print(f"skipped {', '.join(scenarios)}: {why}", file=out)
-    _table(result.results, out, shutil.get_terminal_size((100, 24)).columns)
+    _table(result.results, out, _width(out))
     if failed:
-        print("\nbreaches:", file=out)
-        for r in failed:
-            for breach in r.breaches:
-                print(f"- {r.scenario.key}: {breach}", file=out)
+        _by_cause(failed, out, routers=False)
     print(f"{len(result.results) - len(failed)} passed, {len(failed)} failed", file=out)
     return 1 if failed else 0

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from toolstop._redact import mask_password, redact
+from toolstop._redact import driver_error, redact
 from toolstop.errors import ToolstopConfigError
 
 __all__ = ["default_db_path", "open_checkpointer"]
@@ -40,7 +40,7 @@ def open_checkpointer(db: str | None) -> Iterator[Any]:
             manager = PostgresSaver.from_conn_string(db)
             saver = manager.__enter__()
         except Exception as error:
-            msg = f"cannot connect to {redact(db)}: {mask_password(str(error), db)}"
+            msg = f"cannot connect to {redact(db)}: {driver_error(str(error), db)}"
             raise ToolstopConfigError(msg) from None
         try:
             saver.setup()

@@ -90,6 +90,8 @@ def _run(record: dict[str, Any], end: RunEnd, turns: list[Turn] | None) -> dict[
         "mode": record.get("mode"),
         "rule": record.get("rule"),
         "stopped": record.get("stopped"),
+        "ended_by": record.get("ended_by"),
+        "ended_by_message": record.get("ended_by_message"),
         "would_stop": record.get("would_stop"),
         "deciding": [
             {"tool": tool, "tool_call_id": call_id}
@@ -161,6 +163,10 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
             how = "never finished: cancelled, failed or its worker stopped"
         elif run["rule"] not in ("none", None) and not run["stopped"]:
             how = "not stopped"
+        elif run.get("ended_by"):
+            how = f"ended by {run['ended_by']}, not the model's answer"
+            if run.get("ended_by_message"):
+                how += f": {run['ended_by_message']}"
         print(
             f"\nrun {run['run']}{where}, ended {run['ended_at'] or '?'}, mode {run['mode']}: "
             f"rule {run['rule']} ({how})",

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
-from toolstop._redact import is_postgres, redact
+from toolstop._redact import driver_error, is_postgres, redact
 from toolstop.errors import ToolstopConfigError
 
 __all__ = [
@@ -389,7 +389,7 @@ def _postgres(db: str) -> Iterator[Database]:
         )
     except Exception as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        msg = f"cannot connect to {shown}: {reason}"
+        msg = f"cannot connect to {shown}: {driver_error(reason, db)}"
         raise ToolstopConfigError(msg) from None
     with conn:
         row = conn.execute("SELECT to_regclass('checkpoints') AS found").fetchone()

@@ -152,11 +152,17 @@ def render_html(document: dict[str, Any], chart: Path | None, path: Path) -> Non
         "would_stop_by_tool",
         document["would_stop_by_tool"],
     )
+    ended = _counts(
+        "Runs another middleware ended (rule none, not the model's answer)",
+        "ended_by",
+        document.get("ended_by") or {},
+    )
     body = f"""<h1>toolstop report: what stops did, and what they would save</h1>
 <p>Source <code>{source}</code>; runs ended {window}; generated {made}.</p>
 <table id="headline">{top}</table>
 {inline_png(chart, "runs by rule, model calls per run, shadow-mode savings")}
 {_counts("Runs by rule", "rules", document["rules"])}
+{ended}
 {_counts("Runs by mode", "modes", document["modes"])}
 {_by_key("Per mode", "by_mode", document["by_mode"])}
 {stops}
@@ -177,6 +183,13 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
     rules = ", ".join(f"{rule} {count}" for rule, count in document["rules"].items()) or "-"
     modes = ", ".join(f"{mode} {count}" for mode, count in document["modes"].items()) or "-"
     print(f"runs: {runs} ({rules})", file=out)
+    ended = document.get("ended_by") or {}
+    if ended:
+        names = ", ".join(f"{name} {count}" for name, count in ended.items())
+        print(
+            f"ended by another middleware, not the model's answer: {sum(ended.values())} ({names})",
+            file=out,
+        )
     print(f"modes: {modes}; hard-mode share {cell(document['hard_share'])}", file=out)
     print(
         f"model calls: {document['model_calls']}; tokens: {document['input_tokens']} in, "

@@ -38,6 +38,7 @@ class Summary:
         """An empty summary."""
         self.runs = 0
         self.rules: Counter[str] = Counter()
+        self.ended_by: Counter[str] = Counter()
         self.modes: Counter[str] = Counter()
         self.stopped = 0
         self.totals: Counter[str] = Counter()
@@ -62,6 +63,8 @@ class Summary:
         rule = str(record.get("rule", "none"))
         mode = str(record.get("mode", "?"))
         self.rules[rule] += 1
+        if record.get("ended_by"):  # not the model's answer: another middleware ended it
+            self.ended_by[str(record["ended_by"])] += 1
         self.modes[mode] += 1
         self.stopped += bool(record.get("stopped"))
         self.schema_versions[str(record.get("schema_version", 1))] += 1
@@ -115,6 +118,7 @@ class Summary:
             "first_run_ended": self.first.isoformat() if self.first else None,
             "last_run_ended": self.last.isoformat() if self.last else None,
             "rules": rules,
+            "ended_by": dict(sorted(self.ended_by.items())),
             "stopped": self.stopped,
             "modes": dict(sorted(self.modes.items())),
             "hard_share": _share(self.modes["hard"], self.runs),

@@ -1,0 +1,340 @@
+"""`toolstop check --agent` on the agent teams ship: their own review, limits, summarisation,
+async tools and an async-only middleware (issue 26)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from routers import MIDDLEWARE_UNAVAILABLE
+from shipped_agent import SHIPPED_AGENT, broken
+from toolstop._check.agent import check_agent
+from toolstop._check.factory import load_factory, load_tools
+from toolstop._check.harness import CheckResult
+from toolstop.cli import main
+from user_agent import in_folder, write_module
+
+__all__ = ["in_folder"]  # the fixture, imported for pytest
+
+pytestmark = [
+    pytest.mark.contract,
+    pytest.mark.skipif(
+        MIDDLEWARE_UNAVAILABLE is not None, reason=f"the agent: {MIDDLEWARE_UNAVAILABLE}"
+    ),
+]
+
+AGENT = ("--agent", "shipped:make_agent", "--tools", "shipped:TOOLS")
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    return main(["check", *argv], out=out), out.getvalue()
+
+
+@pytest.fixture
+def shipped(in_folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.delenv("COLUMNS", raising=False)  # a CI log
+    write_module(in_folder, "shipped", SHIPPED_AGENT)
+    return in_folder
+
+
+def check(*scenarios: str, module: str = "shipped") -> dict[str, CheckResult]:
+    """The check's runs by key, on `module`'s agent."""
+    factory = load_factory(f"{module}:make_agent")
+    result = check_agent(factory, load_tools(f"{module}:TOOLS"), scenarios=list(scenarios))
+    return {r.scenario.key: r for r in result.results}
+
+
+def test_the_checks_limit_and_review_run_next_to_the_agents_own(shipped: Path) -> None:
+    # item 1: the agent has its own ModelCallLimitMiddleware and HumanInTheLoopMiddleware
+    runs = check("limit-run", "limit-after-retry", "review-approve", "review-edit", "review-reject")
+    names = ("limit-run", "limit-after-retry", "review-approve", "review-edit", "review-reject")
+    assert sorted(runs) == sorted(
+        f"{name}@{tool}.hard" for name in names for tool in ("order_status", "pay")
+    )
+    assert {key: r.breaches for key, r in runs.items()} == {key: [] for key in runs}
+    # the check's limit of 2 is reached at the second call, not at the first: it does not count
+    # each call twice next to the agent's own limit
+    after_retry = runs["limit-after-retry@order_status.hard"].actual
+    assert len(after_retry["model_calls"]) == 2
+    assert after_retry["stop_record"]["rule"] == "completed"
+    # the check's review is answered with the scenario's decision; the agent's own approved
+    edited = runs["review-edit@pay.hard"].actual
+    assert edited["interrupts"] == ["HumanInTheLoopMiddleware"]
+    assert "ToolstopCheckHumanInTheLoopMiddleware.after_model" in edited["path"]
+
+
+def test_the_agents_own_review_is_approved_as_a_reviewer_would(shipped: Path) -> None:
+    # item 2: every run on the reviewed tool pauses; the check resumes it
+    runs = check("success@pay", "retryable-then-success@pay", "fatal@pay", "success@order_status")
+    for key, r in runs.items():
+        assert r.breaches == [], key
+    assert runs["success@pay.hard"].actual["interrupts"] == ["HumanInTheLoopMiddleware"]
+    assert (
+        runs["retryable-then-success@pay.polish"].actual["interrupts"]
+        == ["HumanInTheLoopMiddleware"] * 2
+    )
+    assert "interrupts" not in runs["success@order_status.hard"].actual
+
+
+def test_a_breach_in_a_run_the_review_paused_says_so(shipped: Path) -> None:
+    write_module(shipped, "nopolicy", broken("nopolicy"))
+    runs = check("success@pay", module="nopolicy")
+    breaches = runs["success@pay.polish"].breaches
+    assert breaches[0].endswith(
+        "(this run was paused by your own review, HumanInTheLoopMiddleware, and approved by "
+        "the check)"
+    )
+    assert breaches[0].startswith("your factory ignores the policy it is given")
+
+
+def test_the_step_budget_limit_is_found_on_the_agents_graph(shipped: Path) -> None:
+    # item 3: with limit, review and summarisation in the loop, 12 steps hold no tool turn
+    runs = check("step-budget")
+    for key, r in runs.items():
+        assert r.breaches == [], key
+        actual = r.actual
+        assert actual["stop_record"]["rule"] == "step_budget"
+        assert actual["stop_record"]["tool_turns"] == 1
+    # five nodes a turn on this stack (limit, summarisation, model, review, limit) and tools
+    assert runs["step-budget@order_status.hard"].scenario.recursion_limit == 13
+
+
+def test_an_async_only_agent_passes_the_whole_check_in_one_line_a_scenario(
+    shipped: Path,
+) -> None:
+    # items 4 and 6: async tools and an awrap_model_call-only middleware; a CI log
+    code, text = run(*AGENT)
+    assert code == 0, text
+    lines = text.splitlines()
+    assert lines[-1] == "54 passed, 0 failed"
+    rows = [line for line in lines if ".hard " in line or ".polish " in line or ".never " in line]
+    assert len(rows) == 54
+    # title, skipped line, table header, one row per scenario, the summary
+    assert len(lines) == 3 + 54 + 1
+    assert "breaches" not in text
+
+
+@pytest.mark.parametrize(
+    ("kind", "scenario", "cause"),
+    [
+        ("nostop", "success", "(add StopOnArtifact(policy) to your create_agent middleware"),
+        ("nopolicy", "success", "your factory ignores the policy it is given"),
+        ("direct", "success", "tools ['pay'] have return_direct=True"),
+    ],
+)
+def test_the_shipped_agent_broken_names_the_cause(
+    shipped: Path, kind: str, scenario: str, cause: str
+) -> None:
+    write_module(shipped, kind, broken(kind))
+    code, text = run(
+        "--agent", f"{kind}:make_agent", "--tools", f"{kind}:TOOLS", "--scenario", scenario
+    )
+    assert code == 1
+    assert cause in text
+    assert "breaches, by cause" in text
+
+
+def test_breaches_are_grouped_by_cause_in_a_ci_log(shipped: Path) -> None:
+    write_module(shipped, "nopolicy", broken("nopolicy"))
+    code, text = run(
+        "--agent", "nopolicy:make_agent", "--tools", "nopolicy:TOOLS", "--scenario", "success"
+    )
+    assert code == 1
+    causes = text.split("breaches, by cause (2):\n", 1)[1].splitlines()
+    ignored = (
+        "- 2 runs: your factory ignores the policy it is given: the record says mode 'hard', "
+        "parallel 'all'; the check passed mode '{}', parallel 'all' (pass `policy` on: "
+        "StopOnArtifact(policy) or build_react_graph(model, tools, policy=policy))"
+    )
+    assert causes == [
+        ignored.format("polish"),
+        "  in success@order_status.polish, success@pay.polish (paused by HumanInTheLoopMiddleware)",
+        ignored.format("never"),
+        "  in success@order_status.never, success@pay.never (paused by HumanInTheLoopMiddleware)",
+        "(6 more breaches follow from these causes; --json lists them)",
+        "2 passed, 4 failed",
+    ]
+
+
+# -- toolstop bench --agent ----------------------------------------------------------------------
+def bench(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    return main(["bench", *argv], out=out), out.getvalue()
+
+
+def test_bench_runs_the_async_agent_over_a_real_client(
+    shipped: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # item 4 (bench): async tools, an async-only middleware, the agent's own review on `pay`
+    pytest.importorskip("langchain_openai", reason="needs the `openai` extra")
+    pytest.importorskip("matplotlib", reason="the bench chart needs the `bench` extra")
+    from toolstop.testing.loopback import LoopbackProvider, reply
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    questions = shipped / "questions.txt"
+    questions.write_text("Where is order o-1?\nPay 20 on order o-3\n")
+    status = reply(None, ("order_status", {"order_id": "o-1"}))
+    pay = reply(None, ("pay", {"request": {"order_id": "o-3", "amount": 20}}))
+    script = [
+        *(status, "answer", status, status, "narration"),  # never, hard, polish
+        *(pay, "answer", pay, pay, "narration"),
+    ]
+    out = shipped / "bench-out"
+    with LoopbackProvider(script) as provider:
+        code, text = bench(
+            *AGENT,
+            "--questions", str(questions),
+            "--model", "openai:gpt-loopback",
+            "--base-url", provider.base_url,
+            "--out", str(out),
+        )  # fmt: skip
+    assert code == 0, text
+    assert provider.remaining == 0
+    assert provider.rejected == []
+    document = json.loads((out / "bench.json").read_text())
+    modes = {c["behaviour"]: c for c in document["configs"]}
+    assert {m: c["model_calls"] for m, c in modes.items()} == {"never": 4, "hard": 2, "polish": 4}
+    assert {m: c["tool_calls"] for m, c in modes.items()} == {"never": 2, "hard": 2, "polish": 2}
+    assert {m: c["tool_errors"] for m, c in modes.items()} == {"never": 0, "hard": 0, "polish": 0}
+    assert {m: c["reviews"] for m, c in modes.items()} == {"never": 1, "hard": 1, "polish": 1}
+    assert modes["hard"]["rules"] == {"completed": 2}
+    assert document["headline"]["agent"]["model_calls_hard_vs_never"] == 0.5
+    header = text.splitlines()[1].split()
+    assert header[-2:] == ["tool", "errors"]
+
+
+FAILING_TOOL = '''
+from langchain.agents import create_agent
+from langchain.agents.middleware import ToolRetryMiddleware
+from langchain_core.tools import tool
+
+from toolstop import StopOnArtifact
+
+
+@tool(response_format="content_and_artifact")
+def order_status(order_id: str):
+    """Look up an order's status by its id."""
+    raise ConnectionError("the order service is down")
+
+
+TOOLS = [order_status]
+
+
+def make_agent(model, tools, policy):
+    retry = ToolRetryMiddleware(max_retries=0, on_failure=lambda e: f"Error: {e!r}")
+    return create_agent(model, tools, middleware=[retry, StopOnArtifact(policy)])
+'''
+
+
+def test_bench_says_when_the_tools_mostly_fail(shipped: Path) -> None:
+    pytest.importorskip("matplotlib", reason="the bench chart needs the `bench` extra")
+    write_module(shipped, "failing", FAILING_TOOL)
+    questions = shipped / "questions.txt"
+    questions.write_text("Where is order o-1?\nWhere is order o-2?\n")
+    code, text = bench(
+        "--agent", "failing:make_agent", "--tools", "failing:TOOLS",
+        "--questions", str(questions), "--latency-ms", "0", "--out", str(shipped / "out"),
+    )  # fmt: skip
+    assert code == 1
+    document = json.loads((shipped / "out" / "bench.json").read_text())
+    modes = {c["behaviour"]: c for c in document["configs"]}
+    # the simulated model retries an error three times: four calls a question, all failing
+    assert {m: (c["tool_calls"], c["tool_errors"]) for m, c in modes.items()} == dict.fromkeys(
+        ("never", "hard", "polish"), (8, 8)
+    )
+    assert document["headline"] == {}
+    assert (
+        "hard: 8 of 8 tool calls failed (first: order_status: Error: ConnectionError('the order "
+        "service is down')); the figures above measure failing tools, not savings"
+    ) in text
+
+
+# -- a run another middleware ended --------------------------------------------------------------
+def test_explain_and_report_name_the_middleware_that_ended_a_run(tmp_path: Path) -> None:
+    # item 5: the limit ended run 1 (the user saw "Model call limits exceeded"), a guard run 2,
+    # the model answered run 3
+    pytest.importorskip("langgraph.checkpoint.sqlite", reason="needs the `sqlite` extra")
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import AgentMiddleware, ModelCallLimitMiddleware, hook_config
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from toolstop import Outcome, StopOnArtifact, StopPolicy, signal
+    from toolstop.testing.scripted import ScriptedChatModel, call
+
+    @tool(response_format="content_and_artifact")
+    def lookup(query: str) -> tuple[str, dict[str, object]]:
+        """Look something up."""
+        return "The service timed out.", signal(Outcome.TRANSIENT)
+
+    class Guard(AgentMiddleware):  # type: ignore[type-arg]
+        @hook_config(can_jump_to=["end"])
+        def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+            if "secret" in str(state["messages"][-1].content):
+                return {"jump_to": "end", "messages": [AIMessage("I can't help with that.")]}
+            return None
+
+    script = [call("lookup", query="a"), call("lookup", query="a"), "Done."]
+    db = tmp_path / "threads.sqlite"
+    thread = {"configurable": {"thread_id": "t"}}
+    with SqliteSaver.from_conn_string(str(db)) as saver:
+        middleware = [
+            Guard(),
+            ModelCallLimitMiddleware(run_limit=1),
+            StopOnArtifact(StopPolicy()),
+        ]
+        agent = create_agent(
+            ScriptedChatModel(script), [lookup], middleware=middleware, checkpointer=saver
+        )
+        first = agent.invoke({"messages": [HumanMessage("look a up")]}, thread)
+        assert first["messages"][-1].content == "Model call limits exceeded: run limit (1/1)"
+        second = agent.invoke({"messages": [HumanMessage("the secret")]}, thread)
+        assert second["stop_record"]["ended_by"] == "another middleware"
+        assert "ended_by_message" not in second["stop_record"]  # a guard's text is not kept
+    out = io.StringIO()
+    assert main(["explain", "t", "--db", str(db)], out=out) == 0
+    text = out.getvalue()
+    assert (
+        "rule none (ended by ModelCallLimitMiddleware, not the model's answer: Model call "
+        "limits exceeded: run limit (1/1))"
+    ) in text
+    assert "rule none (ended by another middleware, not the model's answer)" in text
+    report = tmp_path / "report"
+    out = io.StringIO()
+    assert main(["report", "--db", str(db), "--out", str(report)], out=out) == 0
+    document = json.loads((report / "report.json").read_text())
+    assert document["rules"] == {"none": 2}
+    assert document["ended_by"] == {"ModelCallLimitMiddleware": 1, "another middleware": 1}
+    assert (
+        "ended by another middleware, not the model's answer: 2 (ModelCallLimitMiddleware 1, "
+        "another middleware 1)"
+    ) in out.getvalue()
+    assert (
+        'data-metric="ended_by.ModelCallLimitMiddleware">1<' in (report / "report.html").read_text()
+    )
+
+
+def test_a_plain_answer_has_no_ended_by() -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+    from langchain_core.tools import tool
+
+    from toolstop import Outcome, StopOnArtifact, StopPolicy, signal
+    from toolstop.testing.scripted import ScriptedChatModel, call
+
+    @tool(response_format="content_and_artifact")
+    def lookup(query: str) -> tuple[str, dict[str, object]]:
+        """Look something up."""
+        return "The service timed out.", signal(Outcome.TRANSIENT)
+
+    model = ScriptedChatModel([call("lookup", query="a"), "Done."])
+    agent = create_agent(model, [lookup], middleware=[StopOnArtifact(StopPolicy())])
+    record = agent.invoke({"messages": [HumanMessage("q")]})["stop_record"]
+    assert record["rule"] == "none"
+    assert "ended_by" not in record
