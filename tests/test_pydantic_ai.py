@@ -319,6 +319,44 @@ def test_a_streamed_run_that_goes_on_streams_the_models_answer() -> None:
     assert script.calls == 2
 
 
+@pytest.mark.parametrize(
+    ("mode", "steps", "rule"),
+    [
+        ("hard", [calls("lookup"), text()], "none"),
+        ("hard", [text()], "none"),
+        ("never", [calls("lookup"), text()], "none"),
+        ("polish", [calls("lookup"), text("Refunds take five days.")], "completed"),
+    ],
+    ids=["hard-goes-on", "hard-no-tool", "never", "polish"],
+)
+def test_a_streamed_run_the_model_ends_keeps_its_record(
+    mode: Any, steps: list[ModelResponse], rule: str
+) -> None:
+    """The model's own streamed text ends the run: the record is on the response the stream
+    handed out, as on the response a non-streamed run keeps."""
+    script = Script(steps)
+    tool = planned("lookup", DONE if mode != "hard" else RETRY)
+    agent = agent_for(script, [tool], StopPolicy(mode=mode))
+
+    async def stream() -> tuple[str, Any]:
+        async with agent.run_stream("How do refunds work?") as streamed:
+            return await streamed.get_output(), streamed
+
+    output, streamed = asyncio.run(stream())
+    assert output == steps[-1].parts[0].content  # type: ignore[union-attr]
+    assert not script.steps
+    record = stop_record(streamed)
+    assert record is not None
+    assert stop_record(streamed.all_messages()) == record
+    assert (record["rule"], record["model_calls"]) == (rule, len(steps))
+    if mode == "never":
+        assert record["would_stop"] == "completed"
+    assert RECORD_KEY in (streamed.all_messages()[-1].metadata or {})
+    assert [m.metadata for m in streamed.all_messages()[:-1] if isinstance(m, ModelResponse)] == [
+        None
+    ] * (len(steps) - 1)
+
+
 # -- structured output --------------------------------------------------------------------------
 
 
@@ -510,6 +548,33 @@ def test_openai_chat_model_hard_stop_sends_no_request_after_the_tool_result(
     record = stop_record(result)
     assert record is not None
     assert (record["rule"], record["model_calls"]) == ("completed", 1)
+
+
+@pytest.mark.usefixtures("allow_requests")
+@pytest.mark.parametrize(
+    ("mode", "ended"), [("never", ("none", "completed")), ("polish", ("completed", None))]
+)
+def test_openai_chat_model_streamed_answer_of_the_model_keeps_the_record(
+    mode: Any, ended: tuple[str, str | None]
+) -> None:
+    with LoopbackProvider([LOOKUP, "Refunds take five days."]) as provider:
+        agent = Agent(
+            openai_model(provider),
+            tools=[planned("lookup", DONE)],
+            capabilities=[StopOnArtifact(StopPolicy(mode=mode))],
+        )
+
+        async def go() -> tuple[str, Any]:
+            async with agent.run_stream("How do refunds work?") as streamed:
+                return await streamed.get_output(), streamed
+
+        output, streamed = asyncio.run(go())
+        assert (output, len(provider.requests)) == ("Refunds take five days.", 2)
+    record = stop_record(streamed)
+    assert record is not None
+    assert stop_record(streamed.all_messages()) == record
+    assert (record["rule"], record["would_stop"]) == ended
+    assert record["model_calls"] == 2
 
 
 @pytest.mark.usefixtures("allow_requests")

@@ -11,7 +11,9 @@ called again and the run ends with that text as its output.
 
 The run's stop record is kept in the run's message history, in the `metadata` of its last
 `ModelResponse` (`stop_record(result)` reads it), so it is stored with the history wherever the
-application stores it.
+application stores it. A streamed run hands out its final response before the run ends; the
+capability wraps the model so that response shares its `metadata` dict with the one the run
+keeps, and the record reaches both.
 
 Deliberately not handled: the step budget (Pydantic AI's own `UsageLimits` raise instead), and
 tool exceptions other than `ModelRetry` (Pydantic AI lets them propagate, so the run fails as it
@@ -22,7 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -30,6 +33,8 @@ try:
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.exceptions import SkipModelRequest
     from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models import Model, StreamedResponse
+    from pydantic_ai.models.wrapper import WrapperModel
 except ImportError as error:  # pragma: no cover - depends on the environment
     msg = "toolstop.pydantic_ai needs Pydantic AI: pip install 'toolstop[pydantic-ai]'"
     raise ImportError(msg) from error
@@ -242,6 +247,30 @@ def _blocked(part: Any, blocked: set[str]) -> bool:
     return getattr(part, "part_kind", None) == "tool-return" and part.tool_call_id in blocked
 
 
+class _SharedMetadata(WrapperModel):
+    """The model, with each streamed response given a `metadata` dict from its start.
+
+    A streamed run hands its caller a copy of the final `ModelResponse` before the run ends, and
+    keeps another in the run's history: both take the stream's `metadata` as it is, so a dict there
+    is shared, and the record `after_run` puts in it is in the copy the caller holds too.
+    """
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: Any,
+        model_settings: Any,
+        model_request_parameters: Any,
+        run_context: Any = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        async with self.wrapped.request_stream(
+            messages, model_settings, model_request_parameters, run_context
+        ) as stream:
+            if stream.metadata is None:
+                stream.metadata = {}
+            yield stream
+
+
 @dataclass
 class StopOnArtifact(AbstractCapability[Any]):
     """End a Pydantic AI run per call, from the tools' `ToolReturn.metadata`.
@@ -287,6 +316,10 @@ class StopOnArtifact(AbstractCapability[Any]):
         if self._run is None:  # used without for_run (a hand-made context)
             self._run = _Run(record=new_record(self._policy))
         return self._run
+
+    def get_wrapper_model(self, model: Model) -> Model | None:
+        """Wrap the model so that a streamed run's final response can carry the record."""
+        return _SharedMetadata(model)
 
     async def before_run(self, ctx: Any) -> None:
         """Number the run and remember which messages it was invoked with."""
@@ -335,9 +368,13 @@ class StopOnArtifact(AbstractCapability[Any]):
                 output_tokens=now["output_tokens"] - run.mark["output_tokens"],
             )
         run.record = record
-        last = _last_response(result.all_messages())
+        messages = result.all_messages()
+        last = _last_response(messages)
         if last is not None:
-            last.metadata = {**(last.metadata or {}), RECORD_KEY: dict(record)}
+            _unshare(messages[run.start :], last)
+            if last.metadata is None:
+                last.metadata = {}
+            last.metadata[RECORD_KEY] = dict(record)  # in place: a streamed copy shares the dict
         else:  # pragma: no cover - a run always ends on a response
             logger.debug("toolstop: a Pydantic AI run without a response; record not kept")
         publish_run_end(record, _config(ctx))
@@ -352,6 +389,13 @@ def _config(ctx: Any) -> dict[str, Any]:
         "metadata": {"lc_agent_name": name} if isinstance(name, str) else {},
         "configurable": {"thread_id": conversation} if isinstance(conversation, str) else {},
     }
+
+
+def _unshare(messages: Sequence[Any], last: ModelResponse) -> None:
+    """Put back `None` for the empty `metadata` dicts the run's streamed responses were given."""
+    for message in messages:
+        if isinstance(message, ModelResponse) and message is not last and message.metadata == {}:
+            message.metadata = None
 
 
 def _last_response(messages: Sequence[Any]) -> ModelResponse | None:
