@@ -240,6 +240,47 @@ def test_a_model_retry_from_the_tool_counts_against_the_retry_budget() -> None:
     assert [s["problem"] for s in record["invalid_signals"]] == ["tool_error"]
 
 
+def planned_retry() -> Any:
+    """A tool `lookup` that raises `ModelRetry` on every call."""
+
+    def lookup(query: str) -> str:
+        """Look something up."""
+        raise ModelRetry("try again later")
+
+    return lookup
+
+
+def test_pydantic_ais_tool_retries_below_the_budget_are_warned_of_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Pydantic AI gives a tool 1 retry by default: a tool that keeps raising ModelRetry fails the
+    run before the budget (3) can end it, and the capability says how to let the budget fire."""
+    from pydantic_ai.exceptions import UnexpectedModelBehavior
+
+    script = Script([calls("lookup")] * 2)
+    agent = agent_for(script, [planned_retry()])
+    with caplog.at_level(logging.WARNING, logger="toolstop"):
+        for _ in range(2):
+            script.steps = [calls("lookup")] * 2
+            with pytest.raises(UnexpectedModelBehavior, match="exceeded max retries count of 1"):
+                agent.run_sync("How do refunds work?")
+    warnings = [r.getMessage() for r in caplog.records if "ModelRetry" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "'lookup'" in warnings[0]
+    assert "retries=4" in warnings[0]
+
+
+def test_with_tool_retries_above_the_budget_the_budget_ends_a_model_retry_loop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    policy = StopPolicy(max_transient_retries=3)
+    with caplog.at_level(logging.WARNING, logger="toolstop"):
+        result, script, record = run([calls("lookup")] * 4, [planned_retry()], policy, retries=4)
+    assert (result.output, script.calls) == (policy.retry_budget_message, 4)
+    assert (record["rule"], record["outcomes"]["invalid"]) == ("retry_budget", 4)
+    assert "ModelRetry" not in caplog.text
+
+
 @pytest.mark.parametrize("order", [("lookup", "other"), ("other", "lookup")], ids=["first", "last"])
 @pytest.mark.parametrize(("parallel", "stops"), [("all", False), ("any", True)], ids=["all", "any"])
 def test_parallel_rules_do_not_depend_on_the_order_of_the_calls(

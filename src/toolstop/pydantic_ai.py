@@ -31,7 +31,7 @@ from typing import Any, cast
 
 try:
     from pydantic_ai.capabilities import AbstractCapability
-    from pydantic_ai.exceptions import SkipModelRequest
+    from pydantic_ai.exceptions import ModelRetry, SkipModelRequest, ToolRetryError
     from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart
     from pydantic_ai.models import Model, StreamedResponse
     from pydantic_ai.models.wrapper import WrapperModel
@@ -278,8 +278,11 @@ class StopOnArtifact(AbstractCapability[Any]):
     Uses the same `decide` and `StopPolicy` as the LangGraph routers: completed and fatal stop
     with the tool's text as the run's output (no further model call); transient, invalid
     metadata and plain returns go back to the model; parallel calls follow `policy.parallel`;
-    the retry budget ends the run with its user-safe text. A tool's `ModelRetry` counts as a
-    transient failure; a call denied by a reviewer goes back to the model without spending the
+    the retry budget ends the run with its user-safe text. A tool's `ModelRetry` is a tool
+    error (`outcomes.invalid`, problem `tool_error`, as a tool exception on the LangGraph
+    routers) and spends the retry budget; Pydantic AI's own retry limit for the tool must be
+    above `max_transient_retries` for the budget to end the run (a warning says so once per
+    tool otherwise). A call denied by a reviewer goes back to the model without spending the
     budget. `mode="polish"` makes one narrating model call with no function tools offered;
     `mode="never"` only records.
 
@@ -297,6 +300,8 @@ class StopOnArtifact(AbstractCapability[Any]):
 
     policy: StopPolicy | None = None
     _run: _Run | None = field(default=None, init=False, repr=False, compare=False)
+    _warned: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
+    """Tools warned of (shared by the per-run copies): their retry limit is below the budget."""
 
     def __post_init__(self) -> None:
         self.policy = resolve_policy(self.policy, "StopOnArtifact")
@@ -310,6 +315,7 @@ class StopOnArtifact(AbstractCapability[Any]):
         """A fresh copy per run: each run's record is its own."""
         copy = StopOnArtifact(self._policy)
         copy._run = _Run(record=new_record(self._policy))
+        copy._warned = self._warned
         return copy
 
     def _state(self, ctx: Any) -> _Run:
@@ -355,6 +361,35 @@ class StopOnArtifact(AbstractCapability[Any]):
             return request_context
         run.relays += 1
         raise SkipModelRequest(response)
+
+    async def wrap_tool_execute(
+        self, ctx: Any, *, call: Any, tool_def: Any, args: Any, handler: Any
+    ) -> Any:
+        """Run the tool; warn once when its `ModelRetry` would fail the run before the budget."""
+        try:
+            return await handler(args)
+        except (ModelRetry, ToolRetryError):
+            self._warn_retries(ctx, call.tool_name)
+            raise
+
+    def _warn_retries(self, ctx: Any, name: str) -> None:
+        budget = self._policy.max_transient_retries
+        allowed = getattr(ctx, "max_retries", None)
+        if budget is None or not isinstance(allowed, int) or allowed > budget:
+            return
+        if name in self._warned:
+            return
+        self._warned.add(name)
+        logger.warning(
+            "toolstop: tool %r raised ModelRetry; its Pydantic AI retry limit (%d) is not above "
+            "max_transient_retries=%d, so a tool that keeps failing makes Pydantic AI fail the run "
+            "(UnexpectedModelBehavior) before the retry budget can end it. Give the tool "
+            "retries=%d or more (Agent(retries=...) or the tool's own retries).",
+            name,
+            allowed,
+            budget,
+            budget + 1,
+        )
 
     async def after_run(self, ctx: Any, *, result: Any) -> Any:
         """Finish the record with Pydantic AI's usage, keep it in the history, publish it."""
