@@ -457,6 +457,38 @@ def test_loading_errors_are_one_line_and_exit_2(
     assert err.count(", line ") <= 1  # a syntax error's place, once
 
 
+PYDANTIC_AI_TOOLS = (
+    "from pydantic_ai import Agent, RunContext, Tool, ToolReturn\n"
+    "from toolstop import signal\n"
+    "def weather(city: str) -> ToolReturn:\n"
+    "    return ToolReturn(return_value='Sunny.', metadata=signal('completed'))\n"
+    "def forecast(ctx: RunContext[None], city: str) -> str:\n    return 'Rain.'\n"
+    "def plain(city: str) -> str:\n    return 'Fog.'\n"
+    "from langchain_core.tools import StructuredTool\n"
+    "LANGCHAIN = [StructuredTool.from_function(plain, name='fog', description='Fog.')]\n"
+    "TOOLS = [weather]\nCONTEXT = [forecast]\nWRAPPED = [Tool(weather)]\nPLAIN = [plain]\n"
+    "def make_agent(model, tools, policy):\n    return Agent(model, tools=tools)\n"
+)
+
+
+@pytest.mark.parametrize("attr", ["TOOLS", "CONTEXT", "WRAPPED", "PLAIN", "LANGCHAIN"])
+def test_pydantic_ai_tools_are_pointed_at_the_pydantic_ai_router(
+    in_folder: Path, capsys: pytest.CaptureFixture[str], attr: str
+) -> None:
+    """`--agent` takes LangChain/LangGraph factories: the error does not tell a Pydantic AI user
+    to decorate the tool with LangChain's @tool, it names the router that checks Pydantic AI
+    (LANGCHAIN: the tools load, and building the Pydantic AI agent fails)."""
+    pytest.importorskip("pydantic_ai", reason="needs the `pydantic-ai` extra")
+    write_module(in_folder, "pai_agent", PYDANTIC_AI_TOOLS)
+    code, _ = run("--agent", "pai_agent:make_agent", "--tools", f"pai_agent:{attr}")
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1, err
+    assert "@tool" not in err
+    assert "LangChain/LangGraph" in err
+    assert "--router pydantic_ai" in err
+
+
 def test_the_tools_loader_accepts_a_single_tool(in_folder: Path) -> None:
     write_module(in_folder, "tools_mod", BROKEN["tools_mod"])
     assert [t.name for t in load_tools("tools_mod:one")] == ["one"]

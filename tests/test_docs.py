@@ -40,6 +40,18 @@ def test_the_docs_link_to_pages_that_exist() -> None:
             assert (page.parent / target).exists(), f"{page.name} links to missing {target}"
 
 
+def test_the_docs_quote_the_records_current_schema_version() -> None:
+    from toolstop.record import RECORD_SCHEMA_VERSION
+
+    quoted = {
+        page.name: int(version)
+        for page in PAGES
+        for version in re.findall(r"`schema_version` \((\d+)", page.read_text(encoding="utf-8"))
+    }
+    assert quoted, "no page quotes the schema version"
+    assert quoted == dict.fromkeys(quoted, RECORD_SCHEMA_VERSION)
+
+
 def test_the_drawn_graphs_match_the_compiled_graphs() -> None:
     if MIDDLEWARE_UNAVAILABLE:
         pytest.skip(f"the page draws create_agent + StopOnArtifact too: {MIDDLEWARE_UNAVAILABLE}")

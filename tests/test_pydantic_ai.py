@@ -240,6 +240,47 @@ def test_a_model_retry_from_the_tool_counts_against_the_retry_budget() -> None:
     assert [s["problem"] for s in record["invalid_signals"]] == ["tool_error"]
 
 
+def planned_retry() -> Any:
+    """A tool `lookup` that raises `ModelRetry` on every call."""
+
+    def lookup(query: str) -> str:
+        """Look something up."""
+        raise ModelRetry("try again later")
+
+    return lookup
+
+
+def test_pydantic_ais_tool_retries_below_the_budget_are_warned_of_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Pydantic AI gives a tool 1 retry by default: a tool that keeps raising ModelRetry fails the
+    run before the budget (3) can end it, and the capability says how to let the budget fire."""
+    from pydantic_ai.exceptions import UnexpectedModelBehavior
+
+    script = Script([calls("lookup")] * 2)
+    agent = agent_for(script, [planned_retry()])
+    with caplog.at_level(logging.WARNING, logger="toolstop"):
+        for _ in range(2):
+            script.steps = [calls("lookup")] * 2
+            with pytest.raises(UnexpectedModelBehavior, match="exceeded max retries count of 1"):
+                agent.run_sync("How do refunds work?")
+    warnings = [r.getMessage() for r in caplog.records if "ModelRetry" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "'lookup'" in warnings[0]
+    assert "retries=4" in warnings[0]
+
+
+def test_with_tool_retries_above_the_budget_the_budget_ends_a_model_retry_loop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    policy = StopPolicy(max_transient_retries=3)
+    with caplog.at_level(logging.WARNING, logger="toolstop"):
+        result, script, record = run([calls("lookup")] * 4, [planned_retry()], policy, retries=4)
+    assert (result.output, script.calls) == (policy.retry_budget_message, 4)
+    assert (record["rule"], record["outcomes"]["invalid"]) == ("retry_budget", 4)
+    assert "ModelRetry" not in caplog.text
+
+
 @pytest.mark.parametrize("order", [("lookup", "other"), ("other", "lookup")], ids=["first", "last"])
 @pytest.mark.parametrize(("parallel", "stops"), [("all", False), ("any", True)], ids=["all", "any"])
 def test_parallel_rules_do_not_depend_on_the_order_of_the_calls(
@@ -317,6 +358,44 @@ def test_a_streamed_run_that_goes_on_streams_the_models_answer() -> None:
 
     assert asyncio.run(stream()) == ANSWER
     assert script.calls == 2
+
+
+@pytest.mark.parametrize(
+    ("mode", "steps", "rule"),
+    [
+        ("hard", [calls("lookup"), text()], "none"),
+        ("hard", [text()], "none"),
+        ("never", [calls("lookup"), text()], "none"),
+        ("polish", [calls("lookup"), text("Refunds take five days.")], "completed"),
+    ],
+    ids=["hard-goes-on", "hard-no-tool", "never", "polish"],
+)
+def test_a_streamed_run_the_model_ends_keeps_its_record(
+    mode: Any, steps: list[ModelResponse], rule: str
+) -> None:
+    """The model's own streamed text ends the run: the record is on the response the stream
+    handed out, as on the response a non-streamed run keeps."""
+    script = Script(steps)
+    tool = planned("lookup", DONE if mode != "hard" else RETRY)
+    agent = agent_for(script, [tool], StopPolicy(mode=mode))
+
+    async def stream() -> tuple[str, Any]:
+        async with agent.run_stream("How do refunds work?") as streamed:
+            return await streamed.get_output(), streamed
+
+    output, streamed = asyncio.run(stream())
+    assert output == steps[-1].parts[0].content  # type: ignore[union-attr]
+    assert not script.steps
+    record = stop_record(streamed)
+    assert record is not None
+    assert stop_record(streamed.all_messages()) == record
+    assert (record["rule"], record["model_calls"]) == (rule, len(steps))
+    if mode == "never":
+        assert record["would_stop"] == "completed"
+    assert RECORD_KEY in (streamed.all_messages()[-1].metadata or {})
+    assert [m.metadata for m in streamed.all_messages()[:-1] if isinstance(m, ModelResponse)] == [
+        None
+    ] * (len(steps) - 1)
 
 
 # -- structured output --------------------------------------------------------------------------
@@ -510,6 +589,33 @@ def test_openai_chat_model_hard_stop_sends_no_request_after_the_tool_result(
     record = stop_record(result)
     assert record is not None
     assert (record["rule"], record["model_calls"]) == ("completed", 1)
+
+
+@pytest.mark.usefixtures("allow_requests")
+@pytest.mark.parametrize(
+    ("mode", "ended"), [("never", ("none", "completed")), ("polish", ("completed", None))]
+)
+def test_openai_chat_model_streamed_answer_of_the_model_keeps_the_record(
+    mode: Any, ended: tuple[str, str | None]
+) -> None:
+    with LoopbackProvider([LOOKUP, "Refunds take five days."]) as provider:
+        agent = Agent(
+            openai_model(provider),
+            tools=[planned("lookup", DONE)],
+            capabilities=[StopOnArtifact(StopPolicy(mode=mode))],
+        )
+
+        async def go() -> tuple[str, Any]:
+            async with agent.run_stream("How do refunds work?") as streamed:
+                return await streamed.get_output(), streamed
+
+        output, streamed = asyncio.run(go())
+        assert (output, len(provider.requests)) == ("Refunds take five days.", 2)
+    record = stop_record(streamed)
+    assert record is not None
+    assert stop_record(streamed.all_messages()) == record
+    assert (record["rule"], record["would_stop"]) == ended
+    assert record["model_calls"] == 2
 
 
 @pytest.mark.usefixtures("allow_requests")

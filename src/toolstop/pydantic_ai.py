@@ -11,7 +11,9 @@ called again and the run ends with that text as its output.
 
 The run's stop record is kept in the run's message history, in the `metadata` of its last
 `ModelResponse` (`stop_record(result)` reads it), so it is stored with the history wherever the
-application stores it.
+application stores it. A streamed run hands out its final response before the run ends; the
+capability wraps the model so that response shares its `metadata` dict with the one the run
+keeps, and the record reaches both.
 
 Deliberately not handled: the step budget (Pydantic AI's own `UsageLimits` raise instead), and
 tool exceptions other than `ModelRetry` (Pydantic AI lets them propagate, so the run fails as it
@@ -22,14 +24,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 try:
     from pydantic_ai.capabilities import AbstractCapability
-    from pydantic_ai.exceptions import SkipModelRequest
+    from pydantic_ai.exceptions import ModelRetry, SkipModelRequest, ToolRetryError
     from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models import Model, StreamedResponse
+    from pydantic_ai.models.wrapper import WrapperModel
 except ImportError as error:  # pragma: no cover - depends on the environment
     msg = "toolstop.pydantic_ai needs Pydantic AI: pip install 'toolstop[pydantic-ai]'"
     raise ImportError(msg) from error
@@ -242,6 +247,30 @@ def _blocked(part: Any, blocked: set[str]) -> bool:
     return getattr(part, "part_kind", None) == "tool-return" and part.tool_call_id in blocked
 
 
+class _SharedMetadata(WrapperModel):
+    """The model, with each streamed response given a `metadata` dict from its start.
+
+    A streamed run hands its caller a copy of the final `ModelResponse` before the run ends, and
+    keeps another in the run's history: both take the stream's `metadata` as it is, so a dict there
+    is shared, and the record `after_run` puts in it is in the copy the caller holds too.
+    """
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: Any,
+        model_settings: Any,
+        model_request_parameters: Any,
+        run_context: Any = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        async with self.wrapped.request_stream(
+            messages, model_settings, model_request_parameters, run_context
+        ) as stream:
+            if stream.metadata is None:
+                stream.metadata = {}
+            yield stream
+
+
 @dataclass
 class StopOnArtifact(AbstractCapability[Any]):
     """End a Pydantic AI run per call, from the tools' `ToolReturn.metadata`.
@@ -249,8 +278,11 @@ class StopOnArtifact(AbstractCapability[Any]):
     Uses the same `decide` and `StopPolicy` as the LangGraph routers: completed and fatal stop
     with the tool's text as the run's output (no further model call); transient, invalid
     metadata and plain returns go back to the model; parallel calls follow `policy.parallel`;
-    the retry budget ends the run with its user-safe text. A tool's `ModelRetry` counts as a
-    transient failure; a call denied by a reviewer goes back to the model without spending the
+    the retry budget ends the run with its user-safe text. A tool's `ModelRetry` is a tool
+    error (`outcomes.invalid`, problem `tool_error`, as a tool exception on the LangGraph
+    routers) and spends the retry budget; Pydantic AI's own retry limit for the tool must be
+    above `max_transient_retries` for the budget to end the run (a warning says so once per
+    tool otherwise). A call denied by a reviewer goes back to the model without spending the
     budget. `mode="polish"` makes one narrating model call with no function tools offered;
     `mode="never"` only records.
 
@@ -268,6 +300,8 @@ class StopOnArtifact(AbstractCapability[Any]):
 
     policy: StopPolicy | None = None
     _run: _Run | None = field(default=None, init=False, repr=False, compare=False)
+    _warned: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
+    """Tools warned of (shared by the per-run copies): their retry limit is below the budget."""
 
     def __post_init__(self) -> None:
         self.policy = resolve_policy(self.policy, "StopOnArtifact")
@@ -281,12 +315,17 @@ class StopOnArtifact(AbstractCapability[Any]):
         """A fresh copy per run: each run's record is its own."""
         copy = StopOnArtifact(self._policy)
         copy._run = _Run(record=new_record(self._policy))
+        copy._warned = self._warned
         return copy
 
     def _state(self, ctx: Any) -> _Run:
         if self._run is None:  # used without for_run (a hand-made context)
             self._run = _Run(record=new_record(self._policy))
         return self._run
+
+    def get_wrapper_model(self, model: Model) -> Model | None:
+        """Wrap the model so that a streamed run's final response can carry the record."""
+        return _SharedMetadata(model)
 
     async def before_run(self, ctx: Any) -> None:
         """Number the run and remember which messages it was invoked with."""
@@ -323,6 +362,35 @@ class StopOnArtifact(AbstractCapability[Any]):
         run.relays += 1
         raise SkipModelRequest(response)
 
+    async def wrap_tool_execute(
+        self, ctx: Any, *, call: Any, tool_def: Any, args: Any, handler: Any
+    ) -> Any:
+        """Run the tool; warn once when its `ModelRetry` would fail the run before the budget."""
+        try:
+            return await handler(args)
+        except (ModelRetry, ToolRetryError):
+            self._warn_retries(ctx, call.tool_name)
+            raise
+
+    def _warn_retries(self, ctx: Any, name: str) -> None:
+        budget = self._policy.max_transient_retries
+        allowed = getattr(ctx, "max_retries", None)
+        if budget is None or not isinstance(allowed, int) or allowed > budget:
+            return
+        if name in self._warned:
+            return
+        self._warned.add(name)
+        logger.warning(
+            "toolstop: tool %r raised ModelRetry; its Pydantic AI retry limit (%d) is not above "
+            "max_transient_retries=%d, so a tool that keeps failing makes Pydantic AI fail the run "
+            "(UnexpectedModelBehavior) before the retry budget can end it. Give the tool "
+            "retries=%d or more (Agent(retries=...) or the tool's own retries).",
+            name,
+            allowed,
+            budget,
+            budget + 1,
+        )
+
     async def after_run(self, ctx: Any, *, result: Any) -> Any:
         """Finish the record with Pydantic AI's usage, keep it in the history, publish it."""
         run = self._state(ctx)
@@ -335,9 +403,13 @@ class StopOnArtifact(AbstractCapability[Any]):
                 output_tokens=now["output_tokens"] - run.mark["output_tokens"],
             )
         run.record = record
-        last = _last_response(result.all_messages())
+        messages = result.all_messages()
+        last = _last_response(messages)
         if last is not None:
-            last.metadata = {**(last.metadata or {}), RECORD_KEY: dict(record)}
+            _unshare(messages[run.start :], last)
+            if last.metadata is None:
+                last.metadata = {}
+            last.metadata[RECORD_KEY] = dict(record)  # in place: a streamed copy shares the dict
         else:  # pragma: no cover - a run always ends on a response
             logger.debug("toolstop: a Pydantic AI run without a response; record not kept")
         publish_run_end(record, _config(ctx))
@@ -352,6 +424,13 @@ def _config(ctx: Any) -> dict[str, Any]:
         "metadata": {"lc_agent_name": name} if isinstance(name, str) else {},
         "configurable": {"thread_id": conversation} if isinstance(conversation, str) else {},
     }
+
+
+def _unshare(messages: Sequence[Any], last: ModelResponse) -> None:
+    """Put back `None` for the empty `metadata` dicts the run's streamed responses were given."""
+    for message in messages:
+        if isinstance(message, ModelResponse) and message is not last and message.metadata == {}:
+            message.metadata = None
 
 
 def _last_response(messages: Sequence[Any]) -> ModelResponse | None:

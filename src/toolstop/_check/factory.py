@@ -106,7 +106,7 @@ class AgentFactory:
                 f"--agent {self.name} returned {type(agent).__name__}, which has no invoke(); "
                 "return the compiled graph or agent"
             )
-            raise ToolstopConfigError(msg)
+            raise ToolstopConfigError(msg + self._pydantic_ai_hint(agent))
         return agent
 
     def build_or_refuse(self, model: Any, tools: Sequence[BaseTool], policy: Any) -> Any:
@@ -123,7 +123,20 @@ class AgentFactory:
                 f"--agent {self.name}: calling it with (model, tools, policy) raised "
                 f"{type(error).__name__}: {error}"
             )
-            raise ToolstopConfigError(msg) from None
+            raise ToolstopConfigError(msg + self._pydantic_ai_hint(None)) from None
+
+    def _pydantic_ai_hint(self, agent: Any) -> str:
+        """The pointer to the Pydantic AI router, when the factory or its agent is Pydantic AI's."""
+        if not (_from_pydantic_ai(type(agent)) or _looks_pydantic_ai(self.build)):
+            return ""
+        return f" ({PYDANTIC_AI_HINT})"
+
+
+PYDANTIC_AI_HINT = (
+    "--agent takes LangChain/LangGraph agents only; Pydantic AI is checked by the built-in "
+    "router, toolstop check --router pydantic_ai"
+)
+"""What a loading error adds when the factory or the tools are written for Pydantic AI."""
 
 
 def load_factory(spec: str, flag: str = "--agent") -> AgentFactory:
@@ -173,6 +186,8 @@ def load_tools(spec: str, flag: str = "--tools") -> list[BaseTool]:
     for index, item in enumerate(found):
         if not isinstance(item, BaseTool):
             hint = " (decorate it with @tool)" if callable(item) else ""
+            if _looks_pydantic_ai(item):
+                hint = f" (it looks written for Pydantic AI: {PYDANTIC_AI_HINT})"
             msg = (
                 f"{flag} {spec}: item {index} ({_label(item)}) is a {type(item).__name__}, "
                 f"not a LangChain tool{hint}"
@@ -187,5 +202,26 @@ def load_tools(spec: str, flag: str = "--tools") -> list[BaseTool]:
 
 
 def _label(item: Any) -> str:
-    name = getattr(item, "__name__", None)
-    return str(name) if name else repr(item)[:40]
+    name = getattr(item, "__name__", None) or getattr(item, "name", None)
+    return str(name) if isinstance(name, str) and name else repr(item)[:40]
+
+
+def _from_pydantic_ai(value: Any) -> bool:
+    try:
+        module = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", None)
+    except Exception:  # an object whose attributes raise: not Pydantic AI's
+        return False
+    return isinstance(module, str) and module.split(".")[0] == "pydantic_ai"
+
+
+def _looks_pydantic_ai(item: Any) -> bool:
+    """True for a Pydantic AI `Tool`, or a function written for Pydantic AI: it takes a
+    `RunContext`, returns a `ToolReturn`, or its module imports from `pydantic_ai`."""
+    if _from_pydantic_ai(type(item)):
+        return True
+    if not inspect.isfunction(item):
+        return False
+    annotations = " ".join(str(a) for a in item.__annotations__.values())
+    if "RunContext" in annotations or "ToolReturn" in annotations:
+        return True
+    return any(_from_pydantic_ai(value) for value in item.__globals__.values())
