@@ -252,7 +252,7 @@ def assert_figures(document: dict[str, Any], expected: dict[str, Any]) -> None:
         expected["would_save"]["model_calls"] / expected["never_model_calls"], 4
     )
     assert document["invalid_by_tool"] == {"lookup": {"stop_not_bool": expected["invalid"]}}
-    assert document["schema_versions"] == {"2": expected["runs"]}
+    assert document["schema_versions"] == {"3": expected["runs"]}
 
 
 def report(*argv: str) -> tuple[int, str]:
