@@ -441,7 +441,7 @@ def test_report_html_renders_in_chromium_with_the_figures_of_report_json(
         assert path in parser.cells, path
     for path, text in parser.cells.items():
         value = _at(document, path)
-        shown = f"{value:.2f}" if isinstance(value, float) else str(value)
+        shown = f"{value:.2f}" if isinstance(value, float) else f"{value:,}"
         assert text == shown, path
     assert shot.stat().st_size > 20_000  # a page with a chart and tables, not a blank one
 

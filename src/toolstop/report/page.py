@@ -23,7 +23,7 @@ __all__ = ["render_html", "when"]
 _STYLE = """
 body { margin: 0 auto; padding: 1rem 1.2rem; max-width: 68rem; line-height: 1.45; }
 h1 { font-size: 1.6rem; margin: .2rem 0; } h2 { font-size: 1.2rem; margin-top: 1.8rem; }
-p, li, code, td:first-child { overflow-wrap: anywhere; }
+p, li, code { overflow-wrap: anywhere; } td:first-child { overflow-wrap: break-word; }
 .meta { color: #555; } .lead { font-size: 1.12rem; }
 .answer { background: #f1f8e9; border-left: 5px solid #43a047; padding: .6rem 1rem; }
 .note { background: #fff8e1; border-left: 5px solid #f9a825; padding: .5rem 1rem; }
@@ -87,14 +87,14 @@ def _b(path: str, value: Any, text: str | None = None) -> str:
 def _td(path: str | None, value: Any, label: str, css: str = "", text: str | None = None) -> str:
     metric = f' data-metric="{html.escape(path)}"' if path else ""
     klass = f' class="{css}"' if css else ""
-    shown = cell(value) if text is None else text
+    shown = (_n(value) if isinstance(value, int) else cell(value)) if text is None else text
     return f'<td data-label="{html.escape(label)}"{klass}{metric}>{html.escape(shown)}</td>'
 
 
 def _table(title: str, columns: list[str], rows: list[str], *, wide: bool = False) -> str:
     if not rows:
         return f"<h2>{html.escape(title)}</h2><p>None.</p>"
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    head = "".join(f"<th>{html.escape(c.replace('_', ' '))}</th>" for c in columns)
     klass = ' class="wide"' if wide else ""
     return (
         f"<h2>{html.escape(title)}</h2><table{klass}><thead><tr>{head}</tr></thead>"
@@ -115,7 +115,9 @@ def _by_key(title: str, prefix: str, table: dict[str, dict[str, Any]]) -> str:
     rows = []
     for key, counts in table.items():
         cells = "".join(
-            _td(f"{prefix}.{key}.{c}", counts[c], c) if c in counts else _td(None, "", c)
+            _td(f"{prefix}.{key}.{c}", counts[c], c.replace("_", " "))
+            if c in counts
+            else _td(None, "", c.replace("_", " "))
             for c in columns
         )
         rows.append(f'<tr><td class="first">{html.escape(key)}</td>{cells}</tr>')
@@ -125,12 +127,7 @@ def _by_key(title: str, prefix: str, table: dict[str, dict[str, Any]]) -> str:
 def _money(document: dict[str, Any], path: str, value: Any) -> str:
     if "prices" not in document or value is None:
         return ""
-    prices = document["prices"]
-    return (
-        f", worth {_b(path, value, money(value))} at your prices "
-        f"({_n(prices['input_per_million'])} per million input tokens, "
-        f"{_n(prices['output_per_million'])} per million output tokens)"
-    )
+    return f", worth {_b(path, value, money(value))}"
 
 
 def _answer(document: dict[str, Any]) -> str:
@@ -164,19 +161,24 @@ def _answer(document: dict[str, Any]) -> str:
             f"Hard mode saved at least {h['model_calls_saved']} model calls{estimate}: it "
             f"stopped {h['stopped']} of its {h['runs']} runs without calling the model again."
         )
-    top = document["candidates"][0] if document["candidates"] else None
-    if top is not None and top["verdict"] == "candidate":
-        ws = {k: _b(f"candidates.0.would_save.{k}", v) for k, v in top["would_save"].items()}
-        median = _b("candidates.0.answer_overlap.median", top["answer_overlap"]["median"])
+    signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
+    top = next(
+        (e for e in document["candidates"] if e["tool"] not in signalling),
+        document["candidates"][0] if document["candidates"] else None,
+    )
+    if top is not None and top["verdict"] == "candidate" and top["tool"] not in signalling:
+        at = document["candidates"].index(top)
+        ws = {k: _b(f"candidates.{at}.would_save.{k}", v) for k, v in top["would_save"].items()}
+        median = _b(f"candidates.{at}.answer_overlap.median", top["answer_overlap"]["median"])
         lines.append(
             f"Convert <b>{html.escape(top['tool'])}</b> first: "
-            f"{_b('candidates.0.ended_runs', top['ended_runs'])} of its "
-            f"{_b('candidates.0.runs', top['runs'])} runs ended right after it, with an answer "
+            f"{_b(f'candidates.{at}.ended_runs', top['ended_runs'])} of its "
+            f"{_b(f'candidates.{at}.runs', top['runs'])} runs ended right after it, with an answer "
             f"that repeats its result (median overlap {median}). A stop there would save "
             f"{ws['model_calls']} model calls{_of_all(document, top['would_save'])}, "
             f"{ws['input_tokens']} input and "
             f"{ws['output_tokens']} output tokens"
-            + _money(document, "candidates.0.would_save.cost", top["would_save"].get("cost"))
+            + _money(document, f"candidates.{at}.would_save.cost", top["would_save"].get("cost"))
             + "."
         )
     elif top is not None and not saved["runs"] and not hard["stopped"]:
@@ -201,6 +203,7 @@ def _of_all(document: dict[str, Any], saved: dict[str, Any]) -> str:
 
 def _candidates(document: dict[str, Any]) -> str:
     entries = document["candidates"]
+    signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
     priced = "prices" in document
     columns = ["tool", "runs", "ended after it", "calls saved", "input tokens", "output tokens"]
     columns += ["money", "overlap median", "overlap p10", "verdict"] if priced else [
@@ -209,7 +212,9 @@ def _candidates(document: dict[str, Any]) -> str:
     for i, e in enumerate(entries):
         p, ws, overlap = f"candidates.{i}", e["would_save"], e["answer_overlap"]
         cells = [
-            f'<td class="first">{i + 1}. {html.escape(e["tool"])}</td>',
+            f'<td class="first">{i + 1}. {html.escape(e["tool"])}'
+            + (" (signals already)" if e["tool"] in signalling else "")
+            + "</td>",
             _td(f"{p}.runs", e["runs"], "runs"),
             _td(f"{p}.ended_runs", e["ended_runs"], "ended after it"),
             _td(f"{p}.would_save.model_calls", ws["model_calls"], "calls saved"),
@@ -308,6 +313,12 @@ def render_html(document: dict[str, Any], chart: Path | None, path: Path) -> Non
     )
     made = f"{when(document['generated_at'])} by toolstop {document['toolstop_version']}"
     since = f" since {when(document['since'])}" if document.get("since") else ""
+    prices = document.get("prices")
+    if prices:
+        made += (
+            f". Money at your prices: {_n(prices['input_per_million'])} per million input "
+            f"tokens, {_n(prices['output_per_million'])} per million output tokens"
+        )
     body = f"""<h1>toolstop report: what stops save</h1>
 <p class="meta">{_b("runs", document["runs"])} runs{since} from
 {html.escape(_source(document["source"]))}, ended {html.escape(when(document["first_run_ended"]))}

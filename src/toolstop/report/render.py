@@ -119,6 +119,8 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
         file=out,
     )
     threads, open_runs = document.get("threads"), document.get("open_runs")
+    if open_runs is None and "log" in document["source"]:
+        open_runs = "not known from a log"
     print(f"threads: {cell(threads)}; open runs: {cell(open_runs)}", file=out)
     saved = document["would_save"]
     if saved["runs"]:
@@ -136,10 +138,13 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
             f"{hard['model_calls_saved']} model calls",
             file=out,
         )
-    top = document["candidates"][0] if document["candidates"] else None
+    signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
+    unconverted = [e for e in document["candidates"] if e["tool"] not in signalling]
+    top = unconverted[0] if unconverted else None
     if top is not None:
+        lead = "convert first" if top["verdict"] == "candidate" else "next tool to look at"
         print(
-            f"convert first: {top['tool']} ({top['ended_runs']} of {top['runs']} runs ended "
+            f"{lead}: {top['tool']} ({top['ended_runs']} of {top['runs']} runs ended "
             f"after it, median answer overlap {cell(top['answer_overlap']['median'])}): "
             f"{top['why']}",
             file=out,
