@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -315,3 +316,14 @@ def test_the_page_lays_out_without_sideways_scrolling(
     answer = page.index('class="answer"')
     assert answer < page.index("Tools worth converting") < page.index('id="headline"')
     assert "Convert <b>lookup_order</b> first" in page
+    document = json.loads((tmp_path / "report.json").read_text())
+    figures = re.findall(r'data-metric="([^"]+)">([^<]*)<', page)
+    assert len(figures) > 30
+    for path, text in figures:
+        value: Any = document
+        for part in path.split("."):
+            value = value[int(part)] if isinstance(value, list) else value[part]
+        if isinstance(value, float):
+            assert text in (f"{value:.2f}", f"{value:.0%}", f"{value:.4f}"), path
+        else:
+            assert text == f"{value:,}", path
