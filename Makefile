@@ -1,4 +1,6 @@
 # Two entry points for a fresh clone: `make demo` and `make test`. Both create .venv first.
+# Plain `make` lists the targets: a `## ` line right above a target is its line in that list.
+.DEFAULT_GOAL := help
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
@@ -8,7 +10,19 @@ STAMP := $(VENV)/.installed
 SERVE_VENV := .venv-serve
 SERVE_STAMP := $(SERVE_VENV)/.installed
 
-.PHONY: demo test lint typecheck unit matrix mutation clean serve serve-env serve-bench docs
+.PHONY: help demo test test-fast format lint typecheck unit matrix mutation clean serve serve-env \
+	serve-bench docs
+
+## List the targets and what each does (plain `make`).
+help:
+	@echo "On a fresh clone, start with make demo and make test (both create .venv)."
+	@awk '/^## /{doc = substr($$0, 4); next} \
+		doc && /^[a-z][a-z-]*:/ {sub(/:.*/, ""); names[++n] = $$0; docs[$$0] = doc} \
+		{doc = ""} \
+		END {printf "  make %-12s %s\n", "demo", docs["demo"]; \
+			printf "  make %-12s %s\n", "test", docs["test"]; \
+			for (i = 1; i <= n; i++) if (names[i] != "demo" && names[i] != "test") \
+				printf "  make %-12s %s\n", names[i], docs[names[i]]}' $(MAKEFILE_LIST)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,20 +36,24 @@ $(SERVE_STAMP): pyproject.toml
 	$(SERVE_VENV)/bin/python -m pip install --quiet -e ".[serve-pg]"
 	touch $(SERVE_STAMP)
 
+## Only create .venv-serve, the environment of make serve.
 serve-env: $(SERVE_STAMP)
 
 # The example agents on LangGraph Server + PostgreSQL + Redis, on 127.0.0.1:$${PORT:-8123}.
 # Needs DATABASE_URI and REDIS_URI; WORKERS (default 2), N_JOBS_PER_WORKER (default 10);
 # CONFIG=path/to/langgraph.json serves your own graphs.
 CONFIG ?= langgraph.json
+## The example agents on LangGraph Server + PostgreSQL + Redis.
 serve: $(SERVE_STAMP)
 	$(SERVE_VENV)/bin/python scripts/serve.py $(CONFIG)
 
-# The figures of the README's scale-out section: throughput hard vs never on 2 workers, crash
+# The figures of docs/deployment.md: throughput hard vs never on 2 workers, crash
 # recovery of a SIGKILLed replica. Needs PostgreSQL and Redis (see scripts/serve_bench.py).
+## Measure make serve: throughput, recovery from a killed replica.
 serve-bench: $(STAMP) $(SERVE_STAMP)
 	$(BIN)/python scripts/serve_bench.py --out docs/bench/serve.json
 
+## The search agent on a scripted model (no API key), then toolstop check.
 demo: $(STAMP)
 	$(BIN)/toolstop demo --outcome success
 	$(BIN)/toolstop demo --outcome retryable
@@ -47,35 +65,55 @@ demo: $(STAMP)
 
 # The documentation site into site/ (guides from docs/, API reference from the docstrings);
 # `make test` builds it with --strict too (tests/test_docs.py).
+## Build the documentation site into site/ (mkdocs --strict).
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
-# ruff, and the package's layers (import-linter: the contracts in pyproject.toml)
+## ruff, ruff format --check and the layers (import-linter); changes nothing.
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts
 	$(BIN)/ruff format --check src tests scripts
 	$(BIN)/lint-imports
 
+## mypy --strict over the package and tests/typecheck.
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+## The whole test suite in one process, slow tests included.
 unit: $(STAMP)
 	$(BIN)/python -m pytest
 
+## Format the code: ruff check --fix, then ruff format.
+format: $(STAMP)
+	$(BIN)/ruff check --fix src tests scripts
+	$(BIN)/ruff format src tests scripts
+
+# The edit loop: the suite on every core (pytest-xdist), without the version matrix and without
+# the slow, server and live tests (`make test` runs the slow ones; CI runs everything). Narrow it
+# with PYTEST_ARGS, e.g. `make test-fast PYTEST_ARGS="tests/test_decide.py -x"`.
+PYTEST_ARGS ?=
+## The edit loop: the fast tests in parallel (no matrix, no lint).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -n auto -q -m "not slow and not server and not live" $(PYTEST_ARGS)
+
 # The router contract on six stacks, from langgraph 0.6.6 to the newest langchain (noxfile.py).
+## The router contract on each stack of the version matrix (nox).
 matrix: $(STAMP)
 	$(BIN)/nox -s contract
 
+## Lint, typecheck, the whole suite and the version matrix.
 test: lint typecheck unit matrix
 
 # Mutation testing of the core with mutmut (docs/mutation.md; not part of `make test`: about 25
 # minutes on 2 cores). MUTANTS narrows it, e.g. `make mutation MUTANTS="toolstop.decision*"`;
 # a second run only retests what changed. `$(BIN)/mutmut browse` shows each survivor.
 MUTANTS ?=
+## Mutation testing of the core with mutmut (slow, not in make test).
 mutation: $(STAMP)
 	$(BIN)/mutmut run --max-children $${JOBS:-2} $(MUTANTS)
 	@echo "Survivors (and mutants that timed out); nothing listed: every mutant was killed:"
 	@$(BIN)/mutmut results | grep -v ': not checked$$' || true
 
+## Remove the environments, the caches, site/ and mutants/.
 clean:
 	rm -rf $(VENV) $(SERVE_VENV) .nox .mypy_cache .ruff_cache .pytest_cache site mutants

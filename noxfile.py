@@ -30,7 +30,7 @@ MATRIX = {
     "floor": ["langchain==1.2.9", PREBUILT_FOR_LANGGRAPH_1_0],
     # the last 1.3 release (ToolErrorMiddleware from 1.3.14)
     "last-1.3": ["langchain==1.3.18"],
-    # the seed article's pins
+    # the versions toolstop was first built and verified on
     "current": ["langchain==1.4.2", "langgraph==1.2.11"],
     # whatever the index serves as newest
     "newest": ["langchain>=1.4", "langgraph>=1.2,<2"],
@@ -63,7 +63,7 @@ def _install_once(session: nox.Session, stack: str) -> None:
 @nox.session(python="3.11")
 @nox.parametrize("stack", list(MATRIX), ids=list(MATRIX))
 def contract(session: nox.Session, stack: str) -> None:
-    """Install toolstop with one stack of the matrix; run the contract tests and `toolstop check`."""
+    """One stack of the matrix: install it with toolstop, run the contract tests and `check`."""
     _install_once(session, stack)
     session.run("python", "-c", SHOW_VERSIONS, silent=False)
     session.run("python", "-m", "pytest", "-m", "contract", "-q", *session.posargs)

@@ -238,9 +238,11 @@ def run_crash(
 
 
 def replica_env(database_uri: str, redis_uri: str, *, jobs: int) -> dict[str, str]:
-    """`make serve`'s settings for a crash-test replica: 1 worker running `jobs` runs at once,
-    a 2 s heartbeat, a model at 100 ms per call, tools that answer `TOOL_LATENCY_MS` after
-    their work. Replica A gets 2 jobs (so the queue waits on it), B 10 (room for A's runs)."""
+    """`make serve`'s settings for a crash-test replica.
+
+    1 worker running `jobs` runs at once, a 2 s heartbeat, a model at 100 ms per call, tools that
+    answer `TOOL_LATENCY_MS` after their work. Replica A gets 2 jobs (so the queue waits on it), B
+    10 (room for A's runs)."""
     return {
         "DATABASE_URI": database_uri,
         "REDIS_URI": redis_uri,

@@ -6,6 +6,7 @@ import ipaddress
 import os
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -81,7 +82,30 @@ def postgres_url() -> str:
             pass
     except Exception as error:
         pytest.skip(f"no PostgreSQL at {POSTGRES_URL}: {error}")
+    _migrate_once(POSTGRES_URL)
     return POSTGRES_URL
+
+
+def _migrate_once(url: str) -> None:
+    """Create the saver's tables before any test opens a saver, one process at a time.
+
+    Tests run in parallel (`make test-fast`, pytest-xdist) share the database, and LangGraph's
+    `setup()` on an empty database fails when two processes run it at once (both create the same
+    tables). The lock is polled, not waited for: a process blocked in `pg_advisory_lock` holds a
+    snapshot that the migration's `CREATE INDEX CONCURRENTLY` would wait for, forever.
+    """
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    key = "hashtext('toolstop tests: migrations')"
+    with psycopg.connect(url, autocommit=True) as lock:
+        while lock.execute(f"SELECT pg_try_advisory_lock({key})").fetchone() != (True,):
+            time.sleep(0.1)
+        try:
+            with PostgresSaver.from_conn_string(url) as saver:
+                saver.setup()
+        finally:
+            lock.execute(f"SELECT pg_advisory_unlock({key})")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -89,3 +113,13 @@ def pytest_configure(config: pytest.Config) -> None:
     """langchain-tests' `test_init_time` is a benchmark: run it once, time nothing."""
     if hasattr(config.option, "benchmark_disable"):
         config.option.benchmark_disable = True
+
+
+@pytest.fixture(autouse=True)
+def _a_terminal_100_columns_wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables that fit the terminal (`toolstop check`'s) are laid out for 100 columns in every test.
+
+    The width is otherwise the terminal's: an 80-column terminal, or a pytest-xdist worker (which
+    sets `COLUMNS=80`), would wrap the rows that the tests compare with the README's samples.
+    """
+    monkeypatch.setenv("COLUMNS", "100")

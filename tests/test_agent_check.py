@@ -185,12 +185,13 @@ def test_a_hand_built_graph_factory_with_one_tool_passes() -> None:
     assert "parallel-any-stop-first" in result.skipped  # one tool: no parallel pair
     assert "review-approve" in result.skipped  # no middleware keyword
     assert "middleware" in result.skipped["review-approve"]
-    # three invalid signals on one tool: split into consecutive turns, each back to the model
+    # four invalid signals on one tool: split into consecutive turns, each back to the model
     invalid = next(r for r in result.results if r.scenario.name == "invalid-signals")
     assert [t["signal"] for t in invalid.actual["tool_results"]] == [
         "invalid:unsignalled",
         "invalid:stop_not_bool",
         "invalid:transient_with_stop",
+        "invalid:near_miss_key",
     ]
 
 

@@ -244,7 +244,7 @@ def _line(record: dict[str, Any], time: str, thread: str) -> str:
 def test_older_records_still_read_and_days_are_shown(tmp_path: Path) -> None:
     new = {
         **OLD_RECORD,
-        "schema_version": 3,
+        "schema_version": 4,
         "would_stop": None,
         "would_save": {"model_calls": 0, "input_tokens": 0, "output_tokens": 0},
         "calls_by_tool": {"lookup": 1},
@@ -265,7 +265,7 @@ def test_older_records_still_read_and_days_are_shown(tmp_path: Path) -> None:
     code, text = report("--log", str(log), "--out", str(out))
     assert code == 0, text
     document = json.loads((out / "report.json").read_text())
-    assert document["schema_versions"] == {"2": 2, "3": 1}
+    assert document["schema_versions"] == {"2": 2, "4": 1}
     assert document["candidate_runs"] == 1  # the old records carry no candidate data
     assert document["candidates"][0]["tool"] == "lookup"
     assert document["would_save"]["model_calls"] == 2  # the old records' savings still count

@@ -1,8 +1,8 @@
 """Why the design is what it is: today's LangGraph / LangChain behaviour, pinned per version.
 
 Each test asserts something the routers rely on (or work around). When an upgrade changes one,
-the test fails with a sentence saying what changed and what to re-check. See
-`research/framework-findings.md` in the project's shared notes and docs/upgrading.md.
+the test fails with a sentence saying what changed and what to re-check; docs/upgrading.md says
+what each failure means for a user.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 import importlib.metadata
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
+from langchain_core.tools import InjectedToolCallId, tool
 
 from toolstop import signal
 from toolstop.testing import ScriptedChatModel, call, turn
@@ -77,7 +77,7 @@ def test_legacy_return_direct_ends_if_any_call_of_the_turn_has_it() -> None:
     result = _legacy_agent(model, [plain, static]).invoke({"messages": [HumanMessage("q")]})
     assert len(model.calls) == 1, _changed(
         "legacy return_direct no longer ends the run when only one call of the turn has it",
-        "DESIGN §4's 'legacy: any' and the bench's static return_direct configuration",
+        "the legacy agent ends if any call has return_direct; the bench's static row",
     )
     assert isinstance(_messages(result)[-1], ToolMessage)
 
@@ -97,7 +97,7 @@ def test_create_agent_return_direct_ends_only_if_all_calls_have_it() -> None:
     _create_agent(model, [plain, static]).invoke({"messages": [HumanMessage("q")]})
     assert len(model.calls) == 2, _changed(
         "create_agent now ends on return_direct when only some calls of the turn have it",
-        "DESIGN §4's 'create_agent: all' and the bench's static return_direct configuration",
+        "create_agent ends only if all calls have return_direct; the bench's static row",
     )
     model2 = ScriptedChatModel([call("static")])
     result = _create_agent(model2, [static]).invoke({"messages": [HumanMessage("q")]})
@@ -122,7 +122,7 @@ def test_command_goto_end_from_wrap_tool_call_does_not_stop() -> None:
     _create_agent(model, [lookup], [GotoEnd()]).invoke({"messages": [HumanMessage("q")]})
     assert len(model.calls) == 2, _changed(
         "Command(goto=END) returned from wrap_tool_call now ends the run",
-        "StopOnArtifact could end from the tool side; DESIGN §4 and framework-findings.md",
+        "StopOnArtifact could end from the tool side instead of answering in wrap_model_call",
     )
 
 
@@ -162,7 +162,7 @@ def test_jump_to_with_hook_config_ends_the_run() -> None:
         {"messages": [HumanMessage("q")]}
     )
     assert len(model.calls) == 1, _changed(
-        "the article's before_model jump with hook_config no longer ends the run",
+        "a before_model jump with hook_config no longer ends the run",
         "the alternative StopOnArtifact was measured against",
     )
     assert _messages(result)[-1].content == "the page"
@@ -188,4 +188,58 @@ def test_langgraphs_private_runnable_callable_is_where_the_graph_imports_it() ->
     parameters = inspect.signature(RunnableCallable).parameters
     assert {"func", "afunc", "name", "trace"} <= set(parameters), _changed(
         f"RunnableCallable's parameters are now {list(parameters)}", recheck
+    )
+
+
+def _tool_returning(command: Any) -> Any:
+    """A tool whose result is the `Command` built by `command(tool_call_id)`."""
+
+    @tool
+    def ender(tool_call_id: Annotated[str, InjectedToolCallId], query: str = "") -> Any:
+        """A tool that tries to end the run itself."""
+        return command(tool_call_id)
+
+    return ender
+
+
+def _ended_by_the_tool(command: Any) -> tuple[int, list[Any]]:
+    """Model calls and messages of a create_agent run whose one tool returns `command`."""
+    model = ScriptedChatModel([call("ender"), "paraphrase"])
+    agent = _create_agent(model, [_tool_returning(command)])
+    result = agent.invoke({"messages": [HumanMessage("q")]})
+    return len(model.calls), _messages(result)
+
+
+def test_a_tool_returning_command_goto_end_does_not_end_a_create_agent_run() -> None:
+    # langchain PRs #34890 and #35709 (closed, not merged) would let a tool end the run itself.
+    pytest.importorskip("langchain.agents", reason="create_agent needs langchain>=1.0")
+    from langgraph.graph import END
+    from langgraph.types import Command
+
+    def goto_end(call_id: str) -> Any:
+        message = ToolMessage("the page", tool_call_id=call_id, artifact=signal("completed"))
+        return Command(goto=END, update={"messages": [message]})
+
+    calls, messages = _ended_by_the_tool(goto_end)
+    assert (calls, messages[-1].content) == (2, "paraphrase"), _changed(
+        "a tool returning Command(goto=END) now ends a create_agent run (langchain #34890 / "
+        "#35709 or a successor was merged)",
+        "whether StopOnArtifact should let such a tool end the run, its record and relay, and "
+        "the README's 'why not Command(goto=END)'",
+    )
+
+
+def test_a_tool_setting_jump_to_does_not_end_a_create_agent_run() -> None:
+    pytest.importorskip("langchain.agents", reason="create_agent needs langchain>=1.0")
+    from langgraph.types import Command
+
+    def jump_to_end(call_id: str) -> Any:
+        message = ToolMessage("the page", tool_call_id=call_id, artifact=signal("completed"))
+        return Command(update={"messages": [message], "jump_to": "end"})
+
+    calls, messages = _ended_by_the_tool(jump_to_end)
+    assert (calls, messages[-1].content) == (2, "paraphrase"), _changed(
+        "a tool setting jump_to='end' now ends a create_agent run (langchain #34890 / #35709 "
+        "or a successor was merged)",
+        "whether StopOnArtifact should honour a tool's own jump, its record and relay",
     )

@@ -79,8 +79,8 @@ STATIC = Router(
 )
 
 
-def _variant_b(model: Any, tools: Any, *, policy: Any, checkpointer: Any) -> Any:
-    """The article's variant B: the relay added in the same update as the tool result."""
+def _relay_in_update(model: Any, tools: Any, *, policy: Any, checkpointer: Any) -> Any:
+    """A broken router: the relay added in the same update as the tool result."""
     pytest.importorskip("langchain.agents")
     from langchain.agents import create_agent
     from langchain.agents.middleware import AgentMiddleware
@@ -103,8 +103,12 @@ def _variant_b(model: Any, tools: Any, *, policy: Any, checkpointer: Any) -> Any
     return create_agent(model, tools, middleware=[RelayInUpdate()])
 
 
-VARIANT_B = Router(
-    name="variant-b", build=_variant_b, model_node="model", stop_node="model", polish_node="model"
+RELAY_IN_UPDATE = Router(
+    name="relay-in-update",
+    build=_relay_in_update,
+    model_node="model",
+    stop_node="model",
+    polish_node="model",
 )
 
 
@@ -121,11 +125,13 @@ def test_harness_catches_a_reintroduced_return_direct() -> None:
 def test_harness_catches_a_relay_that_hides_the_tool_calling_message() -> None:
     pytest.importorskip("langchain.agents")
     results = check(
-        [SCENARIOS["success.hard"]], [VARIANT_B], golden_for={VARIANT_B.name: "middleware"}
+        [SCENARIOS["success.hard"]],
+        [RELAY_IN_UPDATE],
+        golden_for={RELAY_IN_UPDATE.name: "middleware"},
     )
     assert not results[0].passed
     text = " ".join(results[0].breaches)
-    assert "variant B" in text
+    assert "hides the tool-calling AIMessage from the stop check" in text
     assert "called more often than a correct router" in text
 
 

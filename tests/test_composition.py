@@ -146,6 +146,7 @@ def test_a_run_limit_reached_by_the_tool_turn_does_not_swallow_the_stop(
         assert state["messages"][-1].content == PAID
         record = assert_one_record(state, events, rule="completed")
         assert record["stopped"] is True
+        assert record["relayed"] == [state["messages"][-2].tool_call_id]  # polish's too
     assert record["model_calls"] == 1
     assert_next_turn_accepted(provider, state["messages"])
 

@@ -58,7 +58,7 @@ def test_no_tool_turn_continues() -> None:
         (RETRY, False, Rule.NONE),
         (signal(Outcome.COMPLETED, stop=False), False, Rule.NONE),
         (signal(Outcome.FATAL, stop=False), False, Rule.NONE),
-        ({"stop": True}, True, Rule.COMPLETED),  # the seed article's shape, reason omitted
+        ({"stop": True}, True, Rule.COMPLETED),  # the bare shape, reason omitted
         ({"stop": False}, False, Rule.NONE),
     ],
 )
@@ -176,7 +176,7 @@ def test_any_stops_whatever_order_the_model_listed_the_calls_in() -> None:
     for artifacts in ([DONE, RETRY], [RETRY, DONE]):
         messages = turn_of(*[(f"content{i}", a) for i, a in enumerate(artifacts)])
         assert decide(messages, StopPolicy(parallel="any")).stop is True
-        # the article's router reads only the last message: it would stop in one order only
+        # a router that reads only the last message would stop in one order only
 
 
 def test_several_stopping_contents_are_joined_in_tool_call_order() -> None:
@@ -268,13 +268,32 @@ class CountingHistory(Sequence[BaseMessage]):
 
 
 @pytest.mark.parametrize("history", [10, 10_000])
-def test_decide_reads_only_the_current_turn(history: int) -> None:
+def test_decide_reads_only_the_current_run(history: int) -> None:
     old = turn_of(("old", DONE)) * (history // 4)
     current = turn_of(("a", DONE), ("b", RETRY))
     messages = CountingHistory(old + current)
     decision = decide(messages, StopPolicy(parallel="any"))
     assert decision.stop is True
-    assert min(messages.read) >= len(messages) - 3  # the AIMessage and its two results
+    assert decision.relay == "a"  # nothing of the older runs
+    assert min(messages.read) >= len(messages) - 4  # the question, the AIMessage, two results
+
+
+@pytest.mark.parametrize("history", [10, 10_000])
+def test_decide_reads_back_to_the_explicit_run_start_and_no_further(history: int) -> None:
+    # With the run's start given, a person's message inside the run (a hook's reminder) does not
+    # end the reading; the start does.
+    old = turn_of(("old", DONE)) * (history // 4)
+    start = HumanMessage("question", id="start")
+    first = turn_of(("paris", DONE), ("berlin", RETRY))[1:]
+    reminder = HumanMessage("(reminder)")
+    second = turn_of(("berlin again", DONE))[1:]
+    second[0] = AIMessage(content="", tool_calls=[{"name": "tool1", "args": {"q": 2}, "id": "d"}])
+    second[1] = ToolMessage("berlin again", artifact=DONE, tool_call_id="d", name="tool1")
+    messages = CountingHistory([*old, start, *first, reminder, *second])
+    decision = decide(messages, since="start")
+    assert decision.relay == "paris\n\nberlin again"
+    assert decision.relayed == ("c0", "d")
+    assert min(messages.read) == len(messages) - 7  # the run's six messages and its start
 
 
 def test_several_stopping_block_contents_are_joined_as_their_text() -> None:
@@ -368,9 +387,9 @@ def test_results_that_follow_no_ai_message_are_read_in_their_order() -> None:
 
 
 def test_no_turn_relays_nothing() -> None:
-    from toolstop.decision import _relay
+    from toolstop.decision import _shown_results
 
-    assert _relay(None, ()) == ""
+    assert _shown_results(None, ()) == []
 
 
 def test_decide_counts_no_earlier_transient_failures_by_default() -> None:
@@ -414,3 +433,204 @@ def test_decide_turn_defaults() -> None:
 def test_a_stopping_turn_still_counts_its_transient_failures() -> None:
     decision = decide(turn_of(("busy", RETRY), ("booked", DONE)), StopPolicy(parallel="any"))
     assert (decision.rule, decision.transient_in_turn) == (Rule.COMPLETED, 1)
+
+
+# -- what a stop shows: the whole answer of the run (issue 27) -------------------------------
+
+
+def _call(name: str, call_id: str, **args: Any) -> dict[str, Any]:
+    return {"name": name, "args": args, "id": call_id, "type": "tool_call"}
+
+
+def _tool_result(content: Any, artifact: Any, call_id: str, name: str = "weather") -> ToolMessage:
+    return ToolMessage(content=content, artifact=artifact, tool_call_id=call_id, name=name)
+
+
+def paris_berlin(*, text: str = "") -> list[BaseMessage]:
+    """Turn 1: Paris completes, Berlin fails transiently; turn 2: Berlin is asked again."""
+    return [
+        HumanMessage("Weather in Paris and Berlin?", id="q"),
+        AIMessage(
+            "",
+            tool_calls=[_call("weather", "p", city="Paris"), _call("weather", "b", city="Berlin")],
+        ),
+        _tool_result("Paris: 18 C, sunny.", DONE, "p"),
+        _tool_result("Berlin: timed out.", RETRY, "b"),
+        AIMessage(text, tool_calls=[_call("weather", "b2", city="Berlin")]),
+        _tool_result("Berlin: 12 C, rain.", DONE, "b2"),
+    ]
+
+
+def test_a_stop_after_a_retry_shows_the_earlier_completed_result_first() -> None:
+    decision = decide(paris_berlin(), since="q")
+    assert (decision.stop, decision.rule) == (True, Rule.COMPLETED)
+    assert decision.relay == "Paris: 18 C, sunny.\n\nBerlin: 12 C, rain."
+    assert decision.relayed == ("p", "b2")
+    assert [s.tool_call_id for s in decision.deciding] == ["b2"]  # the record's deciding calls
+    # Without the explicit start, the person's question begins the run: the same answer.
+    assert decide(paris_berlin()).relay == decision.relay
+
+
+def test_model_text_answers_the_results_before_it() -> None:
+    decision = decide(paris_berlin(text="Paris is sunny; retrying Berlin."), since="q")
+    assert (decision.relay, decision.relayed) == ("Berlin: 12 C, rain.", ("b2",))
+
+
+def test_the_run_start_bounds_the_relay() -> None:
+    # The same messages, the run started after Paris's turn (e.g. a resumed thread): not shown.
+    messages = paris_berlin()
+    assert messages[3].id is None
+    messages[3] = _tool_result("Berlin: timed out.", RETRY, "b").model_copy(update={"id": "cut"})
+    assert decide(messages, since="cut").relay == "Berlin: 12 C, rain."
+
+
+def test_a_result_asked_again_is_shown_once_where_it_was_asked_last() -> None:
+    messages = [
+        *paris_berlin()[:-2],
+        AIMessage(
+            "",
+            tool_calls=[
+                _call("weather", "b2", city="Berlin"),
+                _call("weather", "p2", city="Paris"),
+            ],
+        ),
+        _tool_result("Berlin: 12 C, rain.", DONE, "b2"),
+        _tool_result("Paris: 19 C, sunny.", DONE, "p2"),
+    ]
+    decision = decide(messages, since="q")
+    assert decision.relay == "Berlin: 12 C, rain.\n\nParis: 19 C, sunny."
+    assert decision.relayed == ("b2", "p2")
+
+
+@pytest.mark.parametrize(
+    "earlier",
+    [
+        RETRY,
+        FATAL,
+        BLOCK,
+        signal(Outcome.COMPLETED, stop=False),  # "go on, model": material, not an answer
+        {"stop": "yes"},  # invalid
+        None,  # a plain tool
+    ],
+)
+def test_only_completed_stopping_results_are_carried_over(earlier: Any) -> None:
+    messages = paris_berlin()
+    messages[2] = _tool_result("Paris: secret", earlier, "p")
+    decision = decide(messages, since="q")
+    assert (decision.relay, decision.relayed) == ("Berlin: 12 C, rain.", ("b2",))
+
+
+def test_an_error_result_is_never_shown() -> None:
+    messages = paris_berlin()
+    messages[2] = ToolMessage("Traceback", artifact=DONE, tool_call_id="p", status="error")
+    assert decide(messages, since="q").relay == "Berlin: 12 C, rain."
+
+
+def test_budgets_show_the_completed_results_then_the_policy_text() -> None:
+    policy = StopPolicy(max_transient_retries=0)
+    messages = paris_berlin()[:4]  # Paris completed, Berlin transient: the budget is spent
+    decision = decide(messages, policy, since="q")
+    assert decision.rule is Rule.RETRY_BUDGET
+    assert decision.relay == f"Paris: 18 C, sunny.\n\n{policy.retry_budget_message}"
+    assert decision.relayed == ("p",)
+    steps = decide(paris_berlin()[:4], since="q", remaining_steps=2, loop_steps=2)
+    assert steps.rule is Rule.STEP_BUDGET
+    assert steps.relay == f"Paris: 18 C, sunny.\n\n{StopPolicy().step_budget_message}"
+
+
+def test_a_policy_block_shows_its_text_alone() -> None:
+    messages = paris_berlin()
+    messages[-1] = _tool_result("blocked content", BLOCK, "b2")
+    decision = decide(messages, since="q")
+    assert (decision.rule, decision.relay, decision.relayed) == (
+        Rule.POLICY_BLOCK,
+        StopPolicy().policy_block_message,
+        (),
+    )
+
+
+def test_on_budget_model_narrates_budget_stops_only() -> None:
+    policy = StopPolicy(max_transient_retries=0, on_budget="model")
+    assert decide(paris_berlin()[:4], policy, since="q").narrate is True
+    assert decide(paris_berlin(), policy, since="q").narrate is False  # a completed stop
+    assert decide(paris_berlin()[:4], StopPolicy(max_transient_retries=0)).narrate is False
+
+
+# -- the `answer` key and JSON content ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "answer", ["Berlin: rain.", ["Berlin: ", {"type": "text", "text": "rain."}]]
+)
+def test_answer_is_shown_instead_of_the_content(answer: Any) -> None:
+    messages = turn_of(('{"city": "Berlin", "mm": 4}', signal(Outcome.COMPLETED, answer=answer)))
+    assert decide(messages).relay == answer
+
+
+def test_answers_and_contents_join_in_call_order() -> None:
+    messages = turn_of(("raw a", signal(Outcome.COMPLETED, answer="A.")), ("raw b", DONE))
+    assert decide(messages).relay == "A.\n\nraw b"
+
+
+@pytest.mark.parametrize("content", ['{"topic": "refund"}', " [1, 2]\n"])
+def test_json_content_without_answer_is_relayed_in_a_fenced_block(content: str) -> None:
+    relay = decide(turn_of((content, DONE))).relay
+    assert relay == f"```json\n{content.strip()}\n```"
+
+
+@pytest.mark.parametrize(
+    "content", ["{not json}", "[link](x)", "plain", "```json\n{}\n```", "", "[" * 100_000]
+)
+def test_other_text_is_relayed_verbatim(content: str) -> None:
+    assert decide(turn_of((content, DONE))).relay == content
+
+
+@pytest.mark.parametrize("answer", [None, 3, {"text": "x"}, ("a",), [1], b"x"])
+def test_an_answer_that_is_not_text_is_an_invalid_signal(answer: Any) -> None:
+    decision = decide(turn_of(("content", {"stop": True, "answer": answer})))
+    assert decision.stop is False
+    assert decision.signals[0].problem is Problem.ANSWER_NOT_TEXT
+
+
+def test_an_answer_without_stop_is_a_signal_missing_its_key() -> None:
+    assert read_signal(_tool_result("x", {"answer": "hi"}, "c")).problem is Problem.MISSING_STOP
+
+
+# -- near misses ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "artifact",
+    [
+        {"Stop": True, "Reason": "completed"},
+        {"stop ": True},
+        {"STOP": True},
+        {" stop": True, "reason": "completed"},
+        {"stop": True, "Reason": "completed"},
+        {"stop": True, "reason": "completed", "Answer": "x"},
+        {"REASON": "fatal"},
+        {"answer\n": "x"},
+    ],
+)
+def test_a_near_miss_key_is_a_malformed_signal(artifact: dict[str, Any]) -> None:
+    signal_read = read_signal(_tool_result("x", artifact, "c"))
+    assert (signal_read.problem, signal_read.stop) == (Problem.NEAR_MISS_KEY, False)
+    assert decide(turn_of(("x", artifact))).stop is False
+
+
+@pytest.mark.parametrize(
+    "artifact", [{"stopped": True}, {"reasons": "x"}, {"s top": 1}, {1: "stop"}, {"answers": 1}]
+)
+def test_keys_that_only_look_alike_are_the_applications_own(artifact: dict[Any, Any]) -> None:
+    assert read_signal(_tool_result("x", artifact, "c")).problem is Problem.UNSIGNALLED
+
+
+def test_signal_takes_an_answer_and_refuses_one_that_is_not_text() -> None:
+    assert signal("completed", answer="Hi.") == {
+        "stop": True,
+        "reason": "completed",
+        "answer": "Hi.",
+    }
+    assert "answer" not in signal("completed")
+    with pytest.raises(ValueError, match="answer must be a str"):
+        signal("completed", answer=3)  # type: ignore[arg-type]

@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 
 from routers import ROUTERS, Router
+from toolstop.decision import read_signal
 from toolstop.envelope import envelope, from_envelope, parse_envelope
 from toolstop.testing import ScriptedChatModel, call
 
@@ -60,6 +62,28 @@ def test_bad_envelopes_fail_the_schema_and_pass_through(text: str) -> None:
     assert artifact is not None
     assert "envelope_error" in artifact
     assert content in (text, "x")
+
+
+@pytest.mark.parametrize(
+    ("artifact", "accepted"),
+    [
+        ({"stop": True, "answer": "Paid."}, True),
+        ({"stop": True, "answer": ["Paid", {"type": "text", "text": "."}]}, True),
+        ({"stop": True, "answer": 3}, False),
+        ({"stop": True, "answer": [1]}, False),
+        ({"Stop": True}, False),
+        ({"stop": True, "reason ": "completed"}, False),
+        ({"stop": True, "ANSWER": "x"}, False),
+        ({"stop": True, "stopped": "own data"}, True),
+    ],
+)
+def test_the_schema_matches_the_routers_reading_of_answer_and_near_misses(
+    artifact: dict[str, Any], accepted: bool
+) -> None:
+    assert valid({"toolstop": 1, "content": "x", "artifact": artifact}) is accepted
+    content, parsed = parse_envelope(envelope("x", artifact))
+    signal_read = read_signal(ToolMessage(content, artifact=parsed, tool_call_id="c"))
+    assert signal_read.valid is accepted
 
 
 def test_the_schema_rejects_the_contradiction() -> None:

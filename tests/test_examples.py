@@ -1,4 +1,4 @@
-"""The example tools signal through their artifacts as DESIGN §7 describes."""
+"""The example tools signal through their artifacts, each outcome as its docstring says."""
 
 from __future__ import annotations
 
@@ -25,8 +25,18 @@ def use(tool: BaseTool, **args: Any) -> tuple[Any, Any]:
 
 def test_search_outcomes() -> None:
     content, artifact = use(make_search_tool(force_outcome="success"), query="refund policy")
-    assert content == SEARCH_INDEX["refund"]
-    assert artifact == {"stop": True, "reason": "completed", "found": True, "topic": "refund"}
+    assert content == SEARCH_INDEX["refund"]  # the JSON page, for the model
+    prose = (
+        "Refunds are paid to the original payment method within 5 business days. Orders can be "
+        "refunded within 30 days. Shipping costs are refunded too."
+    )
+    assert artifact == {
+        "stop": True,
+        "reason": "completed",
+        "answer": prose,  # the page as prose, for the user
+        "found": True,
+        "topic": "refund",
+    }
     content, artifact = use(make_search_tool(force_outcome="retryable"), query="refund")
     assert content in RETRYABLE_MESSAGES
     assert artifact == {"stop": False, "reason": "transient"}
@@ -90,3 +100,20 @@ def test_poll_job_progress_stays_in_the_artifact() -> None:
     assert all("progress" not in c and "%" not in c for c, _ in results)
     with pytest.raises(ValueError, match="steps"):
         make_poll_job_tool(steps=0)
+
+
+@pytest.mark.parametrize("page", ["not json", "[1]", '{"facts": ["x"]}', '{"summary": 3}'])
+def test_a_page_without_a_summary_has_no_answer(page: str) -> None:
+    from toolstop.examples.search import page_answer
+
+    assert page_answer(page) is None
+    content, artifact = use(make_search_tool(force_outcome="success", index={"x": page}), query="x")
+    assert content == page
+    assert "answer" not in artifact
+
+
+def test_a_summary_without_facts_is_the_answer() -> None:
+    from toolstop.examples.search import page_answer
+
+    assert page_answer('{"summary": "S.", "facts": [1, "F."]}') == "S. F."
+    assert page_answer('{"summary": "S."}') == "S."

@@ -178,8 +178,8 @@ def test_finished_runs_end_on_an_answer_running_ones_need_not() -> None:
 
 
 def test_check_names_the_provider_whose_rule_a_router_breaks() -> None:
-    """A `before_model` hook that adds a user reminder after tool results (composition
-    findings), in never mode so the run finishes: OpenAI and Anthropic accept the history,
+    """A `before_model` hook that adds a user reminder after tool results (docs/composition.md),
+    in never mode so the run finishes: OpenAI and Anthropic accept the history,
     Mistral does not, and the breach says so.
     """
     pytest.importorskip("langchain.agents", reason="needs the `agents` extra")

@@ -172,7 +172,7 @@ def test_the_span_event_carries_every_field_of_the_record(
     record = seen["record"]
     assert seen["spans"] == [
         {
-            "toolstop.schema_version": 3,
+            "toolstop.schema_version": 4,
             "toolstop.run": 1,
             "toolstop.rule": "none",
             "toolstop.stopped": False,
@@ -184,6 +184,8 @@ def test_the_span_event_carries_every_field_of_the_record(
             "toolstop.would_save.output_tokens": record["would_save"]["output_tokens"],
             "toolstop.tools": ("lookup",),
             "toolstop.tool_call_ids": ("call_0_0",),
+            "toolstop.relayed": (),
+            "toolstop.on_budget": "message",
             "toolstop.invalid_signals": (),
             "toolstop.outcomes.completed": 1,
             "toolstop.outcomes.transient": 0,

@@ -221,4 +221,36 @@ def test_shadow_mode_records_what_a_stop_would_have_saved_from_the_sdks_usage() 
     # four model calls; the two after the second tool turn are what a hard stop saves
     assert record["model_calls"] == 4
     assert record["would_save"] == {"model_calls": 2, "input_tokens": 200, "output_tokens": 14}
-    assert record["schema_version"] == 3
+    assert record["schema_version"] == 4
+
+
+def test_a_stop_shows_the_runs_earlier_completed_results() -> None:
+    # Turn 1: lookup completes, other times out; turn 2: other completes. Both texts, in order.
+    steps = [
+        [function_call("lookup", {"query": "a"}, call_id="c1"), *call("other", "c2")],
+        call("other", "c3"),
+    ]
+    tools = make_tools([DONE], [RETRY, ("Other: done.", signal("completed"))])
+    result, _, record = agent_run(steps, tools)
+    assert result.final_output == f"{PAGE}\n\nOther: done."
+    assert record["relayed"] == ["c1", "c3"]
+
+
+def test_a_result_asked_again_is_shown_once_on_the_sdk() -> None:
+    steps = [
+        [*call("lookup", "c1"), *call("other", "c2")],
+        [*call("other", "c3"), *call("lookup", "c4")],
+    ]
+    later = ("Refunds: 5 days.", signal("completed"))
+    tools = make_tools([DONE, later], [RETRY, ("Other: done.", signal("completed"))])
+    result, _, record = agent_run(steps, tools)
+    assert result.final_output == f"Other: done.\n\n{later[0]}"
+    assert record["relayed"] == ["c3", "c4"]
+
+
+def test_answer_is_the_final_output_and_on_budget_model_is_refused() -> None:
+    answered = ('{"days": 5}', signal("completed", answer="Refunds take 5 days."))
+    result, _, _ = agent_run([call("lookup", "c1")], make_tools([answered]))
+    assert result.final_output == "Refunds take 5 days."
+    with pytest.raises(ToolstopConfigError, match="on_budget='model'"):
+        stop_on_artifact(StopPolicy(on_budget="model"))

@@ -16,6 +16,7 @@ def test_toolstop_all() -> None:
             "Decision",
             "InvalidSignal",
             "Mode",
+            "OnBudget",
             "Outcome",
             "Parallel",
             "ParallelRule",

@@ -40,6 +40,8 @@ def test_a_new_record_starts_empty() -> None:
         "would_save": {"model_calls": 0, "input_tokens": 0, "output_tokens": 0},
         "tools": [],
         "tool_call_ids": [],
+        "relayed": [],
+        "on_budget": "message",
         "invalid_signals": [],
         "outcomes": {
             "completed": 0,

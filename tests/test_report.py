@@ -27,6 +27,7 @@ from toolstop import Outcome, StopPolicy, build_react_graph, signal
 from toolstop.cli import main
 from toolstop.legacy import create_react_agent
 from toolstop.logs import log_json_lines
+from toolstop.record import RECORD_SCHEMA_VERSION
 from toolstop.testing import ScriptedChatModel, call, forced_tool, turn
 
 pytest.importorskip("langgraph.checkpoint.sqlite", reason="needs the `sqlite` extra")
@@ -259,7 +260,7 @@ def assert_figures(document: dict[str, Any], expected: dict[str, Any]) -> None:
         expected["would_save"]["model_calls"] / expected["never_model_calls"], 4
     )
     assert document["invalid_by_tool"] == {"lookup": {"stop_not_bool": expected["invalid"]}}
-    assert document["schema_versions"] == {"3": expected["runs"]}
+    assert document["schema_versions"] == {str(RECORD_SCHEMA_VERSION): expected["runs"]}
     assert document["would_stop_rules"] == expected["would_stop_rules"]
     assert {k: v for k, v in document["runs_by_outcome"].items() if k.startswith("would")} == {
         f"would stop: {rule}": n
@@ -569,3 +570,22 @@ def test_the_scale_measurement_builds_the_runs_it_claims(tmp_path: Path) -> None
         measured = figures[f"{runs}_runs"]
         assert measured["runs"] == runs
         assert measured["rules"] == {rule: count * copies for rule, count in sorted(rules.items())}
+
+
+def test_explain_says_which_results_a_stop_showed_beyond_the_deciding_call() -> None:
+    from toolstop.report.explain import print_explanation
+
+    run = {
+        "run": 1, "checkpoint_ns": "", "ended_at": None, "mode": "hard", "rule": "completed",
+        "stopped": True, "would_stop": None, "turns": [], "tool_turns": 2,
+        "transient_retries": 1, "model_calls": 2, "input_tokens": 0, "output_tokens": 0,
+        "would_save": None, "deciding": [{"tool": "weather", "tool_call_id": "b2"}],
+    }  # fmt: skip
+    lines = []
+    for shown in (["p", "b2"], ["b2"], []):
+        out = io.StringIO()
+        print_explanation(
+            {"thread_id": "t", "runs": [{**run, "shown": shown}], "in_progress": []}, out
+        )
+        lines.append([line for line in out.getvalue().splitlines() if "showed" in line])
+    assert lines == [["  the answer showed the results of: p, b2"], [], []]

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
 
@@ -21,6 +21,7 @@ from toolstop.testing import ScriptedChatModel, assert_valid_history, call, forc
 pytestmark = pytest.mark.contract
 
 PAGE = json.dumps({"topic": "refund", "facts": ["5 days"]}, indent=2)
+SHOWN_PAGE = "```json\n" + PAGE + "\n```"  # JSON content is relayed in a fenced block
 DONE = (PAGE, signal(Outcome.COMPLETED))
 RETRY = ("The service timed out.", signal(Outcome.TRANSIENT))
 FATAL = ("The card was declined.", signal(Outcome.FATAL))
@@ -50,7 +51,7 @@ def test_success_and_fatal_stop_with_the_tool_text_and_one_model_call(
     model.assert_complete()
     final = state["messages"][-1]
     assert isinstance(final, AIMessage)
-    assert final.content == result[0]  # verbatim
+    assert final.content == (SHOWN_PAGE if result is DONE else result[0])  # verbatim text
     assert not final.tool_calls
     record = state["stop_record"]
     assert (record["rule"], record["stopped"], record["tools"]) == (rule, True, ["lookup"])
@@ -66,7 +67,7 @@ def test_retryable_then_success_costs_two_model_calls(router: Router) -> None:
     assert path == router.path("model", "tools", "model", "tools", "stop")
     model.assert_complete()
     assert model.calls[1].message_types == ("human", "ai", "tool")
-    assert state["messages"][-1].content == PAGE
+    assert state["messages"][-1].content == SHOWN_PAGE
     record = state["stop_record"]
     assert (record["rule"], record["transient_retries"], record["model_calls"]) == (
         "completed",
@@ -82,7 +83,10 @@ def test_seed_search_tool_end_to_end(router: Router) -> None:
     agent, model = build(router, script, search)
     _, state = run(agent, "How do refunds work?")
     model.assert_complete()
-    assert '"topic": "refund"' in state["messages"][-1].content
+    assert '"topic": "refund"' in state["messages"][-2].content  # the page, for the model
+    final = state["messages"][-1].content  # the page as prose, for the user
+    assert final.startswith("Refunds are paid to the original payment method")
+    assert "{" not in final
 
 
 def test_never_mode_calls_the_model_after_every_tool_turn(router: Router) -> None:
@@ -389,7 +393,7 @@ def test_async_invoke_and_astream(router: Router) -> None:
     )
     path, state = asyncio.run(arun(agent))
     assert path == router.path("model", "tools", "model", "tools", "stop")
-    assert state["messages"][-1].content == PAGE
+    assert state["messages"][-1].content == SHOWN_PAGE
     model.assert_complete()
     polish = StopPolicy(mode="polish")
     agent2, model2 = build(
@@ -419,3 +423,149 @@ def test_model_answer_without_tools_ends_the_run(router: Router) -> None:
     path, state = run(agent)
     assert path == router.path("model")
     assert (state["stop_record"]["rule"], state["stop_record"]["stopped"]) == ("none", False)
+
+
+# -- what a stop shows (issue 27) -------------------------------------------------------------
+
+PARIS = ("Paris: 18 C, sunny.", signal(Outcome.COMPLETED))
+BERLIN = ("Berlin: 12 C, rain.", signal(Outcome.COMPLETED))
+
+
+def test_a_stop_shows_the_completed_results_of_earlier_turns(router: Router) -> None:
+    # Turn 1: Paris completes, Berlin times out (the default `all` goes back to the model);
+    # turn 2: Berlin completes. The user sees both, in call order.
+    script = [turn(call("paris", id="p"), call("berlin", id="b")), call("berlin", id="b2")]
+    agent, model = build(
+        router, script, forced_tool("paris", PARIS), forced_tool("berlin", RETRY, BERLIN)
+    )
+    path, state = run(agent)
+    assert path == router.path("model", "tools", "model", "tools", "stop")
+    model.assert_complete()  # a complete relay costs no model call
+    assert state["messages"][-1].content == f"{PARIS[0]}\n\n{BERLIN[0]}"
+    record = state["stop_record"]
+    assert (record["tool_call_ids"], record["relayed"]) == (["b2"], ["p", "b2"])
+    assert_valid_history(state["messages"])
+
+
+def test_a_result_asked_again_is_shown_once(router: Router) -> None:
+    script = [
+        turn(call("paris", id="p"), call("berlin", id="b")),
+        turn(call("berlin", id="b2"), call("paris", id="p2")),
+    ]
+    later = ("Paris: 19 C, sunny.", signal(Outcome.COMPLETED))
+    tools = [forced_tool("paris", PARIS, later), forced_tool("berlin", RETRY, BERLIN)]
+    agent, _ = build(router, script, *tools)
+    _, state = run(agent)
+    assert state["messages"][-1].content == f"{BERLIN[0]}\n\n{later[0]}"
+    assert state["stop_record"]["relayed"] == ["b2", "p2"]
+
+
+def test_a_run_shows_none_of_the_results_it_was_given(router: Router) -> None:
+    # The caller hands over a finished tool turn; the run's own stop shows only its own result.
+    given = [
+        HumanMessage("q"),
+        turn(call("paris", id="p")),
+        ToolMessage(PARIS[0], artifact=PARIS[1], tool_call_id="p", name="paris"),
+    ]
+    agent, _ = build(router, [call("berlin", id="b")], forced_tool("berlin", BERLIN))
+    state = agent.invoke({"messages": given})
+    assert state["messages"][-1].content == BERLIN[0]
+    assert state["stop_record"]["relayed"] == ["b"]
+
+
+def test_model_text_answers_the_results_before_it(router: Router) -> None:
+    script = [
+        turn(call("paris", id="p"), call("berlin", id="b")),
+        turn(call("berlin", id="b2"), content="Paris is sunny; Berlin again."),
+    ]
+    tools = [forced_tool("paris", PARIS), forced_tool("berlin", RETRY, BERLIN)]
+    agent, _ = build(router, script, *tools)
+    _, state = run(agent)
+    assert state["messages"][-1].content == BERLIN[0]
+
+
+def test_the_answer_key_is_shown_and_never_sent_to_the_model(router: Router) -> None:
+    answered = (PAGE, signal(Outcome.COMPLETED, answer="Refunds take 5 days."))
+    for mode, expected in (("hard", "Refunds take 5 days."), ("polish", "narrated")):
+        script = [call("lookup"), "narrated"] if mode == "polish" else [call("lookup")]
+        agent, model = build(
+            router, script, forced_tool("lookup", answered), policy=StopPolicy(mode=mode)
+        )
+        _, state = run(agent)
+        model.assert_complete()
+        assert state["messages"][-1].content == expected
+        seen = [m.content for c in model.calls for m in c.messages]
+        assert "Refunds take 5 days." not in json.dumps(seen)
+        assert PAGE in seen[-1] if mode == "polish" else True  # polish narrates the content
+
+
+NEAR_MISSES = [
+    ({"Stop": True, "Reason": "completed"}, "near_miss_key"),
+    ({"stop ": True}, "near_miss_key"),
+    ({"STOP": True}, "near_miss_key"),
+    ({"stop": True, "Answer": "x"}, "near_miss_key"),
+    ({"stop": True, "answer": 3}, "answer_not_text"),
+]
+
+
+@pytest.mark.parametrize(("artifact", "problem"), NEAR_MISSES)
+def test_a_near_miss_goes_back_to_the_model_warned_once_and_recorded(
+    router: Router,
+    artifact: dict[str, Any],
+    problem: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from toolstop import record as record_module
+
+    monkeypatch.setattr(record_module, "_warned", set())
+    script = [call("lookup"), call("lookup"), "answer"]
+    agent, model = build(router, script, forced_tool("lookup", ("text", artifact)))
+    with caplog.at_level("WARNING", logger="toolstop"):
+        path, state = run(agent)
+    assert path == router.path("model", "tools", "model", "tools", "model")
+    model.assert_complete()
+    invalid = state["stop_record"]["invalid_signals"]
+    assert [i["problem"] for i in invalid] == [problem, problem]
+    warned = [r for r in caplog.records if problem in r.getMessage()]
+    assert len(warned) == 1
+    assert "'lookup'" in warned[0].getMessage()
+
+
+def test_on_budget_model_ends_a_spent_retry_budget_with_one_model_call(router: Router) -> None:
+    policy = StopPolicy(max_transient_retries=1, on_budget="model")
+    script = [turn(call("paris"), call("berlin")), call("berlin"), "Paris is sunny; Berlin failed."]
+    tools = [forced_tool("paris", PARIS), forced_tool("berlin", RETRY)]
+    agent, model = build(router, script, *tools, policy=policy)
+    path, state = run(agent)
+    model.assert_complete()
+    assert path == router.path("model", "tools", "model", "tools", "polish")
+    assert model.calls[-1].tools == ()  # no tools offered: it answers from what it found
+    assert state["messages"][-1].content == "Paris is sunny; Berlin failed."
+    record = state["stop_record"]
+    assert (record["rule"], record["stopped"], record["on_budget"], record["relayed"]) == (
+        "retry_budget",
+        True,
+        "model",
+        [],
+    )
+    assert record["model_calls"] == 3
+    assert_valid_history(state["messages"])
+
+
+@pytest.mark.parametrize("limit", range(3, 26))
+def test_on_budget_model_fits_the_step_budget_under_any_limit(router: Router, limit: int) -> None:
+    policy = StopPolicy(max_transient_retries=None, on_budget="model")
+    fits = _turns_that_fit(router, limit)
+    script: list[Any] = [call("lookup")] * max(fits, 1) + (["wrap-up"] if fits else [])
+    agent, model = build(router, script, forced_tool("lookup", RETRY), policy=policy)
+    try:
+        state = agent.invoke({"messages": [HumanMessage("q")]}, {"recursion_limit": limit})
+    except GraphRecursionError:  # pragma: no cover - this is the failure being tested
+        pytest.fail(f"GraphRecursionError at recursion_limit={limit}")
+    model.assert_complete()
+    record = state["stop_record"]
+    assert (record["rule"], record["tool_turns"]) == ("step_budget", fits)
+    expected = "wrap-up" if fits else policy.step_budget_message
+    assert state["messages"][-1].content == expected
+    assert_valid_history(state["messages"])

@@ -35,7 +35,7 @@ from serve_process import (
     scratch_database,
 )
 from toolstop.examples import SEARCH_INDEX
-from toolstop.examples.search import NOTHING_FOUND
+from toolstop.examples.search import NOTHING_FOUND, page_answer
 from toolstop.testing import assert_valid_history
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(900)]
@@ -158,8 +158,15 @@ def expected_turn(text: str) -> tuple[str, dict[str, Any], dict[str, Any], str]:
     if topic is None:
         artifact = {"stop": True, "reason": "completed", "found": False}
         return "search", {"query": text}, artifact, NOTHING_FOUND
-    artifact = {"stop": True, "reason": "completed", "found": True, "topic": topic}
-    return "search", {"query": text}, artifact, SEARCH_INDEX[topic]
+    answer = page_answer(SEARCH_INDEX[topic])
+    artifact = {
+        "stop": True,
+        "reason": "completed",
+        "answer": answer,
+        "found": True,
+        "topic": topic,
+    }
+    return "search", {"query": text}, artifact, answer
 
 
 def check_one_turn(values: dict[str, Any], text: str) -> None:
@@ -214,8 +221,9 @@ def test_streaming_shows_the_relay_and_run_end(loaded: Loaded, graph: str) -> No
     page = SEARCH_INDEX["refund"]
     messages = [p.data[0] for p in parts if p.event == "messages"]
     custom = [p.data for p in parts if p.event == "custom"]
-    # the model's tool call, the tool's page, then the relay: the page again, as the AI's answer
-    assert [m["type"] for m in messages if m["content"] == page] == ["tool", "ai"]
+    # the model's tool call, the tool's page, then the relay: the page as prose, the AI's answer
+    assert [m["type"] for m in messages if m["content"] == page] == ["tool"]
+    assert [m["type"] for m in messages if m["content"] == page_answer(page)] == ["ai"]
     assert messages[0]["tool_calls"][0]["args"] == {"query": "How do refunds work?"}
     assert [c["toolstop"] for c in custom] == ["turn", "run_end"]
     record = custom[-1]["record"]

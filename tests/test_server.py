@@ -77,6 +77,7 @@ def test_runs_on_the_server_keep_the_artifact_and_the_record(server: str, graph_
 def check_on(client: Any, graph_id: str) -> None:
     """One stopping run and a second turn on one thread of the server."""
     from toolstop.examples import SEARCH_INDEX
+    from toolstop.examples.search import page_answer
 
     assert {a["graph_id"] for a in client.assistants.search()} >= {graph_id}
     thread = client.threads.create()
@@ -85,10 +86,13 @@ def check_on(client: Any, graph_id: str) -> None:
     values = client.threads.get_state(thread["thread_id"])["values"]
     messages = values["messages"]
     assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai"]
-    assert messages[-1]["content"] == SEARCH_INDEX["refund"]  # the tool's page, verbatim
+    answer = page_answer(SEARCH_INDEX["refund"])
+    assert messages[-1]["content"] == answer  # the tool's answer for the user
+    assert messages[2]["content"] == SEARCH_INDEX["refund"]  # the page, for the model
     assert messages[2]["artifact"] == {
         "stop": True,
         "reason": "completed",
+        "answer": answer,
         "found": True,
         "topic": "refund",
     }

@@ -122,7 +122,7 @@ def test_forced_success_only_with_the_simulated_model(monkeypatch: pytest.Monkey
     assert outcomes(server.example_tools()[0], 50) == {"completed": 50}
     monkeypatch.setenv("TOOLSTOP_MODEL", "openai:gpt-4o-mini")
     seen = outcomes(server.example_tools()[0], 300)
-    # the article's 60/25/15 mix, unseeded: all three outcomes show in 300 calls
+    # the demo's weights (60/25/15), unseeded: all three outcomes show in 300 calls
     assert set(seen) == {"completed", "transient", "fatal"}
     assert seen["completed"] > seen["transient"] > 0
 

@@ -7,18 +7,17 @@ Tools return `(content, artifact)`: the content goes to the model, the artifact
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from toolstop._version import __version__
 from toolstop.decision import CallSignal, Decision, Problem, Rule, SignalProblem, StopRule, decide
 from toolstop.errors import ToolstopConfigError, ToolstopError
 from toolstop.graph import ReactState, build_react_graph
 from toolstop.outcome import Outcome, signal
-from toolstop.policy import Mode, Parallel, ParallelRule, StopMode, StopPolicy
+from toolstop.policy import Mode, OnBudget, Parallel, ParallelRule, StopMode, StopPolicy
 from toolstop.record import InvalidSignal, Savings, StopRecord
 from toolstop.tools import ToolTimeoutError, with_timeout
 
 if TYPE_CHECKING:  # type checkers see the real classes; at run time they load on first use
     from toolstop.middleware import StopOnArtifact, StopOnArtifactState
-
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
@@ -35,6 +34,7 @@ __all__ = [
     "Decision",
     "InvalidSignal",
     "Mode",
+    "OnBudget",
     "Outcome",
     "Parallel",
     "ParallelRule",

@@ -65,6 +65,7 @@ __all__ = [
     "plain_answer",
     "relay_message",
     "repair_history",
+    "run_start",
     "served",
     "turn_event",
 ]
@@ -86,6 +87,9 @@ class RunState(TypedDict):
         tail: Steps from the final model call to the end of the run, when known.
         invocation: Which invocation of the graph last called the model for this run (see
             `invocation_of`), so the next invocation can tell a resumed run from an aborted one.
+        start: The id of the last message before the run began (its input): a stop relays
+            results of this run only (see `toolstop.decision.current_turn`). Absent in runs
+            checkpointed before it existed.
         answer: The id of the run's last model answer (see `last_answer`), so the run's end can
             tell the model's final answer from one another middleware wrote.
     """
@@ -97,6 +101,7 @@ class RunState(TypedDict):
     loop: NotRequired[int | None]
     tail: NotRequired[int | None]
     invocation: NotRequired[int | None]
+    start: NotRequired[str | None]
     answer: NotRequired[str | None]
 
 
@@ -135,9 +140,10 @@ class Aborted(NamedTuple):
 
 
 def invocation_of(remaining_steps: int | None, config: Any) -> int | None:
-    """A number that is the same for every node of one invocation of a graph, and differs
-    between invocations of one thread: LangGraph's step plus its remaining steps (the
-    invocation's step limit). `None` when either is unknown."""
+    """A number that is the same for every node of one invocation of a graph.
+
+    It differs between invocations of one thread: LangGraph's step plus its remaining steps
+    (the invocation's step limit). `None` when either is unknown."""
     metadata = (config or {}).get("metadata") or {}
     step = metadata.get("langgraph_step")
     if isinstance(step, int) and isinstance(remaining_steps, int):
@@ -249,11 +255,20 @@ def served(run: RunState, invocation: int | None) -> RunState:
     return {**run, "invocation": invocation}
 
 
+def run_start(run: RunState | None) -> str | None:
+    """Where the open run began (`None` for no open run, or one that did not record it)."""
+    if run is None or not run["open"]:
+        return None
+    return run.get("start")
+
+
 def open_run(
     run: RunState | None,
     previous: StopRecord | None,
     policy: StopPolicy,
     turn: Turn | None,
+    *,
+    messages: Sequence[BaseMessage] = (),
 ) -> RunState:
     """The run a model call belongs to: the open one, or a new one.
 
@@ -263,6 +278,7 @@ def open_run(
         policy: The stop policy (its mode and parallel rule go into the record).
         turn: The current tool turn, if any. A new run never decides a turn that was already in
             the messages it was invoked with: it belongs to an earlier run (or to the caller).
+        messages: The messages at the run's first model call; a new run starts after the last.
     """
     if run is not None and run["open"]:
         return run
@@ -274,6 +290,7 @@ def open_run(
         remaining=None,
         loop=run.get("loop") if run is not None else None,
         tail=run.get("tail") if run is not None else None,
+        start=messages[-1].id if messages else None,
     )
 
 
@@ -434,8 +451,9 @@ def finish(run: RunState, config: Any) -> tuple[StopRecord, RunState]:
 
 
 async def afinish(run: RunState, config: Any) -> tuple[StopRecord, RunState]:
-    """Async twin of `finish`: async callback handlers get the run's end on the event loop
-    (sync ones as langchain-core runs sync handlers in async code)."""
+    """Async twin of `finish`: async callback handlers get the run's end on the event loop.
+
+    Sync handlers get it as langchain-core runs sync handlers in async code."""
     record = run["record"]
     await apublish_run_end(record, config)
     return record, {**run, "open": False}

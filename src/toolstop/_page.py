@@ -1,5 +1,6 @@
-"""What the CLI's HTML reports share (`toolstop bench`, `toolstop report`): one self-contained
-page, charts inlined as PNG data, no CDN, so a report opens offline."""
+"""What the CLI's HTML reports share: one self-contained page that opens offline.
+
+`toolstop bench` and `toolstop report` write it with their charts inlined as PNG data and no CDN."""
 
 from __future__ import annotations
 

@@ -54,8 +54,9 @@ def redact(db: str) -> str:
 
 
 def mask_password(text: str, uri: str) -> str:
-    """`text` (a driver's error, say) with the password of `uri` masked wherever it appears,
-    as written or percent-decoded."""
+    """`text` (a driver's error, say) with the password of `uri` masked wherever it appears.
+
+    The password is masked as written and percent-decoded."""
     password = password_of(uri)
     if password:
         for shown in sorted({password, unquote(password)}, key=len, reverse=True):

@@ -1,18 +1,20 @@
 """`decide`: the one pure function every router is a thin shell around.
 
 It reads the current turn from the end of the message list (the last AIMessage and the
-ToolMessages after it that answer its tool calls) and never the rest, so its cost is O(messages
-since the last AIMessage), independent of how long the conversation is.
+ToolMessages after it that answer its tool calls) and, for the relay, the run's earlier tool
+turns back to the run's start or the last model text, never further: its cost is O(messages of
+the current run), independent of how long the conversation is.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from toolstop.outcome import Outcome
 from toolstop.policy import StopPolicy
@@ -20,6 +22,7 @@ from toolstop.policy import StopPolicy
 __all__ = [
     "MALFORMED_SIGNALS",
     "PROBLEMS_NOT_INVALID",
+    "SIGNAL_KEYS",
     "CallSignal",
     "Decision",
     "Problem",
@@ -27,10 +30,12 @@ __all__ = [
     "SignalProblem",
     "StopRule",
     "Turn",
+    "content_text",
     "current_turn",
     "decide",
     "decide_turn",
     "read_signal",
+    "shown",
 ]
 
 
@@ -72,6 +77,11 @@ class SignalProblem(StrEnum):
     REJECTED = "rejected"
     """A human reviewer rejected the call (langchain's `HumanInTheLoopMiddleware`); the tool never
     ran. A decision, not a failure: it goes back to the model and spends no retry budget."""
+    ANSWER_NOT_TEXT = "answer_not_text"
+    """An `answer` that is neither a string nor a list of content blocks (strings or dicts)."""
+    NEAR_MISS_KEY = "near_miss_key"
+    """A key that is `stop`, `reason` or `answer` only when case and surrounding space are
+    ignored (`"Stop"`, `"stop "`, `"STOP"`): a typo, which is never read as the key it resembles."""
 
 
 Rule = StopRule
@@ -92,6 +102,8 @@ MALFORMED_SIGNALS = frozenset(
         Problem.TRANSIENT_WITH_STOP,
         Problem.UNREADABLE,
         Problem.MALFORMED_ENVELOPE,
+        Problem.ANSWER_NOT_TEXT,
+        Problem.NEAR_MISS_KEY,
     }
 )
 """Invalid signals that are a bug in the tool (it tried to signal and got it wrong): besides
@@ -99,6 +111,9 @@ being recorded, each is logged once at WARNING on logger `toolstop` (see `toolst
 The other invalid problems are not the signal's fault: a tool exception (`tool_error`), a call
 left without a result (`no_result`), a signal from an untrusted source (`untrusted`)."""
 
+
+SIGNAL_KEYS = ("stop", "reason", "answer")
+"""The artifact keys toolstop reads; every other key is the application's own."""
 
 _REASONS = {o.value: o for o in Outcome}
 _STOP_RULES = {
@@ -146,9 +161,13 @@ class Decision:
             in tool-call order.
         transient_in_turn: Transient failures and tool errors in this turn (they count against
             `StopPolicy.max_transient_retries`).
-        relay: The final content on a stop: the deciding tool content verbatim (several joined in
-            tool-call order), or the policy's user-safe text for policy blocks and budgets. `None`
-            when the run goes on. This holds tool content: never log it.
+        relay: The final content on a stop: every completed result of the run that no model
+            text answered yet, in call order, then the deciding calls' (a result's `answer` when
+            it has one, JSON content in a fenced block; one result verbatim, several joined as
+            text); for budgets the policy's user-safe text after those results; for policy
+            blocks the policy's text alone. `None` when the run goes on. This holds tool
+            content: never log it.
+        relayed: The call ids whose results the relay carries, in the order shown.
     """
 
     stop: bool
@@ -159,6 +178,7 @@ class Decision:
     deciding: tuple[CallSignal, ...] = ()
     transient_in_turn: int = 0
     relay: str | list[str | dict[str, Any]] | None = None
+    relayed: tuple[str, ...] = ()
 
 
 def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
@@ -166,10 +186,12 @@ def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
 
     No artifact, a non-dict, or a dict with neither `stop` nor `reason` is `unsignalled` (a tool
     that does not signal: normal); a dict that tries to signal and gets it wrong is invalid.
-    A `reason` may be omitted (the seed article's `{"stop": true}`): it is then taken as
+    A `reason` may be omitted (a bare `{"stop": true}`): it is then taken as
     `completed` when `stop` is true and `transient` when it is false. An error ToolMessage (a tool
     exception) is a `tool_error` whatever its artifact says: it goes back to the model and counts
-    as a transient failure. `stop` must be a real `bool` (`1` and `"yes"` are invalid).
+    as a transient failure. `stop` must be a real `bool` (`1` and `"yes"` are invalid). A key
+    that is `stop`, `reason` or `answer` only when case and surrounding space are ignored is a
+    typo (`near_miss_key`), and an `answer` that is not text is `answer_not_text`.
     """
     name = tool or message.name or "?"
     call_id = message.tool_call_id
@@ -188,9 +210,11 @@ def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
             return invalid(Problem.UNTRUSTED)
         if dict.__contains__(artifact, "envelope_error"):
             return invalid(Problem.MALFORMED_ENVELOPE)
+        if _near_miss(artifact):
+            return invalid(Problem.NEAR_MISS_KEY)
         if not dict.__contains__(artifact, "stop"):
-            has_reason = dict.__contains__(artifact, "reason")
-            return invalid(Problem.MISSING_STOP if has_reason else Problem.UNSIGNALLED)
+            signals = dict.__contains__(artifact, "reason") or dict.__contains__(artifact, "answer")
+            return invalid(Problem.MISSING_STOP if signals else Problem.UNSIGNALLED)
         stop = dict.__getitem__(artifact, "stop")
         if type(stop) is not bool:
             return invalid(Problem.STOP_NOT_BOOL)
@@ -201,11 +225,30 @@ def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
             reason = _REASONS[str(raw_reason)]
         else:
             return invalid(Problem.UNKNOWN_REASON)
+        if dict.__contains__(artifact, "answer") and not _is_text(
+            dict.__getitem__(artifact, "answer")
+        ):
+            return invalid(Problem.ANSWER_NOT_TEXT)
     except Exception:  # hostile artifacts: __eq__/__hash__/__getitem__ that raise
         return invalid(Problem.UNREADABLE)
     if reason is Outcome.TRANSIENT and stop:
         return invalid(Problem.TRANSIENT_WITH_STOP)
     return CallSignal(tool=name, tool_call_id=call_id, reason=reason, stop=stop)
+
+
+def _near_miss(artifact: dict[Any, Any]) -> bool:
+    """True when a key is a signal key only with case and surrounding space ignored."""
+    for key in dict.keys(artifact):
+        if type(key) is str and key not in SIGNAL_KEYS and key.strip().lower() in SIGNAL_KEYS:
+            return True
+    return False
+
+
+def _is_text(value: Any) -> bool:
+    """A string, or a list of content blocks (strings or dicts): what a message content is."""
+    if type(value) is str:
+        return True
+    return type(value) is list and all(isinstance(block, (str, dict)) for block in value)
 
 
 _REJECTION_TEXT = "User rejected the tool call for `"
@@ -232,6 +275,19 @@ def _human_rejected(message: ToolMessage) -> bool:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Earlier:
+    """One earlier tool turn of the current run: a model call's tool calls and their results.
+
+    Attributes:
+        asking: The AIMessage that asked for the calls.
+        results: The ToolMessages after it, in message order.
+    """
+
+    asking: AIMessage
+    results: tuple[ToolMessage, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
 class Turn:
     """The current tool turn: the last AIMessage and the ToolMessages after it.
 
@@ -240,23 +296,38 @@ class Turn:
             no AIMessage, e.g. a hand-made message list).
         results: The ToolMessages after it, in message order. Messages of other types between
             them (a hook's reminder, a summary) are skipped.
+        earlier: The run's earlier tool turns whose results no model text answered yet, oldest
+            first (read back to the run's start, or to the last AIMessage with text or without
+            tool calls). A stop relays their completed results before the turn's own.
     """
 
     asking: AIMessage | None
     results: tuple[ToolMessage, ...]
+    earlier: tuple[Earlier, ...] = ()
 
     @property
     def id(self) -> str | None:
         """The asking AIMessage's id: which turn this is (`None` when unknown)."""
         return self.asking.id if self.asking is not None else None
 
+    def with_results(self, change: Any) -> Turn:
+        """This turn with `change(message)` applied to every result, earlier turns' included."""
+        earlier = tuple(
+            Earlier(asking=e.asking, results=tuple(change(m) for m in e.results))
+            for e in self.earlier
+        )
+        return replace(self, results=tuple(change(m) for m in self.results), earlier=earlier)
 
-def current_turn(messages: Sequence[BaseMessage]) -> Turn | None:
+
+def current_turn(messages: Sequence[BaseMessage], *, since: str | None = None) -> Turn | None:
     """The tool turn at the end of `messages`, or `None` when there is none.
 
-    Scans back to the last AIMessage and no further. The turn exists when that AIMessage asked
-    for tool calls (or, with no AIMessage at all, when ToolMessages are present); messages of
-    other types after the results (a `before_model` hook's reminder) do not hide it.
+    Scans back to the last AIMessage for the turn. The turn exists when that AIMessage asked for
+    tool calls (or, with no AIMessage at all, when ToolMessages are present); messages of other
+    types after the results (a `before_model` hook's reminder) do not hide it. Its `earlier`
+    turns are read further back, never past the message whose id is `since` (the last message
+    before the run began; without it, past the last HumanMessage), nor past an AIMessage with
+    text or without tool calls.
     """
     results: list[ToolMessage] = []
     index = len(messages) - 1
@@ -266,7 +337,10 @@ def current_turn(messages: Sequence[BaseMessage]) -> Turn | None:
             if not message.tool_calls:
                 return None
             results.reverse()
-            return Turn(asking=message, results=tuple(results))
+            earlier: tuple[Earlier, ...] = ()
+            if (message.id is None or message.id != since) and not _has_text(message):
+                earlier = _earlier(messages, index, since)
+            return Turn(asking=message, results=tuple(results), earlier=earlier)
         if isinstance(message, ToolMessage):
             results.append(message)
         index -= 1
@@ -274,6 +348,35 @@ def current_turn(messages: Sequence[BaseMessage]) -> Turn | None:
         return None
     results.reverse()
     return Turn(asking=None, results=tuple(results))
+
+
+def _has_text(message: AIMessage) -> bool:
+    """True when the model wrote text (which answers the results before it)."""
+    return bool(content_text(message.content).strip())
+
+
+def _earlier(messages: Sequence[BaseMessage], index: int, since: str | None) -> tuple[Earlier, ...]:
+    """The tool turns before `messages[index]` that belong to the run and no text answered."""
+    turns: list[Earlier] = []
+    results: list[ToolMessage] = []
+    index -= 1
+    while index >= 0:
+        message = messages[index]
+        if since is not None and message.id == since:
+            break
+        if since is None and isinstance(message, HumanMessage):
+            break  # no explicit start: a person's message begins the run
+        if isinstance(message, AIMessage):
+            if not message.tool_calls or _has_text(message):
+                break
+            results.reverse()
+            turns.append(Earlier(asking=message, results=tuple(results)))
+            results = []
+        elif isinstance(message, ToolMessage):
+            results.append(message)
+        index -= 1
+    turns.reverse()
+    return tuple(turns)
 
 
 def _signals(turn: Turn | None) -> tuple[CallSignal, ...]:
@@ -327,17 +430,105 @@ def _stopping(signals: tuple[CallSignal, ...], policy: StopPolicy) -> tuple[Call
     )
 
 
-def _relay(turn: Turn | None, deciding: tuple[CallSignal, ...]) -> str | list[str | dict[str, Any]]:
-    """The deciding calls' content: verbatim for one, text joined in tool-call order for several."""
-    wanted = {s.tool_call_id for s in deciding}
-    contents: dict[str, str | list[str | dict[str, Any]]] = {}
-    for message in turn.results if turn is not None else ():
-        if message.tool_call_id in wanted:
-            contents.setdefault(message.tool_call_id, message.content)
-    ordered = [contents.get(s.tool_call_id, "") for s in deciding]
-    if len(ordered) == 1:
-        return ordered[0]
-    return "\n\n".join(content_text(c) for c in ordered)
+def _call_key(call: Any) -> str:
+    """What makes two calls the same question: the tool's name and its arguments."""
+    try:
+        return json.dumps([call.get("name"), call.get("args")], sort_keys=True, default=str)
+    except (TypeError, ValueError):  # unsortable keys: the call stands on its own
+        return f"id:{call.get('id')}"
+
+
+def _completed_stop(message: ToolMessage, tool: str) -> bool:
+    """A result that completed and asked to stop (shown by a stop of the run it belongs to)."""
+    signal = read_signal(message, tool=tool)
+    return signal.valid and signal.stop and signal.reason is Outcome.COMPLETED
+
+
+def _answered_calls(
+    asking: AIMessage | None, results: Sequence[ToolMessage]
+) -> list[tuple[Any, ToolMessage]]:
+    """`(call, result)` for each call of `asking` that has a result, in tool-call order."""
+    by_id: dict[str, ToolMessage] = {}
+    for m in results:
+        by_id.setdefault(m.tool_call_id, m)
+    calls = asking.tool_calls if asking is not None else []
+    if not calls:
+        return [({"name": m.name, "args": None, "id": m.tool_call_id}, m) for m in by_id.values()]
+    pairs: list[tuple[Any, ToolMessage]] = []
+    for call in calls:
+        found = by_id.get(call.get("id") or "")
+        if found is not None:
+            pairs.append((call, found))
+    return pairs
+
+
+def _shown_results(
+    turn: Turn | None, deciding: tuple[CallSignal, ...], *, completed_in_turn: bool = False
+) -> list[ToolMessage]:
+    """The results a stop shows: the run's completed ones no text answered, then the deciding.
+
+    Earlier turns' completed results come first, in call order; a result asked again (same tool,
+    same arguments) in a later turn is shown once, where it was asked last. `completed_in_turn`
+    takes the current turn's completed results instead of `deciding` (budget stops).
+    """
+    if turn is None:
+        return []
+    shown: list[tuple[int, str, ToolMessage]] = []
+    for number, earlier in enumerate(turn.earlier):
+        for call, message in _answered_calls(earlier.asking, earlier.results):
+            if _completed_stop(message, call.get("name") or message.name or "?"):
+                shown.append((number, _call_key(call), message))
+    last = len(turn.earlier)
+    pairs = _answered_calls(turn.asking, turn.results)
+    if completed_in_turn:
+        current = [(call, m) for call, m in pairs if _completed_stop(m, call.get("name") or "?")]
+    else:
+        by_id = {m.tool_call_id: (call, m) for call, m in reversed(pairs)}
+        plain = {m.tool_call_id: m for m in reversed(turn.results)}
+        current = []
+        for s in deciding:
+            pair = by_id.get(s.tool_call_id)
+            if pair is not None:
+                current.append(pair)
+            elif s.tool_call_id in plain:
+                message = plain[s.tool_call_id]
+                current.append(({"name": s.tool, "args": None, "id": s.tool_call_id}, message))
+    shown.extend((last, _call_key(call), message) for call, message in current)
+    latest: dict[str, int] = {}
+    for number, key, _ in shown:
+        latest[key] = number
+    return [message for number, key, message in shown if latest[key] == number]
+
+
+def shown(message: ToolMessage) -> str | list[str | dict[str, Any]]:
+    """What a stop shows of one result: its `answer`, else its content (JSON in a fence)."""
+    artifact = message.artifact
+    if isinstance(artifact, dict) and dict.__contains__(artifact, "answer"):
+        answer = dict.__getitem__(artifact, "answer")
+        if _is_text(answer):
+            return list(answer) if isinstance(answer, list) else str(answer)
+    content = message.content
+    if isinstance(content, str):
+        text = content.strip()
+        if text[:1] in ("{", "["):
+            try:
+                json.loads(text)
+            except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
+                return content
+            return f"```json\n{text}\n```"
+    return content
+
+
+def _joined(
+    messages: Sequence[ToolMessage], tail: str | None = None
+) -> str | list[str | dict[str, Any]]:
+    """One result verbatim; several (or results and a policy text) joined as text."""
+    parts = [shown(m) for m in messages]
+    if tail is not None:
+        parts.append(tail)
+    if len(parts) == 1:
+        return parts[0]
+    return "\n\n".join(content_text(p) for p in parts)
 
 
 def content_text(content: str | list[str | dict[str, Any]]) -> str:
@@ -357,6 +548,7 @@ def decide(
     messages: Sequence[BaseMessage],
     policy: StopPolicy | None = None,
     *,
+    since: str | None = None,
     transient_count: int = 0,
     remaining_steps: int | None = None,
     loop_steps: int = 2,
@@ -364,9 +556,13 @@ def decide(
     """Decide whether the run stops after the current tool turn.
 
     Args:
-        messages: The thread's whole message list. Only the current turn is read: the last
-            AIMessage and the ToolMessages after it (see `current_turn`).
+        messages: The thread's whole message list. Only the current run is read: the current
+            turn (the last AIMessage and the ToolMessages after it), and for the relay the run's
+            earlier tool turns that no model text answered yet (see `current_turn`).
         policy: The stop policy; `StopPolicy()` when omitted.
+        since: The id of the last message before the run began (its input), so a relay never
+            shows results of an earlier run or of the caller's own messages. `None`: the run is
+            taken to begin at the last HumanMessage (routers pass the explicit start).
         transient_count: Transient failures already sent back to the model in this run (before
             this turn). With this turn's they are checked against `max_transient_retries`.
         remaining_steps: LangGraph's remaining steps at the node that would call the model next,
@@ -383,10 +579,10 @@ def decide(
         as `would_stop`; the step budget still stops, since the alternative is an exception.
 
     Deliberately not handled: the content of tool messages is never parsed (text that looks like
-    `{"stop": true}` is just text), and messages before the current turn are never read.
+    `{"stop": true}` is just text), and messages before the current run are never read.
     """
     return decide_turn(
-        current_turn(messages),
+        current_turn(messages, since=since),
         policy,
         transient_count=transient_count,
         remaining_steps=remaining_steps,
@@ -425,6 +621,10 @@ def decide_turn(
     out_of_steps = remaining_steps is not None and remaining_steps <= loop_steps
     if rule is Rule.NONE and signals and out_of_steps:
         rule = Rule.STEP_BUDGET
+    narrate = rule in (Rule.COMPLETED, Rule.FATAL) and policy.mode == "polish"
+    narrate = narrate or (
+        rule in (Rule.RETRY_BUDGET, Rule.STEP_BUDGET) and policy.on_budget == "model"
+    )
     if rule is Rule.NONE:
         return Decision(
             stop=False,
@@ -434,15 +634,17 @@ def decide_turn(
             deciding=deciding if would_stop is not None else (),
             transient_in_turn=transient,
         )
+    relay, relayed = _relay_for(rule, turn, deciding, policy)
     return Decision(
         stop=True,
         rule=rule,
         would_stop=would_stop,
-        narrate=policy.mode == "polish" and rule in (Rule.COMPLETED, Rule.FATAL),
+        narrate=narrate,
         signals=signals,
         deciding=deciding,
         transient_in_turn=transient,
-        relay=_relay_for(rule, turn, deciding, policy),
+        relay=relay,
+        relayed=relayed,
     )
 
 
@@ -456,12 +658,20 @@ def _relay_for(
     turn: Turn | None,
     deciding: tuple[CallSignal, ...],
     policy: StopPolicy,
-) -> str | list[str | dict[str, Any]]:
-    """The final content for a stop by `rule`: tool content, or a user-safe text of the policy."""
+) -> tuple[str | list[str | dict[str, Any]], tuple[str, ...]]:
+    """The final content for a stop by `rule` and the call ids it shows.
+
+    Completed and fatal stops show the run's unanswered completed results, then the deciding
+    calls'; budgets show the run's completed results, then the policy's text; a policy block
+    shows only the policy's text (nothing a guard refused is relayed).
+    """
     if rule is Rule.POLICY_BLOCK:
-        return policy.policy_block_message
-    if rule is Rule.RETRY_BUDGET:
-        return policy.retry_budget_message
-    if rule is Rule.STEP_BUDGET:
-        return policy.step_budget_message
-    return _relay(turn, deciding)
+        return policy.policy_block_message, ()
+    if rule in (Rule.RETRY_BUDGET, Rule.STEP_BUDGET):
+        text = (
+            policy.retry_budget_message if rule is Rule.RETRY_BUDGET else policy.step_budget_message
+        )
+        found = _shown_results(turn, (), completed_in_turn=True)
+        return _joined(found, text), tuple(m.tool_call_id for m in found)
+    found = _shown_results(turn, deciding)
+    return _joined(found) if found else "", tuple(m.tool_call_id for m in found)

@@ -43,6 +43,7 @@ from toolstop._lifecycle import (
     open_run,
     plain_answer,
     relay_message,
+    run_start,
     served,
     turn_event,
 )
@@ -97,8 +98,10 @@ class ReactState(ReactIO):
 
 
 class ReactInput(TypedDict):
-    """What type checkers accept as the hand-built graph's input: `messages` as anything
-    LangGraph's `add_messages` takes (messages, `("user", "hi")` pairs, dicts, strings)."""
+    """What type checkers accept as the hand-built graph's input.
+
+    `messages` as anything LangGraph's `add_messages` takes (messages, `("user", "hi")` pairs,
+    dicts, strings)."""
 
     messages: Sequence[MessageLikeRepresentation]
     stop_record: NotRequired[StopRecord]
@@ -117,7 +120,7 @@ def _node(func: Callable[..., Any], afunc: Callable[..., Any], name: str) -> Run
 
     langgraph's own `RunnableCallable` (what its prebuilt agents use; same module path on 0.6 and
     1.x) inspects the signature once; langchain-core's `RunnableLambda` does it on every call,
-    which measured 0.70x the throughput of `create_agent` under 1,000 concurrent runs.
+    which costs throughput under many concurrent runs (`toolstop bench --overhead` measures it).
     """
     if _RunnableCallable is not None:
         node: Runnable[Any, Any] = _RunnableCallable(func, afunc, name=name, trace=False)
@@ -204,8 +207,8 @@ class _Nodes:
         if aborted is not None and run is not None:
             run, previous = {**run, "open": False}, aborted.record
             messages = aborted.messages if aborted.messages is not None else messages
-        turn = current_turn(messages)
-        run = open_run(run, previous, self.policy, turn)
+        turn = current_turn(messages, since=run_start(run))
+        run = open_run(run, previous, self.policy, turn, messages=messages)
         decision, run = begin_turn(
             run,
             turn,
@@ -324,6 +327,7 @@ class _Nodes:
         decision = decide(
             state["messages"],
             self.policy,
+            since=run_start(run),
             transient_count=run["record"]["transient_retries"] if run else 0,
             # the node after `tools` runs one step later
             remaining_steps=None if remaining is None else remaining - 1,
@@ -352,7 +356,8 @@ def build_react_graph(
     Nodes: `agent` (calls the model with tools bound), `tools` (LangGraph's `ToolNode`; a tool's
     exception becomes an error ToolMessage whose text is `toolstop.tools.tool_error_text`: its
     type and first line, connection details masked), `finalize` (appends the stop's relay as an
-    AIMessage, no model call) and, in `polish` mode, `polish` (one model call with no tools).
+    AIMessage, no model call) and, in `polish` mode or with `on_budget="model"`, `polish` (one
+    model call with no tools).
     After `tools`, `decide` routes to `agent`, `finalize` or `polish`.
 
     Args:
@@ -426,7 +431,7 @@ def compile_react_graph(
     graph.add_node("tools", tool_node)
     graph.add_node("finalize", _node(nodes.finalize, nodes.afinalize, "finalize"))
     targets: list[str] = ["agent", "finalize"]
-    if policy.mode == "polish":
+    if policy.mode == "polish" or policy.on_budget == "model":
         graph.add_node("polish", _node(nodes.polish, nodes.apolish, "polish"))
         graph.add_edge("polish", END)
         targets.append("polish")

@@ -89,10 +89,11 @@ def _provider_set() -> bool:
 
 
 def deciding_tools(record: Mapping[str, Any]) -> tuple[str | None, list[str], bool]:
-    """`(rule, tools, shadow)`: the rule a run's deciding tools stopped it by, the tools (each
-    once), and whether it is a shadow stop (`never` mode: the run would have stopped).
-    `(None, [], False)` when no tool decided (the model answered; a step budget).
-    """
+    """The rule a run's deciding tools stopped it by, those tools, and whether it was a shadow stop.
+
+    Returns `(rule, tools, shadow)`: the tools each once, and `shadow` when `never` mode only
+    recorded the stop (the run would have stopped). `(None, [], False)` when no tool decided (the
+    model answered; a step budget)."""
     tools = [str(t) for t in dict.fromkeys(record.get("tools") or [])]
     rule = record.get("rule")
     if record.get("stopped") and rule != "step_budget":

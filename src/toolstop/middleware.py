@@ -2,9 +2,9 @@
 
 It decides in `wrap_model_call`, just before the model would be called after a tool turn: when
 the turn says stop it answers with the relay *instead of* calling the model, and the agent ends
-because the "model" answered without tool calls. That adds no node to the loop. The article's
-alternative, a `before_model` hook with `@hook_config(can_jump_to=["end"])`, adds a node to every
-loop; it measured slower (see the README), so it is not used.
+because the "model" answered without tool calls. That adds no node to the loop. The alternative,
+a `before_model` hook with `@hook_config(can_jump_to=["end"])`, adds a node to every loop and is
+slower (`toolstop bench --overhead` measures both), so it is not used.
 
 One `after_agent` hook (a node per run, not per loop) ends each run: it writes and publishes the
 run's `stop_record`, and delivers a stop that `ModelCallLimitMiddleware` would otherwise swallow
@@ -47,6 +47,7 @@ from toolstop._lifecycle import (
     plain_answer,
     relay_message,
     repair_history,
+    run_start,
     served,
     turn_event,
 )
@@ -194,8 +195,7 @@ def _as_the_tool_said(turn: Turn | None, state: Mapping[str, Any]) -> Turn | Non
     edited = state.get(_EDITS_KEY)
     if turn is None or not edited or not isinstance(edited, Mapping):
         return turn
-    results = tuple(_original_content(m, edited.get(m.tool_call_id)) for m in turn.results)
-    return Turn(asking=turn.asking, results=results)
+    return turn.with_results(lambda m: _original_content(m, edited.get(m.tool_call_id)))
 
 
 def _schema_specs(response_format: Any) -> list[Any]:
@@ -286,7 +286,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
     Modes: `hard` answers with the relay (no model call), `polish` makes the one narrating model
     call with no tools offered, `never` only records.
 
-    Composition (tested with langchain's own middleware; see the README for the table):
+    Composition (tested with langchain's own middleware; the docs' composition page has the table):
     - Hooks that refuse (`wrap_tool_call` middleware rewriting a ToolMessage as `policy_block`,
       `before_model` guards) act before this middleware decides, whatever their position in the
       list, because it reads the tool results from state when the model is next due.
@@ -352,8 +352,8 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         if aborted is not None and run is not None:
             run, previous = {**run, "open": False}, aborted.record
             messages = aborted.messages if aborted.messages is not None else messages
-        turn = current_turn(messages)
-        run = open_run(run, previous, self.policy, turn)
+        turn = current_turn(messages, since=run_start(run))
+        run = open_run(run, previous, self.policy, turn, messages=messages)
         run, needed = _steps_needed(run, remaining, config)
         decision, run = begin_turn(
             run,
@@ -511,7 +511,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
                 update["messages"] = aborted.update()
         last = messages[-1] if messages else None
         answered = isinstance(last, AIMessage) and not last.tool_calls  # by anyone
-        turn = current_turn(messages[:-1] if answered else messages)
+        turn = current_turn(messages[:-1] if answered else messages, since=run_start(run))
         if run is None or not run["open"]:
             # No model call in this run (refused before it): a tool turn in its messages came
             # with its input, and is not this run's to decide.
@@ -533,6 +533,8 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             # No model call is allowed any more, so a polish stop is relayed as it is.
             relay = relay_message(decision.relay, decision.rule, name=_agent_name(config))
             update["messages"] = [RemoveMessage(id=last.id), relay]
+            shown = StopRecord(**{**run["record"], "relayed": list(decision.relayed)})
+            run = {**run, "record": shown}
         return update, run, aborted.record if aborted is not None else None
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
@@ -551,8 +553,9 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         return update
 
     async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Async twin of `after_agent`: async callback handlers get the run's end on the event
-        loop (sync ones as langchain-core runs sync handlers in async code)."""
+        """Async twin of `after_agent`: async callback handlers get the run's end on the event loop.
+
+        Sync handlers get it as langchain-core runs sync handlers in async code."""
         config = _config()
         update, run, aborted = self._ending(state, config)
         if aborted is not None:

@@ -9,8 +9,9 @@ asks the same `decide` the LangGraph routers use.
     agent = Agent(name="support", tools=[artifact_tool(search)],
                   tool_use_behavior=stop_on_artifact(StopPolicy()))
 
-Deliberately not handled: `mode="polish"` (a `tool_use_behavior` cannot make the narrating model
-call; it is refused) and the step budget (the SDK's own `max_turns` raises instead).
+Deliberately not handled: `mode="polish"` and `on_budget="model"` (a `tool_use_behavior` cannot
+make a model call; both are refused) and the step budget (the SDK's own `max_turns` raises
+instead).
 Needs the `openai-agents` extra.
 """
 
@@ -127,7 +128,17 @@ def _as_messages(results: list[FunctionToolResult]) -> list[BaseMessage]:
         call_id = str(call_id or f"call-{index}")
         output = result.output
         artifact = output.artifact if isinstance(output, ToolOutput) else None
-        calls.append({"name": result.tool.name, "args": {}, "id": call_id, "type": "tool_call"})
+        arguments = (
+            raw.get("arguments") if isinstance(raw, dict) else getattr(raw, "arguments", None)
+        )
+        calls.append(
+            {
+                "name": result.tool.name,
+                "args": _arguments(arguments),
+                "id": call_id,
+                "type": "tool_call",
+            }
+        )
         answers.append(
             ToolMessage(
                 content=str(output),
@@ -140,6 +151,19 @@ def _as_messages(results: list[FunctionToolResult]) -> list[BaseMessage]:
     return [AIMessage(content="", tool_calls=calls), *answers]
 
 
+def _arguments(text: Any) -> dict[str, Any]:
+    """A call's arguments as the SDK got them from the model (JSON text); `{}` when unreadable.
+
+    Used only to tell a call asked again (same tool, same arguments) from a new one."""
+    import json
+
+    try:
+        value = json.loads(text) if isinstance(text, str) else text
+    except ValueError:
+        return {"raw": text}
+    return value if isinstance(value, dict) else {"value": value}
+
+
 class _Behaviour:
     """The `tool_use_behavior` callable; keeps each run's record on its context."""
 
@@ -150,19 +174,26 @@ class _Behaviour:
                 "a tool_use_behavior cannot make the narrating model call"
             )
             raise ToolstopConfigError(msg)
+        if policy.on_budget == "model":
+            msg = (
+                "stop_on_artifact does not support on_budget='model': "
+                "a tool_use_behavior cannot make the closing model call"
+            )
+            raise ToolstopConfigError(msg)
         self.policy = policy
         self.records: weakref.WeakKeyDictionary[Any, StopRecord] = weakref.WeakKeyDictionary()
         # The SDK's usage when the run first would have stopped (never mode): what came after
         # is what hard mode would have saved.
         self.marks: weakref.WeakKeyDictionary[Any, Savings] = weakref.WeakKeyDictionary()
+        # The run's tool turns so far, so a stop shows every completed result of the run.
+        self.turns: weakref.WeakKeyDictionary[Any, list[BaseMessage]] = weakref.WeakKeyDictionary()
 
     def __call__(
         self, context: RunContextWrapper[Any], results: list[FunctionToolResult]
     ) -> ToolsToFinalOutputResult:
         record = self.records.get(context) or new_record(self.policy)
-        decision = decide(
-            _as_messages(results), self.policy, transient_count=record["transient_retries"]
-        )
+        messages = [*self.turns.get(context, ()), *_as_messages(results)]
+        decision = decide(messages, self.policy, transient_count=record["transient_retries"])
         would_stop = record["would_stop"]
         record = fold_turn(record, decision)
         if decision.stop:
@@ -171,7 +202,9 @@ class _Behaviour:
             self.marks[context] = _usage(context)
         self.records[context] = record
         if not decision.stop:
+            self.turns[context] = messages
             return ToolsToFinalOutputResult(is_final_output=False)
+        self.turns.pop(context, None)
         relay = (
             decision.relay
             if isinstance(decision.relay, str)
@@ -216,8 +249,10 @@ def _usage(context: Any) -> Savings:
 def stop_on_artifact(policy: StopPolicy | None = None) -> _Behaviour:
     """A `tool_use_behavior` for `Agent`: stop per call, from the tools' artifacts.
 
-    Success and fatal stop with the tool's text as the final output; transient goes back to the
-    model; parallel calls follow `policy.parallel`; the retry budget ends with its user-safe text.
+    Success and fatal stop with the tool's text as the final output (after the run's earlier
+    completed results, as on LangGraph; the model's text between turns is not visible here, so
+    every earlier completed result of the run is shown); transient goes back to the model;
+    parallel calls follow `policy.parallel`; the retry budget ends with its user-safe text.
     `behaviour.record(result.context_wrapper)` returns the run's stop record, with model calls
     and tokens from the SDK's `result.context_wrapper.usage`.
 

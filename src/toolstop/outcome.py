@@ -33,13 +33,22 @@ DEFAULT_STOP: dict[Outcome, bool] = {
 """What `signal` puts in `stop` when the caller does not say."""
 
 
-def signal(outcome: Outcome | str, *, stop: bool | None = None, **extra: Any) -> dict[str, Any]:
+def signal(
+    outcome: Outcome | str,
+    *,
+    stop: bool | None = None,
+    answer: str | list[str | dict[str, Any]] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     """Build the artifact a `content_and_artifact` tool returns next to its content.
 
     Args:
         outcome: Why the call ended; an `Outcome` or its string value.
         stop: Whether the loop should end now. Defaults to the outcome's default
             (`DEFAULT_STOP`). `completed`/`fatal` with `stop=False` are valid ("go on, model").
+        answer: What the user sees when this call's result is shown by a hard stop, instead of
+            the content (a string, or content blocks). The model never sees it; in `polish`
+            mode the model narrates from the content. Omitted when `None`.
         **extra: The application's own JSON data (`receipt_id`, `progress`, ...). Never read for
             routing.
 
@@ -49,7 +58,8 @@ def signal(outcome: Outcome | str, *, stop: bool | None = None, **extra: Any) ->
 
     Raises:
         ValueError: for an unknown outcome, a non-bool `stop`, `transient` with `stop=True` (the one
-            contradiction in the contract), an extra `reason` (the outcome is the reason).
+            contradiction in the contract), an extra `reason` (the outcome is the reason), an
+            `answer` that is neither a string nor a list of content blocks.
 
     Example:
         ```pycon
@@ -75,4 +85,12 @@ def signal(outcome: Outcome | str, *, stop: bool | None = None, **extra: Any) ->
     if "reason" in extra:
         msg = f"reason={extra['reason']!r}: the outcome is the reason; extra keys cannot replace it"
         raise ValueError(msg)
-    return {"stop": stop, "reason": reason.value, **extra}
+    if answer is None:
+        return {"stop": stop, "reason": reason.value, **extra}
+    text = type(answer) is str or (
+        type(answer) is list and all(isinstance(block, (str, dict)) for block in answer)
+    )
+    if not text:
+        msg = f"answer must be a str or a list of content blocks, got {type(answer).__name__}"
+        raise ValueError(msg)
+    return {"stop": stop, "reason": reason.value, "answer": answer, **extra}

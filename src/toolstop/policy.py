@@ -8,7 +8,15 @@ from typing import Any, Literal, get_args
 from toolstop.errors import ToolstopConfigError
 from toolstop.outcome import Outcome
 
-__all__ = ["Mode", "Parallel", "ParallelRule", "StopMode", "StopPolicy", "resolve_policy"]
+__all__ = [
+    "Mode",
+    "OnBudget",
+    "Parallel",
+    "ParallelRule",
+    "StopMode",
+    "StopPolicy",
+    "resolve_policy",
+]
 
 ParallelRule = Literal["all", "any", "first", "priority"]
 """How the signals of several tool calls in one turn combine.
@@ -33,7 +41,16 @@ Parallel = ParallelRule
 Mode = StopMode
 """The former name of `StopMode`, kept as an alias until 1.0."""
 
+OnBudget = Literal["message", "model"]
+"""How a run ends when a budget (retry or step) is spent.
+
+- `"message"`: with the policy's user-safe text (after the run's completed results); no model call.
+- `"model"`: one more model call, with no tools offered, answers from what the run found (as
+  `polish` does); the step budget keeps the steps that call needs.
+"""
+
 _PARALLEL: tuple[str, ...] = get_args(Parallel)
+_ON_BUDGET: tuple[str, ...] = get_args(OnBudget)
 _MODES: tuple[str, ...] = get_args(Mode)
 _REASONS: tuple[str, ...] = tuple(o.value for o in Outcome)
 
@@ -54,6 +71,8 @@ class StopPolicy:
         step_budget_message: The user-safe final text when the recursion limit is near.
         policy_block_message: The user-safe final text of a `policy_block` stop. Blocked tool
             content is never relayed, whatever the tool put in it.
+        on_budget: How a spent budget ends the run; see `OnBudget`. Not for the OpenAI Agents
+            adapter, whose `tool_use_behavior` cannot call the model.
     """
 
     parallel: Parallel = "all"
@@ -67,6 +86,7 @@ class StopPolicy:
         "I could not complete this within the allowed number of steps. Please narrow the request."
     )
     policy_block_message: str = "I can't help with that request."
+    on_budget: OnBudget = "message"
 
     def __post_init__(self) -> None:
         if self.parallel not in _PARALLEL:
@@ -74,6 +94,9 @@ class StopPolicy:
             raise ToolstopConfigError(msg)
         if self.mode not in _MODES:
             msg = f"StopPolicy.mode must be one of {_MODES}, got {self.mode!r}"
+            raise ToolstopConfigError(msg)
+        if self.on_budget not in _ON_BUDGET:
+            msg = f"StopPolicy.on_budget must be one of {_ON_BUDGET}, got {self.on_budget!r}"
             raise ToolstopConfigError(msg)
         self._check_priority()
         budget = self.max_transient_retries

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import Any, NotRequired
 
 from langchain_core.messages import AIMessage
 from typing_extensions import TypedDict
@@ -25,9 +25,10 @@ __all__ = [
     "stopped",
 ]
 
-RECORD_SCHEMA_VERSION = 3
+RECORD_SCHEMA_VERSION = 4
 """The stop record's shape. Readers check it; a record without the field is version 1 (before
 `unsignalled` was told apart from invalid and `would_save` was recorded). Version 3 added
+`relayed` and `on_budget`; readers of older records take `[]` and `"message"`. Version 4 added
 `calls_by_tool` and `ended_after`; readers treat them as absent in older records."""
 
 
@@ -86,6 +87,13 @@ class StopRecord(TypedDict):
     tools: list[str]
     """Names of the calls that decided the stop (or, in `never` mode, would have)."""
     tool_call_ids: list[str]
+    relayed: NotRequired[list[str]]
+    """The call ids whose results the final answer shows, in the order shown: the run's
+    earlier completed results, then the deciding calls'. Empty when the model answered (also
+    after a narrated stop). Absent in records before schema version 3."""
+    on_budget: NotRequired[str]
+    """How a spent budget ends a run: `message` (the policy's text) or `model` (one more model
+    call). Absent in records before schema version 3."""
     invalid_signals: list[InvalidSignal]
     outcomes: dict[str, int]
     """Tool calls by reason, plus `invalid`, `unsignalled` (no signal: a plain tool) and
@@ -96,10 +104,10 @@ class StopRecord(TypedDict):
     input_tokens: int
     output_tokens: int
     calls_by_tool: dict[str, int]
-    """Tool calls of the run by tool name (since schema version 3)."""
+    """Tool calls of the run by tool name (since schema version 4)."""
     ended_after: EndedAfter | None
     """Set when the run's final answer was a model call made right after a tool turn (since
-    schema version 3): the run ended after those tools, and hard mode could have ended it
+    schema version 4): the run ended after those tools, and hard mode could have ended it
     without that call had they signalled a stop. `None` otherwise (a relay ended the run, the
     model answered without calling a tool, another middleware ended it, or it was
     interrupted)."""
@@ -118,6 +126,8 @@ def new_record(policy: StopPolicy, *, run: int = 1) -> StopRecord:
         would_save=Savings(model_calls=0, input_tokens=0, output_tokens=0),
         tools=[],
         tool_call_ids=[],
+        relayed=[],
+        on_budget=policy.on_budget,
         invalid_signals=[],
         outcomes={o.value: 0 for o in Outcome} | {"invalid": 0, "unsignalled": 0, "rejected": 0},
         transient_retries=0,
@@ -170,6 +180,7 @@ def stopped(record: StopRecord, decision: Decision) -> StopRecord:
     updated["stopped"] = True
     updated["tools"] = [s.tool for s in decision.deciding]
     updated["tool_call_ids"] = [s.tool_call_id for s in decision.deciding]
+    updated["relayed"] = [] if decision.narrate else list(decision.relayed)
     return updated
 
 

@@ -1,7 +1,7 @@
 """The example agents exported for LangGraph Server (see `langgraph.json`).
 
 `graph` builds the hand-built graph and `agent` builds `create_agent` + `StopOnArtifact`, both
-with the seed article's `search` tool and the idempotent `write_record` tool. Both are graph
+with the example `search` tool and the idempotent `write_record` tool. Both are graph
 factories: the server calls them with the run's config, and `configurable.toolstop_mode`
 (`hard`, the default, `polish` or `never`) picks the stop mode, so an assistant created with
 `{"configurable": {"toolstop_mode": "never"}}` runs in shadow mode. Neither has a checkpointer
@@ -10,7 +10,8 @@ of its own: the server brings one (in memory under `langgraph dev`, PostgreSQL u
 
 The model is `TOOLSTOP_MODEL` (`PROVIDER:NAME`, with the provider's API key in the environment;
 `TOOLSTOP_BASE_URL` for an OpenAI-compatible server); the search tool then draws its outcomes
-from the seed article's 60/25/15 mix, so the real model meets retries and fatal failures.
+with the demo's weights (60% success, 25% retryable, 15% fatal), so the real model meets
+retries and fatal failures.
 Without `TOOLSTOP_MODEL` a simulated model (`SimulatedAgentModel`, `TOOLSTOP_SIMULATED_LATENCY_MS`
 per call, default 0) drives a search tool forced to succeed, so the server runs with no key and
 its runs are predictable (see `example_tools`). `write_record` keeps its records in the
@@ -161,7 +162,7 @@ def example_tools() -> list[BaseTool]:
     With the simulated model (no `TOOLSTOP_MODEL`) the search outcome is forced to success, and
     each tool answers `TOOLSTOP_SIMULATED_TOOL_LATENCY_MS` after doing its work (default 0; the
     crash tests use it to kill a replica between a write and its answer). With `TOOLSTOP_MODEL`
-    the outcome is drawn from the seed article's 60/25/15 mix (unseeded), as a real service
+    the outcome is drawn with the demo's weights (unseeded), as a real service
     fails, and no latency is added.
 
     Raises:

@@ -1,6 +1,8 @@
-"""Tools as toolstop needs them: `with_timeout` (a hung tool becomes a model-visible error, not a
-hung agent), `tool_error_text` (what a tool's exception looks like to the model), and the checks
-every router runs on the tools it is given."""
+"""Tools as toolstop needs them: timeouts, error texts, and the checks every router runs.
+
+`with_timeout` (a hung tool becomes a model-visible error, not a hung agent), `tool_error_text`
+(what a tool's exception looks like to the model), and the checks every router runs on the tools
+it is given."""
 
 from __future__ import annotations
 
@@ -95,8 +97,9 @@ def as_content_and_artifact(
     func: Callable[..., tuple[Any, Any]] | None = None,
     coroutine: Callable[..., Awaitable[tuple[Any, Any]]] | None = None,
 ) -> BaseTool:
-    """A `content_and_artifact` tool with `tool`'s name, description and arguments, running
-    `func` (sync) and `coroutine` (async), each returning `(content, artifact)`."""
+    """A `content_and_artifact` tool with `tool`'s name, description and arguments.
+
+    It runs `func` (sync) and `coroutine` (async), each returning `(content, artifact)`."""
     return StructuredTool.from_function(
         func=func,
         coroutine=coroutine,

@@ -1,5 +1,7 @@
-"""`check_agent`: toolstop's scenario matrix through *your* agent factory and stand-ins of *your*
-tools, with the same invariants as `toolstop check` (and, optionally, your own goldens).
+"""`check_agent`: toolstop's scenario matrix through *your* agent factory.
+
+The factory gets stand-ins of *your* tools; the runs are held to the same invariants as
+`toolstop check` (and, optionally, your own goldens).
 
 Each scenario of `scenario_matrix()` is retargeted onto your tools: a scenario on one tool runs
 once per tool; a scenario on two tools (the parallel policies) uses your first two tools and is
@@ -222,8 +224,10 @@ def _retarget(
 def agent_scenarios(
     tools: Sequence[BaseTool], *, middleware: bool = True
 ) -> tuple[list[tuple[Scenario, Scenario]], dict[str, str]]:
-    """The matrix retargeted onto `tools`: `([(scenario, the toolstop scenario it is from)],
-    skipped)`, where `skipped` maps a scenario name to why it does not run.
+    """The matrix retargeted onto `tools`, and the scenarios that cannot run there.
+
+    Returns `([(scenario, the toolstop scenario it is from)], skipped)`, where `skipped` maps a
+    scenario name to why it does not run.
 
     Raises:
         ToolstopConfigError: when no valid arguments can be generated for a tool.
@@ -338,8 +342,10 @@ def check_agent(
     scenarios: Sequence[str] | None = None,
     on_result: Callable[[CheckResult], None] | None = None,
 ) -> AgentCheck:
-    """Run toolstop's scenario matrix through `factory(model, tools, policy)` with stand-ins of
-    `tools`, and check every invariant `toolstop check` checks.
+    """Run toolstop's scenario matrix through your agent factory, with stand-ins of `tools`.
+
+    `factory(model, tools, policy)` builds the agent; every invariant `toolstop check` checks is
+    checked.
 
     Args:
         factory: Your agent factory (or a loaded `toolstop._check.factory.AgentFactory`).
@@ -403,8 +409,10 @@ def _scripted_calls(scenario: Scenario) -> int | None:
 
 
 def write_agent_goldens(check: AgentCheck, directory: Path | str) -> list[Path]:
-    """Write each run of `check` as a golden transcript in `directory`; refuse a check whose runs
-    break an invariant (a golden of a broken run would make the breach the expectation).
+    """Write each run of `check` as a golden transcript in `directory`.
+
+    A check whose runs break an invariant is refused: a golden of a broken run would make the breach
+    the expectation.
 
     Raises:
         ToolstopConfigError: when a run breaks an invariant; nothing is written then.

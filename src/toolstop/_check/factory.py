@@ -110,8 +110,10 @@ class AgentFactory:
         return agent
 
     def build_or_refuse(self, model: Any, tools: Sequence[BaseTool], policy: Any) -> Any:
-        """`self(model, tools, policy)`, with anything the factory raises turned into one
-        `ToolstopConfigError` sentence (for building before any run: nothing to record yet)."""
+        """Build the agent, `self(model, tools, policy)`, or refuse in one sentence.
+
+        Anything the factory raises becomes one `ToolstopConfigError` sentence (for building before
+        any run: nothing to record yet)."""
         try:
             return self(model, tools, policy)
         except ToolstopConfigError:

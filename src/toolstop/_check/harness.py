@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from toolstop._check.routers import Router, run_agent
 from toolstop._check.scenarios import Scenario
-from toolstop.decision import content_text, read_signal
+from toolstop.decision import content_text, read_signal, shown
 from toolstop.testing.history import PROVIDERS, history_problems
 from toolstop.testing.scripted import ScriptedChatModel, ScriptExhaustedError
 
@@ -103,6 +103,17 @@ def _calls(model: ScriptedChatModel) -> list[dict[str, Any]]:
     ]
 
 
+def _after_a_note(results: dict[str, ToolMessage], wanted: list[str]) -> list[str]:
+    """What one edited result shows when a note for the model precedes the tool's own text:
+    the shown text of every tail of its content that starts on a new line."""
+    if len(wanted) != 1 or wanted[0] not in results:
+        return []
+    message = results[wanted[0]]
+    text = content_text(message.content)
+    tails = [text[i + 1 :] for i, char in enumerate(text) if char == "\n"]
+    return [content_text(shown(message.model_copy(update={"content": t}))) for t in tails]
+
+
 def transcript_of(
     scenario: Scenario,
     router: Router,
@@ -128,19 +139,17 @@ def transcript_of(
     transcript["final"] = _final(messages)
     record = state.get("stop_record")
     if isinstance(record, dict) and record.get("rule") in ("completed", "fatal"):
-        wanted = set(record.get("tool_call_ids") or [])
-        contents = [
-            content_text(m.content)
-            for m in messages
-            if isinstance(m, ToolMessage) and m.tool_call_id in wanted
-        ]
+        # What the relay shows: the run's completed results and the deciding ones, in order.
+        wanted = list(record.get("relayed") or record.get("tool_call_ids") or [])
+        results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+        contents = [content_text(shown(results[i])) for i in wanted if i in results]
         if scenario.mode == "hard":
             relay, content = transcript["final"]["content"], "\n\n".join(contents)
             # A human-edited call's result starts with langchain's note for the model; the
             # relay is the tool's own text, which follows the note.
             edited = any(d.get("type") == "edit" for d in scenario.review)
             transcript["relay_is_tool_content"] = relay == content or (
-                edited and bool(relay) and content.endswith("\n" + relay)
+                edited and bool(relay) and relay in _after_a_note(results, wanted)
             )
     transcript["history_problems"] = history_problems(messages, "all")
     transcript["stop_record"] = _normalise_record(state.get("stop_record"))
@@ -256,8 +265,9 @@ def invariant_breaches(scenario: Scenario, transcript: Transcript) -> list[str]:
     if _relay_hidden(transcript):
         breaches.append(
             "the model was called after a relay AIMessage that followed the tool results: a relay "
-            "added in the same update hides the tool-calling AIMessage from the stop check (the "
-            "article's variant B); relay only on the stop path, after the decision"
+            "added in the same update hides the tool-calling AIMessage from the stop check (a "
+            "wrap_tool_call returning the relay with the tool result?); relay only on the stop "
+            "path, after the decision"
         )
     if "error" in transcript:
         error = transcript["error"]
@@ -292,17 +302,29 @@ def invariant_breaches(scenario: Scenario, transcript: Transcript) -> list[str]:
         )
     if transcript.get("relay_is_tool_content") is False:
         breaches.append(
-            "the final answer of a hard-mode stop is not the deciding tool's content verbatim"
+            "the final answer of a hard-mode stop is not what the run's results show (each "
+            "result's answer, or its content verbatim, in call order)"
         )
     record = transcript.get("stop_record")
     if not isinstance(record, dict):
         breaches.append("no stop_record in the final state: the router is not toolstop's")
-    elif scenario.stops and scenario.mode == "hard" and not final.get("relay"):
+    elif (
+        scenario.stops
+        and scenario.mode == "hard"
+        and not final.get("relay")
+        and not _budget_narrated(scenario, record)
+    ):
         breaches.append(
             "a hard-mode stop did not end on toolstop's relay: a model call was made after the "
             "stop, or the stop was not taken"
         )
     return breaches
+
+
+def _budget_narrated(scenario: Scenario, record: dict[str, Any]) -> bool:
+    """A spent budget that `on_budget="model"` ends with the model's answer, not a relay."""
+    budget = record.get("rule") in ("retry_budget", "step_budget")
+    return budget and scenario.policy.on_budget == "model"
 
 
 def _path_text(path: Any) -> str:
@@ -459,9 +481,11 @@ def judge(
 def broken_runs(
     results: Iterable[CheckResult], golden_of: Callable[[CheckResult], Transcript | None]
 ) -> list[CheckResult]:
-    """The runs a golden must not be written from: a breach that comparing with the (old or
-    missing) golden `golden_of(result)` does not explain breaks an invariant, and a golden of
-    a broken run would make the breach the expectation."""
+    """The runs a golden must not be written from.
+
+    A breach that comparing with the (old or missing) golden `golden_of(result)` does not
+    explain breaks an invariant, and a golden of a broken run would make the breach the
+    expectation."""
 
     def golden_only(result: CheckResult) -> set[str]:
         if "error" in result.actual:
@@ -480,8 +504,9 @@ class _PlannedMalformedSignals(logging.Filter):
 
 @contextmanager
 def planned_malformed_signals_hidden() -> Iterator[None]:
-    """Hide the `toolstop` logger's malformed-signal warnings while the scenarios run: their
-    tools return malformed signals on purpose, and the warnings would only be noise."""
+    """Hide the `toolstop` logger's malformed-signal warnings while the scenarios run.
+
+    Their tools return malformed signals on purpose, and the warnings would only be noise."""
     quiet = _PlannedMalformedSignals()
     logging.getLogger("toolstop").addFilter(quiet)
     try:

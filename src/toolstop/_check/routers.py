@@ -103,8 +103,10 @@ class Router:
     takes_middleware: bool = False
 
     def path(self, *steps: str) -> list[str]:
-        """Node names of a whole run from abstract steps: `model`, `tools`, `stop` (the relay),
-        `polish`; the router's `end_nodes` follow."""
+        """Node names of a whole run from abstract steps.
+
+        The steps are `model`, `tools`, `stop` (the relay) and `polish`; the router's `end_nodes`
+        follow."""
         names = {"model": self.model_node, "stop": self.stop_node, "polish": self.polish_node}
         return [names.get(step, step) for step in steps] + list(self.end_nodes)
 

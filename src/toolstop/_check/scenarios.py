@@ -22,6 +22,8 @@ DONE = (PAGE, signal(Outcome.COMPLETED))
 FATAL = ("The card was declined permanently.", signal(Outcome.FATAL))
 NARRATION = "In short: refunds are paid within 5 business days."
 ANSWER = "Here is what I found."
+PROSE = "Refunds are paid within 5 business days."
+BETA = ("Beta: done.", signal(Outcome.COMPLETED))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -166,7 +168,12 @@ def _parallel() -> list[Scenario]:
 
 
 def _hard_only() -> list[Scenario]:
-    invalid = [None, {"stop": "yes"}, {"stop": True, "reason": "transient"}]
+    invalid = [
+        None,
+        {"stop": "yes"},
+        {"stop": True, "reason": "transient"},
+        {"Stop": True, "Reason": "completed"},
+    ]
     return [
         Scenario(
             name="policy-block",
@@ -177,7 +184,7 @@ def _hard_only() -> list[Scenario]:
         ),
         Scenario(
             name="nothing-found",
-            description="The seed's search finds nothing: a completed search, it stops.",
+            description="The example search finds nothing: a completed search, it stops.",
             tools=lambda: [make_search_tool(force_outcome="success")],
             script=(call("search", query="quantum gravity"),),
             stops=True,
@@ -198,6 +205,31 @@ def _hard_only() -> list[Scenario]:
             policy=StopPolicy(max_transient_retries=None),
             stops=True,
             recursion_limit=7,
+        ),
+        Scenario(
+            name="parallel-across-turns",
+            description=(
+                "One call completes, the other times out and is retried: the stop shows both "
+                "results, in call order."
+            ),
+            tools=lambda: [forced_tool("alpha", DONE), forced_tool("beta", RETRY, BETA)],
+            script=(turn(call("alpha"), call("beta")), call("beta")),
+            stops=True,
+        ),
+        Scenario(
+            name="answer",
+            description="A tool's answer for the user is shown instead of its content.",
+            tools=_lookup((PAGE, signal(Outcome.COMPLETED, answer=PROSE))),
+            script=(call("lookup", query="refunds"),),
+            stops=True,
+        ),
+        Scenario(
+            name="budget-model",
+            description="A spent retry budget ends with one model call that offers no tools.",
+            tools=_lookup(RETRY),
+            script=(call("lookup"), call("lookup"), NARRATION),
+            policy=StopPolicy(max_transient_retries=1, on_budget="model"),
+            stops=True,
         ),
         Scenario(
             name="invalid-signals",

@@ -155,8 +155,10 @@ def run_agent_bench(
     modes: Sequence[Mode] = MODES,
     on_question: Callable[[], None] | None = None,
 ) -> tuple[list[ModeTotals], list[dict[str, Any]]]:
-    """Run every question under every mode (one agent per mode, built once); return the totals
-    per mode and the errors (`{"index", "question", "mode", "error"}`), one per failed run.
+    """Run every question under every mode; return the totals per mode and the failed runs.
+
+    One agent per mode, built once. The errors are `{"index", "question", "mode", "error"}`, one per
+    failed run.
 
     Raises:
         ToolstopConfigError: the factory raised while building an agent.

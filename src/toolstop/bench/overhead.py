@@ -57,8 +57,8 @@ def _no_stop_tools() -> list[Any]:
     return [tool]
 
 
-def _article_hook() -> Any:
-    """The article's alternative to StopOnArtifact: a `before_model` node that jumps to the end.
+def _before_model_jump() -> Any:
+    """The alternative to StopOnArtifact: a `before_model` node that jumps to the end.
 
     Kept here only to measure it against the `wrap_model_call` design; it shares `decide`.
     """
@@ -129,7 +129,7 @@ def _builders(*, floors: bool = False) -> dict[str, Callable[[Any, list[Any]], A
         )
         if floors:
             builders["create_agent+before_model jump"] = lambda m, t: create_agent(
-                m, t, middleware=[_article_hook()]
+                m, t, middleware=[_before_model_jump()]
             )
     builders["hand-built graph"] = lambda m, t: build_react_graph(m, t)
     return builders

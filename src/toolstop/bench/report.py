@@ -35,8 +35,8 @@ TERMINAL_TITLES = {
     "wrong_stops": "wrong",
     "missed_stops": "missed",
 }
-"""`COLUMNS`' titles as the terminal table shows them, short enough for 100 columns (the full
-titles are in report.html and the README)."""
+"""`COLUMNS`' titles as the terminal table shows them, short enough for 100 columns (report.html
+shows the full titles)."""
 
 
 AGENT_COLUMNS = [

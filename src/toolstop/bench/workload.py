@@ -171,8 +171,9 @@ class CallCounter(BaseCallbackHandler):
 
 @dataclass(kw_only=True)
 class RunTotals:
-    """Model calls, tokens, time and stop rules summed over a bench's runs (one configuration
-    of the simulated workload, or one mode of `bench --agent`)."""
+    """Model calls, tokens, time and stop rules summed over a bench's runs.
+
+    One configuration of the simulated workload, or one mode of `bench --agent`."""
 
     queries: int = 0
     model_calls: int = 0

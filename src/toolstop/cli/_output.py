@@ -1,5 +1,6 @@
-"""What the CLI commands share: a progress indicator on stderr, the installed versions, and the
-one way a command writes its JSON, chart and HTML page into an output folder."""
+"""What the CLI commands share: progress on stderr, versions, and writing their outputs.
+
+One way a command writes its JSON, chart and HTML page into an output folder."""
 
 from __future__ import annotations
 

@@ -87,7 +87,7 @@ def add_bench_parser(commands: Any) -> None:
     parser.add_argument(
         "--overhead-only",
         action="store_true",
-        help="measure only the overhead (3-4 minutes on 2 cores); writes overhead.json",
+        help="measure only the overhead (takes minutes); writes overhead.json",
     )
 
 

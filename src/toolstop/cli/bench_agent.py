@@ -1,5 +1,7 @@
-"""The command-line shell of `toolstop bench --agent MODULE:FACTORY --tools MODULE:ATTR
---questions FILE [--model P:N] [--base-url URL]`."""
+"""The command-line shell of `toolstop bench --agent`.
+
+`toolstop bench --agent MODULE:FACTORY --tools MODULE:ATTR --questions FILE [--model P:N]
+[--base-url URL]`."""
 
 from __future__ import annotations
 
@@ -123,7 +125,8 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
     if not stops and len(errors) < runs_of(rows):
         print(
             "no tool result signalled a stop: do your tools return (content, signal(...))? "
-            "see the README's contract (tool side)",
+            'a tool declared with response_format="content_and_artifact" returns the text '
+            "for the model and signal(Outcome.COMPLETED) (or another outcome) as its artifact",
             file=out,
         )
     for router, ratios in document["headline"].items():

@@ -1,4 +1,4 @@
-"""`toolstop demo`: the seed article's search agent on the scripted model, explained."""
+"""`toolstop demo`: the example search agent on the scripted model, explained."""
 
 from __future__ import annotations
 
@@ -31,8 +31,9 @@ _PREVIEW = 600
 def _outcomes(outcome: str | None, seed: int, budget: int | None) -> list[str]:
     """The search outcomes the demo will see, call by call, ending at the first stop.
 
-    With no `--outcome` they are drawn from the article's 60/25/15 mix with `seed`, so the scripted
-    model can be given exactly as many turns as the run needs.
+    With no `--outcome` they are drawn with `seed` from `DEFAULT_WEIGHTS` (60% success, 25%
+    retryable, 15% fatal), so the scripted model can be given exactly as many turns as the run
+    needs.
     """
     if outcome == "retryable":
         drawn = ["retryable", "success"]
@@ -154,7 +155,7 @@ def add_demo_parser(commands: Any) -> None:
         "demo",
         help="run the search agent on the scripted model and show how the run ended",
         description=(
-            "Run the seed article's search agent on a scripted model (no API key needed) and "
+            "Run the example search agent on a scripted model (no API key needed) and "
             "print the node path, every model call, the final answer and the stop record. "
             "success and fatal stop after one model call; retryable goes back to the model once."
         ),

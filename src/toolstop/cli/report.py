@@ -1,5 +1,6 @@
-"""`toolstop report`: shadow-mode savings and stop reasons, from the team's own traffic (a
-checkpoint database or the `toolstop` logger's JSON lines)."""
+"""`toolstop report`: shadow-mode savings and stop reasons from the team's own traffic.
+
+It reads a checkpoint database or the `toolstop` logger's JSON lines."""
 
 from __future__ import annotations
 

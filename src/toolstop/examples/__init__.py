@@ -1,4 +1,4 @@
-"""Example tools that signal through their artifact (DESIGN §7). Each factory builds fresh state."""
+"""Example tools that signal through their artifact. Each factory builds fresh state."""
 
 from toolstop.examples.business import make_pay_tool, make_poll_job_tool, make_write_record_tool
 from toolstop.examples.search import SEARCH_INDEX, make_search_tool

@@ -1,4 +1,4 @@
-"""Example tools beyond search (DESIGN §7): a payment, an idempotent write, a job poller."""
+"""Example tools beyond search: a payment, an idempotent write, a job poller."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The seed article's `search` tool: a small knowledge index whose calls succeed, fail, or fail
-for good, each call signalling through its artifact."""
+"""The example `search` tool: a small knowledge index that signals through its artifact.
+
+Its calls succeed, fail, or fail for good; each says which in its artifact."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ __all__ = [
     "RETRYABLE_MESSAGES",
     "SEARCH_INDEX",
     "make_search_tool",
+    "page_answer",
 ]
 
 DEFAULT_WEIGHTS = {"success": 60.0, "retryable": 25.0, "fatal": 15.0}
@@ -59,6 +61,24 @@ SEARCH_INDEX: dict[str, str] = {
 }
 """The knowledge index: topic -> a JSON page (what a successful search returns verbatim)."""
 
+
+def page_answer(page: str) -> str | None:
+    """A page as prose for the user: its summary, then its facts (`None`: not such a page).
+
+    The model gets the JSON page as content; a hard stop shows this text instead (the
+    artifact's `answer`), so a chat UI shows a sentence, not a data structure.
+    """
+    try:
+        document = json.loads(page)
+    except ValueError:
+        return None
+    if not isinstance(document, dict) or not isinstance(document.get("summary"), str):
+        return None
+    facts = document.get("facts")
+    extra = [f for f in facts if isinstance(f, str)] if isinstance(facts, list) else []
+    return " ".join([document["summary"], *extra])
+
+
 RETRYABLE_MESSAGES = (
     "The search service timed out. Try again.",
     "The search service answered 503 Service Unavailable. Try again shortly.",
@@ -91,9 +111,10 @@ def make_search_tool(
         index: The knowledge index; `SEARCH_INDEX` by default.
 
     Returns:
-        A `content_and_artifact` tool. A hit returns the page with `completed`/stop; a retryable
-        failure `transient` (the model may retry); a fatal one `fatal`/stop. A query matching
-        nothing stops too (`completed`, `found: False`): the search did its job.
+        A `content_and_artifact` tool. A hit returns the JSON page with `completed`/stop and,
+        for the user, the page as prose in `answer` (see `page_answer`); a retryable failure
+        `transient` (the model may retry); a fatal one `fatal`/stop. A query matching nothing
+        stops too (`completed`, `found: False`): the search did its job.
     """
     picker = OutcomePicker(_CHOICES, force=force_outcome, weights=weights, seed=seed)
     pages = dict(SEARCH_INDEX if index is None else index)
@@ -109,7 +130,8 @@ def make_search_tool(
         wanted = query.lower()
         for topic, page in pages.items():
             if topic in wanted or wanted in topic:
-                return page, signal(Outcome.COMPLETED, found=True, topic=topic)
+                prose = page_answer(page)
+                return page, signal(Outcome.COMPLETED, answer=prose, found=True, topic=topic)
         return NOTHING_FOUND, signal(Outcome.COMPLETED, found=False)
 
     return search

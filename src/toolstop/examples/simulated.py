@@ -37,9 +37,10 @@ _NOTHING_TO_DO = "Ask me about refunds, shipping, passwords or LangGraph, or say
 
 
 class LatencyChatModel(BaseChatModel):
-    """The simulated models (the example agents' and the bench's): `_answer(messages, offered)`
-    after `latency_s` of waiting (a sleep, or an `asyncio.sleep` on the async path), tools
-    offered as a call parameter."""
+    """The simulated models of the example agents and the bench.
+
+    `_answer(messages, offered)` answers after `latency_s` of waiting (a sleep, or an
+    `asyncio.sleep` on the async path), with the tools offered as a call parameter."""
 
     latency_s: float = 0.0
 

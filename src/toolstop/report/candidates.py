@@ -1,7 +1,7 @@
 """The tools worth converting, ranked from records of an unchanged agent (report.json's
 `candidates`).
 
-A run's record (schema version 3 and later) says which tools' results preceded the model's final
+A run's record (schema version 4 and later) says which tools' results preceded the model's final
 answer (`ended_after`), what that final call cost, and how much of the answer repeats each
 tool's result (`answer_overlap`). Had such a tool signalled a stop, hard mode would have relayed
 its result and saved that call. The overlap tells whether the relay would have been the answer:
@@ -80,7 +80,7 @@ class Candidates:
         self.measured = 0
 
     def add(self, record: Mapping[str, Any]) -> None:
-        """Fold one run's record in (records before schema version 3 add nothing)."""
+        """Fold one run's record in (records before schema version 4 add nothing)."""
         if "ended_after" not in record:
             return
         self.measured += 1

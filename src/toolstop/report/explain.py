@@ -97,6 +97,7 @@ def _run(record: dict[str, Any], end: RunEnd, turns: list[Turn] | None) -> dict[
                 record.get("tools") or [], record.get("tool_call_ids") or [], strict=False
             )
         ],
+        "shown": list(record.get("relayed") or []),
         "turns": None if turns is None else [_signals(turn) for turn in turns],
         "tool_turns": record.get("tool_turns"),
         "transient_retries": record.get("transient_retries"),
@@ -111,9 +112,9 @@ def _run(record: dict[str, Any], end: RunEnd, turns: list[Turn] | None) -> dict[
 def explain_thread(
     database: Database, thread_id: str, *, run: int | None = None
 ) -> dict[str, Any] | None:
-    """Every finished run of `thread_id` (or only run number `run`), explained; `None` when
-    the database has no such thread.
-    """
+    """Every finished run of `thread_id` (or only run number `run`), explained.
+
+    `None` when the database has no such thread."""
     namespaces = database.namespaces(thread_id)
     if not namespaces:
         return None
@@ -175,6 +176,10 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
                 else "deciding"
             )
             print(f"  {label}: {names}", file=out)
+        deciding = [d["tool_call_id"] for d in run["deciding"]]
+        if run.get("shown") and run["shown"] != deciding:
+            # The answer also showed earlier completed results of the run (call ids only).
+            print(f"  the answer showed the results of: {', '.join(run['shown'])}", file=out)
         if run["turns"] is None:
             print("  turns: not readable from the checkpoint", file=out)
         for index, turn in enumerate(run["turns"] or [], start=1):

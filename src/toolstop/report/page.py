@@ -189,7 +189,7 @@ def _answer(document: dict[str, Any]) -> str:
     if not lines:
         lines.append(
             "Nothing to save yet: no run would have stopped, none was stopped, and no run "
-            "recorded which tool preceded its answer (records before toolstop's schema 3)."
+            "recorded which tool preceded its answer (records before schema version 4)."
         )
     return "".join(f'<p class="lead">{line}</p>' for line in lines)
 

@@ -66,8 +66,10 @@ class RunEnd:
 
 
 def parse_time(text: str, *, now: datetime | None = None) -> datetime:
-    """A `--since` value: an ISO date or date-time (UTC unless it says otherwise), or an age
-    like `30m`, `12h`, `7d`, `2w` before `now`.
+    """Parse a `--since` value.
+
+    An ISO date or date-time (UTC unless it says otherwise), or an age like `30m`, `12h`, `7d`, `2w`
+    before `now`.
 
     Raises:
         ToolstopConfigError: for anything else.
@@ -201,8 +203,9 @@ class Database:
     def run_ends(
         self, thread_id: str, checkpoint_ns: str, *, since: datetime | None = None
     ) -> tuple[list[RunEnd], dict[str, Any] | None]:
-        """The thread's finished runs (oldest first) and the record so far of a run in progress
-        (`None` when there is none).
+        """The thread's finished runs, oldest first, and the record so far of a run in progress.
+
+        The second is `None` when no run is in progress.
 
         Memory is one page of checkpoints plus the thread's runs; a thread's runs are few
         compared with its checkpoints. With `since`, older checkpoints are not read.
@@ -314,8 +317,9 @@ def _interrupted(
 
 @contextmanager
 def open_database(db: str) -> Iterator[Database]:
-    """Open `db` (a SQLite file path or a `postgresql://` URL) read-only through LangGraph's
-    savers.
+    """Open `db` read-only through LangGraph's savers.
+
+    `db` is a SQLite file path or a `postgresql://` URL.
 
     Raises:
         ToolstopConfigError: one clear sentence when the database does not exist, cannot be

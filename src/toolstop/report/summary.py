@@ -118,7 +118,7 @@ class Summary:
                 self.last = end.ended_at
 
     def document(self) -> dict[str, Any]:
-        """The figures as report.json's body (see the README for each field)."""
+        """The figures as report.json's body: runs, model calls, tools, by rule and mode."""
         order = [r.value for r in Rule]
         rules = {r: self.rules[r] for r in order if self.rules[r]}
         rules |= {r: n for r, n in sorted(self.rules.items()) if r not in rules}

@@ -1,6 +1,7 @@
-"""toolstop's shipped test kit: a strict scripted model, scripted tool calls, forced tools, and
-the harness behind `toolstop check` (scenarios, routers, golden transcripts), and `check_agent`
-for your own agent factory."""
+"""toolstop's shipped test kit: a strict scripted model, forced tools and the check harness.
+
+Also scripted tool calls, the harness behind `toolstop check` (scenarios, routers, golden
+transcripts), and `check_agent` for your own agent factory."""
 
 from __future__ import annotations
 

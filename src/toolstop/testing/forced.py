@@ -16,8 +16,9 @@ ForcedResult = tuple[Any, Any] | BaseException
 
 
 class ForcedTool(StructuredTool):
-    """A `StructuredTool` that knows its scripted results (`forced`), so a harness can hand the
-    same results to a stand-in of another tool."""
+    """A `StructuredTool` that knows its scripted results (`forced`).
+
+    A harness can hand the same results to a stand-in of another tool."""
 
     _forced: tuple[ForcedResult, ...] = PrivateAttr(default=())
 

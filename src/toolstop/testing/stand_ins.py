@@ -1,5 +1,6 @@
-"""Stand-ins of the user's tools (same name, description, argument schema; forced results) and
-valid arguments generated from a tool's schema."""
+"""Stand-ins of the user's tools, and valid arguments generated from a tool's schema.
+
+A stand-in keeps the tool's name, description and argument schema; its results are forced."""
 
 from __future__ import annotations
 
@@ -31,10 +32,11 @@ _FORMATS = {
 
 
 def stand_in(tool: BaseTool, *results: ForcedResult) -> BaseTool:
-    """A `content_and_artifact` tool with `tool`'s name, description, argument schema and
-    `return_direct`, whose calls return `results` in order (the last repeats; an exception is
-    raised, as a failing tool would). The arguments are validated by the schema, then ignored.
-    """
+    """A `content_and_artifact` stand-in of `tool` whose calls return `results` in order.
+
+    It keeps `tool`'s name, description, argument schema and `return_direct`. The last result
+    repeats; an exception is raised, as a failing tool would. The arguments are validated by the
+    schema, then ignored."""
     next_result = in_call_order(results)
 
     def run(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
