@@ -403,8 +403,10 @@ def answer_overlap(answer: str, source: str) -> float:
 
 
 def ended_after(run: RunState, turn: Turn | None, answer: BaseMessage | None) -> RunState:
-    """`run` with `ended_after` recorded when `answer` is the model's final answer right after
-    one of the run's tool turns (see `StopRecord.ended_after`); `run` as it is otherwise.
+    """`run` with `ended_after` recorded, when the model's final answer followed a tool turn.
+
+    Recorded when `answer` is the model's final answer right after one of the run's tool turns
+    (see `StopRecord.ended_after`); `run` is returned as it is otherwise.
 
     Computed once, at the run's end: O(length of the answer and of the turn's results).
 

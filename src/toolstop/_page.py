@@ -36,8 +36,10 @@ def inline_png(chart: Path | None, alt: str) -> str:
 
 
 def page(title: str, body: str, *, style: str = "") -> str:
-    """A whole HTML document: `title` (escaped here), `body` (HTML, escaped by the caller) and
-    CSS of the page's own after the shared style."""
+    """A whole HTML document: `title`, `body` and the page's own CSS.
+
+    `title` is escaped here, `body` is HTML escaped by the caller, and `style` follows the
+    shared style."""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">

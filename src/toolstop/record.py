@@ -49,8 +49,10 @@ class Savings(TypedDict):
 
 
 class EndedAfter(TypedDict):
-    """The run's final answer came from the model right after a tool turn: what that answer cost
-    and how much of it repeats each tool's result. Numbers only, never content."""
+    """The model's final answer right after a tool turn: its cost, and what it repeats.
+
+    What that answer cost and how much of it repeats each tool's result. Numbers only, never
+    content."""
 
     tools: dict[str, float]
     """Each tool of that turn -> `answer_overlap`: the share (0..1) of the final answer's

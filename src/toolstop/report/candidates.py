@@ -1,5 +1,6 @@
-"""The tools worth converting, ranked from records of an unchanged agent (report.json's
-`candidates`).
+"""The tools worth converting, ranked from records of an unchanged agent.
+
+report.json's `candidates`.
 
 A run's record (schema version 4 and later) says which tools' results preceded the model's final
 answer (`ended_after`), what that final call cost, and how much of the answer repeats each
@@ -42,8 +43,10 @@ def _int(value: Any) -> int:
 
 
 def verdict(ended_runs: int, median: float | None) -> tuple[str, str]:
-    """`(kind, sentence)`: the one-line verdict on a tool, from the runs that ended after it
-    and their median overlap. Kinds: `candidate`, `mixed`, `keep`, `few`, `none`."""
+    """`(kind, sentence)`: the one-line verdict on a tool.
+
+    From the runs that ended after it and their median overlap. Kinds: `candidate`, `mixed`,
+    `keep`, `few`, `none`."""
     if ended_runs == 0 or median is None:
         return "none", "no run ended right after it: converting saves nothing here"
     if ended_runs < MIN_ENDED_RUNS:

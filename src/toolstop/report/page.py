@@ -1,6 +1,8 @@
-"""report.html: a page a manager reads. It opens with the answer (what hard mode saves or
-saved, in model calls, tokens and money), then the evidence: the tools worth converting, runs
-and savings per day, rules, tools, invalid signals, threads and open runs.
+"""report.html: a page a manager reads.
+
+It opens with the answer (what hard mode saves or saved, in model calls, tokens and money), then
+the evidence: the tools worth converting, runs and savings per day, rules, tools, invalid
+signals, threads and open runs.
 
 Every figure carries `data-metric="<path>"`, its dotted path in report.json (`runs`,
 `would_save.model_calls`, `candidates.0.ended_runs`), so a test can read the page back and

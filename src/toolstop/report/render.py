@@ -1,5 +1,6 @@
-"""`toolstop report`'s outputs: report.json, chart.png, a self-contained report.html
-(`toolstop.report.page`), a summary for the terminal."""
+"""`toolstop report`'s outputs: report.json, chart.png, report.html and a summary.
+
+report.html is built by `toolstop.report.page`; the summary is a few lines for the terminal."""
 
 from __future__ import annotations
 

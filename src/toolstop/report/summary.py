@@ -217,9 +217,11 @@ def _cost(input_tokens: Any, output_tokens: Any, prices: tuple[float, float]) ->
 
 
 def with_prices(document: dict[str, Any], price_in: float, price_out: float) -> dict[str, Any]:
-    """`document` with money added: `prices` (per million tokens, in the currency the prices
-    are in) and a `cost` beside each saving: `would_save.cost`, `hard_mode.cost_saved_estimate`
-    and each candidate's `would_save.cost`."""
+    """`document` with money added: `prices` and a `cost` beside each saving.
+
+    Prices are per million tokens, in the currency they are given in; the costs are
+    `would_save.cost`, `hard_mode.cost_saved_estimate` and each candidate's
+    `would_save.cost`."""
     prices = (price_in, price_out)
     saved = document["would_save"]
     hard = document["hard_mode"]
