@@ -130,7 +130,11 @@ def flattened(record: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in record.items():
         if isinstance(value, dict):
-            out.update({f"toolstop.{key}.{inner}": count for inner, count in value.items()})
+            for inner, count in value.items():
+                if isinstance(count, dict):
+                    out.update({f"toolstop.{key}.{inner}.{k}": v for k, v in count.items()})
+                else:
+                    out[f"toolstop.{key}.{inner}"] = count
         elif key == "invalid_signals":
             out[f"toolstop.{key}"] = tuple(str(entry["problem"]) for entry in value)
         elif isinstance(value, list):
@@ -168,7 +172,7 @@ def test_the_span_event_carries_every_field_of_the_record(
     record = seen["record"]
     assert seen["spans"] == [
         {
-            "toolstop.schema_version": 3,
+            "toolstop.schema_version": 4,
             "toolstop.run": 1,
             "toolstop.rule": "none",
             "toolstop.stopped": False,
@@ -195,6 +199,10 @@ def test_the_span_event_carries_every_field_of_the_record(
             "toolstop.model_calls": 2,
             "toolstop.input_tokens": record["input_tokens"],
             "toolstop.output_tokens": record["output_tokens"],
+            "toolstop.calls_by_tool.lookup": 1,
+            "toolstop.ended_after.tools.lookup": record["ended_after"]["tools"]["lookup"],
+            "toolstop.ended_after.input_tokens": record["ended_after"]["input_tokens"],
+            "toolstop.ended_after.output_tokens": record["ended_after"]["output_tokens"],
         }
     ]
     assert record["would_save"]["input_tokens"] > 0  # tokens from the messages' usage

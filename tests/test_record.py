@@ -57,6 +57,8 @@ def test_a_new_record_starts_empty() -> None:
         "model_calls": 0,
         "input_tokens": 0,
         "output_tokens": 0,
+        "calls_by_tool": {},
+        "ended_after": None,
     }
     assert new_record(policy, run=4)["run"] == 4
 

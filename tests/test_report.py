@@ -235,6 +235,13 @@ def expected_report(seen: list[Observed]) -> dict[str, Any]:
             },
         },
         "never_model_calls": sum(o.model_calls for o in never),
+        "would_stop_rules": dict(
+            Counter("completed" if o.spec.deciding else "none" for o in never)
+        ),
+        "hard_stops": sum(
+            o.spec.mode == "hard" and o.spec.rule not in ("none", "step_budget") for o in seen
+        ),
+        "hard_runs": sum(o.spec.mode == "hard" for o in seen),
     }
 
 
@@ -254,6 +261,20 @@ def assert_figures(document: dict[str, Any], expected: dict[str, Any]) -> None:
     )
     assert document["invalid_by_tool"] == {"lookup": {"stop_not_bool": expected["invalid"]}}
     assert document["schema_versions"] == {str(RECORD_SCHEMA_VERSION): expected["runs"]}
+    assert document["would_stop_rules"] == expected["would_stop_rules"]
+    assert {k: v for k, v in document["runs_by_outcome"].items() if k.startswith("would")} == {
+        f"would stop: {rule}": n
+        for rule, n in expected["would_stop_rules"].items()
+        if rule != "none"
+    }
+    hard = document["hard_mode"]
+    assert (hard["runs"], hard["stopped"], hard["model_calls_saved"]) == (
+        expected["hard_runs"],
+        expected["hard_stops"],
+        expected["hard_stops"],
+    )
+    per_call = saved["input_tokens"] / saved["model_calls"]
+    assert hard["input_tokens_saved_estimate"] == round(expected["hard_stops"] * per_call)
 
 
 def report(*argv: str) -> tuple[int, str]:
@@ -401,26 +422,27 @@ class Metrics(HTMLParser):
 
     def __init__(self) -> None:
         super().__init__()
-        self.cells: dict[str, str] = {}
+        self.cells: dict[str, list[str]] = {}
         self._open: str | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         metric = dict(attrs).get("data-metric")
-        if tag == "td" and metric:
+        if tag in ("td", "b") and metric:
             self._open = metric
+            self.cells.setdefault(metric, []).append("")
 
     def handle_data(self, data: str) -> None:
         if self._open is not None:
-            self.cells[self._open] = self.cells.get(self._open, "") + data
+            self.cells[self._open][-1] += data
 
     def handle_endtag(self, tag: str) -> None:
-        if tag == "td":
+        if tag in ("td", "b"):
             self._open = None
 
 
 def _at(document: Any, path: str) -> Any:
     for part in path.split("."):
-        document = document[part]
+        document = document[int(part)] if isinstance(document, list) else document[part]
     return document
 
 
@@ -436,13 +458,22 @@ def test_report_html_renders_in_chromium_with_the_figures_of_report_json(
     shot = tmp_path / "shot.png"
     parser = Metrics()
     parser.feed(chromium(tmp_path / "report.html", tmp_path / "profile", screenshot=shot))
-    for path in ("runs", "would_save.model_calls", "rules.completed", "stops_by_tool.pay.completed",
-                 "would_stop_by_tool.lookup.completed", "unsignalled", "invalid"):  # fmt: skip
+    for path in ("runs", "would_save.model_calls", "runs_by_outcome.completed",
+                 "stops_by_tool.pay.completed", "would_stop_by_tool.lookup.completed",
+                 "unsignalled", "invalid"):  # fmt: skip
         assert path in parser.cells, path
-    for path, text in parser.cells.items():
+    for path, texts in parser.cells.items():
         value = _at(document, path)
-        shown = f"{value:.2f}" if isinstance(value, float) else str(value)
-        assert text == shown, path
+        for text in texts:
+            if isinstance(value, float):  # two decimals, or a share as a percentage
+                assert text in (f"{value:.2f}", f"{value:.0%}"), path
+            else:
+                assert text == f"{value:,}", path
+    page = (tmp_path / "report.html").read_text()
+    assert page.index('class="answer"') < page.index('id="headline"')
+    assert "Do not compare the modes' averages" in page  # several modes: the note is there
+    assert "Hard mode saved at least" in page
+    assert "would stop: completed" in page  # the shadow chart's and table's rules
     assert shot.stat().st_size > 20_000  # a page with a chart and tables, not a blank one
 
 

@@ -85,7 +85,7 @@ def test_shadow_mode_that_would_not_stop_saves_nothing(router: Router) -> None:
 def test_hard_mode_saves_nothing_more_and_carries_the_schema_version(router: Router) -> None:
     state = agent_run(router, [call("lookup")], forced_tool("lookup", DONE), mode="hard")
     record = state["stop_record"]
-    assert record["schema_version"] == RECORD_SCHEMA_VERSION == 3
+    assert record["schema_version"] == RECORD_SCHEMA_VERSION == 4
     assert (record["rule"], record["stopped"], record["model_calls"]) == ("completed", True, 1)
     assert record["would_save"] == {"model_calls": 0, "input_tokens": 0, "output_tokens": 0}
 
@@ -137,3 +137,62 @@ def test_unsignalled_results_and_tool_errors_are_not_warned_about(
     agent_run(router, [call("plain"), "answer"], forced_tool("plain", ("text", None)))
     agent_run(router, [call("boom"), "answer"], forced_tool("boom", RuntimeError("boom")))
     assert malformed_lines(caplog) == []
+
+
+# -- which tool's result preceded the final answer (schema version 3) -------------------------
+ORDER = "Order 4711 ships Monday from the Berlin warehouse by express courier."
+REPEATED = "Order 4711 ships Monday from the Berlin warehouse by express courier."
+REASONED = "Given that, I would wait: a refund now costs more than it saves you."
+
+
+def test_the_record_says_which_tool_ended_the_run_and_how_much_the_answer_repeats(
+    router: Router,
+) -> None:
+    plain = forced_tool("lookup_order", (ORDER, None))
+    repeats = agent_run(router, [call("lookup_order", id="c1"), REPEATED], plain)
+    reasons = agent_run(router, [call("lookup_order", id="c1"), REASONED], plain)
+    for state, overlap in ((repeats, 1.0), (reasons, 0.0)):
+        record = state["stop_record"]
+        final = state["messages"][-1]
+        assert isinstance(final, AIMessage)
+        usage = final.usage_metadata or {}
+        assert record["calls_by_tool"] == {"lookup_order": 1}
+        assert record["ended_after"] == {
+            "tools": {"lookup_order": overlap},
+            "input_tokens": usage["input_tokens"],
+            "output_tokens": usage["output_tokens"],
+        }
+        assert usage["input_tokens"] > 0
+        assert ORDER not in str(record)  # numbers only, never content
+
+
+def test_a_partial_overlap_counts_the_answers_words_that_the_result_holds(router: Router) -> None:
+    # 8 words in the answer, 4 of them ("order", "4711", "ships", "monday") in the result
+    answer = "ORDER 4711 ships Monday, but call us tomorrow."
+    state = agent_run(
+        router, [call("lookup_order"), answer], forced_tool("lookup_order", (ORDER, None))
+    )
+    assert state["stop_record"]["ended_after"]["tools"] == {"lookup_order": 0.5}
+
+
+def test_no_ended_after_when_a_relay_ends_the_run_or_no_tool_ran(router: Router) -> None:
+    hard = agent_run(router, [call("lookup")], forced_tool("lookup", DONE), mode="hard")
+    assert hard["stop_record"]["ended_after"] is None
+    direct = agent_run(router, ["Hello."], forced_tool("lookup", DONE))
+    assert direct["stop_record"]["ended_after"] is None
+    assert direct["stop_record"]["calls_by_tool"] == {}
+
+
+def test_a_tool_turn_before_a_further_model_turn_is_not_the_one_that_ended_it(
+    router: Router,
+) -> None:
+    script = [call("lookup_order", id="c1"), call("weather", id="c2"), REPEATED]
+    state = agent_run(
+        router,
+        script,
+        forced_tool("lookup_order", (ORDER, None)),
+        forced_tool("weather", ("Sunny, 21 degrees.", None)),
+    )
+    record = state["stop_record"]
+    assert record["calls_by_tool"] == {"lookup_order": 1, "weather": 1}
+    assert record["ended_after"]["tools"] == {"weather": 0.0}

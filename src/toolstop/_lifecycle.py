@@ -19,6 +19,7 @@ counted afresh. A run resumed after a human review (`Command(resume=...)`) is no
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple, NotRequired
 
@@ -36,7 +37,14 @@ from typing_extensions import TypedDict
 from toolstop.decision import Decision, Rule, Turn, current_turn, decide_turn
 from toolstop.observe import apublish_run_end, publish_run_end, publish_turn
 from toolstop.policy import StopPolicy
-from toolstop.record import StopRecord, count_model_call, fold_turn, new_record, stopped
+from toolstop.record import (
+    EndedAfter,
+    StopRecord,
+    count_model_call,
+    fold_turn,
+    new_record,
+    stopped,
+)
 
 __all__ = [
     "INTERRUPTED_ANSWER",
@@ -48,8 +56,10 @@ __all__ = [
     "answered",
     "begin_turn",
     "close_aborted",
+    "ended_after",
     "finish",
     "invocation_of",
+    "last_answer",
     "left_open_calls",
     "open_run",
     "plain_answer",
@@ -80,6 +90,8 @@ class RunState(TypedDict):
         start: The id of the last message before the run began (its input): a stop relays
             results of this run only (see `toolstop.decision.current_turn`). Absent in runs
             checkpointed before it existed.
+        answer: The id of the run's last model answer (see `last_answer`), so the run's end can
+            tell the model's final answer from one another middleware wrote.
     """
 
     open: bool
@@ -90,6 +102,7 @@ class RunState(TypedDict):
     tail: NotRequired[int | None]
     invocation: NotRequired[int | None]
     start: NotRequired[str | None]
+    answer: NotRequired[str | None]
 
 
 INTERRUPTED_TEXT = (
@@ -348,10 +361,88 @@ def answered(
         record = StopRecord(**{**record, "rule": Rule.STEP_BUDGET.value, "stopped": True})
         response = relay_message(policy.step_budget_message, Rule.STEP_BUDGET, name=name)
     updated: RunState = {**run, "record": record, "remaining": remaining_steps}
+    if response.id is not None:
+        updated["answer"] = response.id
     previous = run["remaining"]
     if remaining_steps is not None and previous is not None and previous > remaining_steps:
         updated["loop"] = previous - remaining_steps
     return response, updated
+
+
+def last_answer(run: RunState, response: BaseMessage) -> RunState:
+    """`run` remembering `response` as its last model answer (for `ended_after`)."""
+    return {**run, "answer": response.id}
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _text(content: Any) -> str:
+    """The text of a message's content: a string, or the text blocks of a list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict) and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+        return " ".join(parts)
+    return ""
+
+
+def answer_overlap(answer: str, source: str) -> float:
+    """The share (0..1, four decimals) of `answer`'s case-folded word tokens that also occur in
+    `source`; 0.0 for an answer without words."""
+    words = _WORD.findall(answer.casefold())
+    if not words:
+        return 0.0
+    known = set(_WORD.findall(source.casefold()))
+    return round(sum(word in known for word in words) / len(words), 4)
+
+
+def ended_after(run: RunState, turn: Turn | None, answer: BaseMessage | None) -> RunState:
+    """`run` with `ended_after` recorded, when the model's final answer followed a tool turn.
+
+    Recorded when `answer` is the model's final answer right after one of the run's tool turns
+    (see `StopRecord.ended_after`); `run` is returned as it is otherwise.
+
+    Computed once, at the run's end: O(length of the answer and of the turn's results).
+
+    Args:
+        run: The run that ends.
+        turn: The tool turn right before the final answer (`current_turn` of the messages
+            without the answer), if any.
+        answer: The final answer, when it is a model answer (`None` for a relay). It must be
+            the run's last model answer (`last_answer` / `answered`), else another middleware
+            wrote it and nothing is recorded.
+    """
+    record = run["record"]
+    if (
+        answer is None
+        or not isinstance(answer, AIMessage)
+        or answer.tool_calls
+        or answer.id is None
+        or answer.id != run.get("answer")
+        or turn is None
+        or not turn.results
+        or not record["tool_turns"]  # the turn came with the run's input: not this run's
+    ):
+        return run
+    text = _text(answer.content)
+    names = {c.get("id"): c["name"] for c in turn.asking.tool_calls} if turn.asking else {}
+    by_tool: dict[str, list[str]] = {}
+    for result in turn.results:
+        name = names.get(result.tool_call_id) or result.name or "?"
+        by_tool.setdefault(name, []).append(_text(result.content))
+    usage = answer.usage_metadata
+    found = EndedAfter(
+        tools={tool: answer_overlap(text, " ".join(parts)) for tool, parts in by_tool.items()},
+        input_tokens=usage["input_tokens"] if usage else 0,
+        output_tokens=usage["output_tokens"] if usage else 0,
+    )
+    return {**run, "record": StopRecord(**{**record, "ended_after": found})}
 
 
 def finish(run: RunState, config: Any) -> tuple[StopRecord, RunState]:

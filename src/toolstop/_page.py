@@ -35,11 +35,16 @@ def inline_png(chart: Path | None, alt: str) -> str:
     return f'<img id="chart" alt="{html.escape(alt)}" src="data:image/png;base64,{encoded}">'
 
 
-def page(title: str, body: str) -> str:
-    """A whole HTML document: `title` (escaped here) and `body` (HTML, escaped by the caller)."""
+def page(title: str, body: str, *, style: str = "") -> str:
+    """A whole HTML document: `title`, `body` and the page's own CSS.
+
+    `title` is escaped here, `body` is HTML escaped by the caller, and `style` follows the
+    shared style."""
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>{_STYLE}</style></head><body>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title)}</title>
+<style>{_STYLE}{style}</style></head><body>
 {body}
 </body></html>
 """

@@ -36,8 +36,10 @@ from toolstop._lifecycle import (
     answered,
     begin_turn,
     close_aborted,
+    ended_after,
     finish,
     invocation_of,
+    last_answer,
     open_run,
     plain_answer,
     relay_message,
@@ -245,13 +247,13 @@ class _Nodes:
     def _end(
         self, begun: _Begun, run: RunState, answer: AIMessage, config: RunnableConfig
     ) -> dict[str, Any]:
-        record, run = finish(run, config)
+        record, run = finish(ended_after(run, begun.turn, answer), config)
         return {**self._update(begun, run, answer), "stop_record": record}
 
     async def _aend(
         self, begun: _Begun, run: RunState, answer: AIMessage, config: RunnableConfig
     ) -> dict[str, Any]:
-        record, run = await afinish(run, config)
+        record, run = await afinish(ended_after(run, begun.turn, answer), config)
         return {**self._update(begun, run, answer), "stop_record": record}
 
     def _answer(
@@ -268,7 +270,9 @@ class _Nodes:
 
     def _polished(self, run: RunState, response: BaseMessage) -> tuple[AIMessage, RunState]:
         answer = plain_answer(self._named(response))
-        return answer, {**run, "record": count_model_call(run["record"], answer)}
+        return answer, last_answer(
+            {**run, "record": count_model_call(run["record"], answer)}, answer
+        )
 
     # -- nodes -----------------------------------------------------------------------------
     def agent(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:

@@ -6,7 +6,7 @@ file as you ship other logs. One object per line:
 ```text
 {"time": "2025-05-01T12:00:00.123456+00:00", "level": "INFO", "logger": "toolstop",
  "event": "run_end", "message": "run ended: ...", "thread_id": "t-1", "checkpoint_ns": "",
- "record": {"schema_version": 2, "run": 1, "rule": "completed", ...}}
+ "record": {"schema_version": 4, "run": 1, "rule": "completed", ...}}
 {"time": "...", "level": "WARNING", "logger": "toolstop", "event": "malformed_signal",
  "message": "...", "tool": "lookup", "problem": "stop_not_bool"}
 ```

@@ -39,8 +39,10 @@ from toolstop._lifecycle import (
     answered,
     begin_turn,
     close_aborted,
+    ended_after,
     finish,
     invocation_of,
+    last_answer,
     open_run,
     plain_answer,
     relay_message,
@@ -448,7 +450,9 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
                 answer = plain_answer(answer, answered_ids=answered_ids)
             calls = answer.tool_calls
             if narrated or (calls and all(c.get("id") in answered_ids for c in calls)):
-                run = {**run, "record": count_model_call(run["record"], answer)}
+                run = last_answer(
+                    {**run, "record": count_model_call(run["record"], answer)}, answer
+                )
                 if calls and answer.id is not None:
                     # Only calls answered in this same step are left (the structured-output
                     # call): the run's answer, not a tool turn (`begin_turn` skips its turn).
@@ -559,6 +563,8 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         ended_by = _ended_by(messages, state, run["record"])
         if ended_by:
             run = cast(RunState, {**run, "record": {**run["record"], **ended_by}})
+        if answered:
+            run = ended_after(run, turn, last)
         if swallowed and decision is not None and decision.stop and last is not None:
             # No model call is allowed any more, so a polish stop is relayed as it is.
             relay = relay_message(decision.relay, decision.rule, name=_agent_name(config))

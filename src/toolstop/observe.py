@@ -129,7 +129,11 @@ def span_attributes(record: Mapping[str, Any]) -> dict[str, Any]:
             attributes[name] = ""
         elif isinstance(value, dict):
             for inner, count in value.items():
-                attributes[f"{name}.{inner}"] = count
+                if isinstance(count, dict):  # ended_after.tools: tool -> overlap
+                    for deeper, number in count.items():
+                        attributes[f"{name}.{inner}.{deeper}"] = number
+                else:
+                    attributes[f"{name}.{inner}"] = count
         elif isinstance(value, list) and all(isinstance(v, str) for v in value):
             attributes[name] = list(value)
         elif isinstance(value, list):  # invalid_signals: problems only

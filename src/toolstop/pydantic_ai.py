@@ -41,6 +41,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 from langchain_core.messages import AIMessage, ToolMessage
 
+from toolstop._lifecycle import RunState, ended_after
 from toolstop.decision import Decision, Earlier, Turn, content_text, decide_turn
 from toolstop.observe import logger, publish_run_end
 from toolstop.policy import StopPolicy, resolve_policy
@@ -402,9 +403,10 @@ class StopOnArtifact(AbstractCapability[Any]):
                 input_tokens=now["input_tokens"] - run.mark["input_tokens"],
                 output_tokens=now["output_tokens"] - run.mark["output_tokens"],
             )
-        run.record = record
         messages = result.all_messages()
         last = _last_response(messages)
+        record = _ended_after(record, messages, run.start, last)
+        run.record = record
         if last is not None:
             _unshare(messages[run.start :], last)
             if last.metadata is None:
@@ -414,6 +416,41 @@ class StopOnArtifact(AbstractCapability[Any]):
             logger.debug("toolstop: a Pydantic AI run without a response; record not kept")
         publish_run_end(record, _config(ctx))
         return result
+
+
+def _ended_after(
+    record: StopRecord, messages: Sequence[Any], start: int, last: ModelResponse | None
+) -> StopRecord:
+    """`record` with `ended_after` when the model's own text answered right after a tool turn.
+
+    The same measure as on the LangGraph routers (`toolstop._lifecycle.ended_after`): the final
+    response's tokens and, per tool of the turn before it, how much of the answer repeats it.
+    Not recorded for a relay, a structured output or an answer without a tool turn before it.
+    """
+    if last is None or (last.metadata or {}).get(RELAY_KEY) or last.tool_calls or not last.text:
+        return record
+    at = len(messages) - 1
+    if messages[at] is not last:
+        return record
+    turn, _ = current_turn(messages[:at], start)
+    usage = last.usage
+    answer = AIMessage(
+        content=last.text,
+        id="toolstop-final",
+        usage_metadata={
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "total_tokens": usage.input_tokens + usage.output_tokens,
+        },
+    )
+    run: RunState = {
+        "open": True,
+        "record": record,
+        "turn": None,
+        "remaining": None,
+        "answer": "toolstop-final",
+    }
+    return ended_after(run, turn, answer)["record"]
 
 
 def _config(ctx: Any) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from toolstop.policy import StopPolicy
 
 __all__ = [
     "RECORD_SCHEMA_VERSION",
+    "EndedAfter",
     "InvalidSignal",
     "Savings",
     "StopRecord",
@@ -24,10 +25,11 @@ __all__ = [
     "stopped",
 ]
 
-RECORD_SCHEMA_VERSION = 3
+RECORD_SCHEMA_VERSION = 4
 """The stop record's shape. Readers check it; a record without the field is version 1 (before
 `unsignalled` was told apart from invalid and `would_save` was recorded). Version 3 added
-`relayed` and `on_budget`; readers of older records take `[]` and `"message"`."""
+`relayed` and `on_budget`; readers of older records take `[]` and `"message"`. Version 4 added
+`calls_by_tool` and `ended_after`; readers treat them as absent in older records."""
 
 
 class InvalidSignal(TypedDict):
@@ -44,6 +46,21 @@ class Savings(TypedDict):
     model_calls: int
     input_tokens: int
     output_tokens: int
+
+
+class EndedAfter(TypedDict):
+    """The model's final answer right after a tool turn: its cost, and what it repeats.
+
+    What that answer cost and how much of it repeats each tool's result. Numbers only, never
+    content."""
+
+    tools: dict[str, float]
+    """Each tool of that turn -> `answer_overlap`: the share (0..1) of the final answer's
+    case-folded word tokens that also occur in that tool's results of the turn."""
+    input_tokens: int
+    """The final model call's input tokens (provider usage; 0 when it reported none)."""
+    output_tokens: int
+    """The final model call's output tokens."""
 
 
 class StopRecord(TypedDict):
@@ -96,6 +113,14 @@ class StopRecord(TypedDict):
     ended_by_message: NotRequired[str]
     """The message that middleware ended the run with, when it is langchain's own (the limit's
     `Model call limits exceeded: ...`); never a guard's text, which may quote the user."""
+    calls_by_tool: dict[str, int]
+    """Tool calls of the run by tool name (since schema version 4)."""
+    ended_after: EndedAfter | None
+    """Set when the run's final answer was a model call made right after a tool turn (since
+    schema version 4): the run ended after those tools, and hard mode could have ended it
+    without that call had they signalled a stop. `None` otherwise (a relay ended the run, the
+    model answered without calling a tool, another middleware ended it, or it was
+    interrupted)."""
 
 
 def new_record(policy: StopPolicy, *, run: int = 1) -> StopRecord:
@@ -120,6 +145,8 @@ def new_record(policy: StopPolicy, *, run: int = 1) -> StopRecord:
         model_calls=0,
         input_tokens=0,
         output_tokens=0,
+        calls_by_tool={},
+        ended_after=None,
     )
 
 
@@ -144,6 +171,9 @@ def fold_turn(record: StopRecord, decision: Decision) -> StopRecord:
         elif signal.reason is not None:
             outcomes[signal.reason.value] = outcomes.get(signal.reason.value, 0) + 1
     updated["tool_turns"] = record["tool_turns"] + 1
+    calls = updated["calls_by_tool"] = dict(record.get("calls_by_tool") or {})
+    for signal in decision.signals:
+        calls[signal.tool] = calls.get(signal.tool, 0) + 1
     if not decision.stop:
         updated["transient_retries"] = record["transient_retries"] + decision.transient_in_turn
     if decision.would_stop is not None and record["would_stop"] is None:

@@ -76,6 +76,12 @@ def _normalise_record(record: Any) -> Any:
             **saved,
             **{k: ("<positive>" if saved.get(k) else 0) for k in ("input_tokens", "output_tokens")},
         }
+    after = record.get("ended_after")
+    if isinstance(after, dict):
+        tokens["ended_after"] = {
+            **after,
+            **{k: ("<positive>" if after.get(k) else 0) for k in ("input_tokens", "output_tokens")},
+        }
     return {**record, **tokens}
 
 

@@ -45,6 +45,18 @@ def add_report_parser(commands: Any) -> None:
         help="only runs that ended since: 2025-05-01, 2025-05-01T12:00+02:00, or 30m, 12h, 7d",
     )
     parser.add_argument(
+        "--price-in",
+        type=_price,
+        metavar="PRICE",
+        help="your model's price per million input tokens (adds money to the savings)",
+    )
+    parser.add_argument(
+        "--price-out",
+        type=_price,
+        metavar="PRICE",
+        help="your model's price per million output tokens (with --price-in)",
+    )
+    parser.add_argument(
         "--out",
         type=Path,
         default=Path("toolstop-report"),
@@ -52,12 +64,23 @@ def add_report_parser(commands: Any) -> None:
     )
 
 
+def _price(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        msg = f"a price per million tokens is a number >= 0 (like 2.5), got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
 def run_report(args: argparse.Namespace, out: TextIO) -> int:
     """Run `toolstop report` with parsed `args`; return the exit code."""
     from toolstop import __version__
     from toolstop.report.reader import log_run_ends, open_database, parse_time, redact
     from toolstop.report.render import render_chart, render_html, render_summary, write_json
-    from toolstop.report.summary import REPORT_VERSION, Summary
+    from toolstop.report.summary import REPORT_VERSION, Summary, with_prices
 
     summary = Summary()
     extra: dict[str, Any] = {}
@@ -116,6 +139,8 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
         **extra,
         **summary.document(),
     }
+    if args.price_in is not None or args.price_out is not None:
+        document = with_prices(document, args.price_in or 0.0, args.price_out or 0.0)
     written = write_outputs(
         "toolstop report",
         args.out,

@@ -1,18 +1,15 @@
-"""`toolstop report`'s outputs: report.json, chart.png, a self-contained report.html, a summary.
+"""`toolstop report`'s outputs: report.json, chart.png, report.html and a summary.
 
-In report.html every figure carries `data-metric="<path>"`, its dotted path in report.json
-(`runs`, `rules.completed`, `would_save.model_calls`, `stops_by_tool.pay.completed`), so a
-test (or a script) can read the page back and compare it with the JSON.
-"""
+report.html is built by `toolstop.report.page`; the summary is a few lines for the terminal."""
 
 from __future__ import annotations
 
-import html
 import json
 from pathlib import Path
 from typing import Any, TextIO
 
-from toolstop._page import cell, inline_png, page
+from toolstop._page import cell
+from toolstop.report.page import render_html
 
 __all__ = ["render_chart", "render_html", "render_summary", "write_json"]
 
@@ -40,15 +37,16 @@ def render_chart(document: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(1, 3, figsize=(14, 4.6))
-    rules = document["rules"]
+    rules = document["runs_by_outcome"]
     bars = axes[0].bar(
         range(len(rules)),
         list(rules.values()),
-        color=[_RULE_COLOURS.get(r, "#777777") for r in rules],
+        color=[_RULE_COLOURS.get(r.removeprefix("would stop: "), "#777777") for r in rules],
+        hatch=["//" if r.startswith("would stop: ") else "" for r in rules],
     )
     axes[0].set_xticks(range(len(rules)), list(rules), rotation=30, ha="right", fontsize=8)
     axes[0].bar_label(bars, labels=[f"{v:,}" for v in rules.values()], fontsize=7)
-    axes[0].set_title("Runs by rule")
+    axes[0].set_title("Runs by rule (shadow: would stop)")
     modes = document["by_mode"]
     per_run = [modes[m]["model_calls_per_run"] or 0 for m in modes]
     bars = axes[1].bar(range(len(modes)), per_run, color="#1e88e5")
@@ -57,6 +55,10 @@ def render_chart(document: dict[str, Any], path: Path) -> None:
     axes[1].set_title("Model calls per run, by mode")
     never = modes.get("never", {})
     saved = document["would_save"]
+    if not saved["runs"] and document["candidates"]:
+        _candidate_panel(axes[2], document["candidates"])
+        _finish(figure, axes, document, path)
+        return
     labels = ["model calls", "input tokens", "output tokens"]
     keys = ["model_calls", "input_tokens", "output_tokens"]
     spent = [never.get(k, 0) for k in keys]
@@ -68,113 +70,37 @@ def render_chart(document: dict[str, Any], path: Path) -> None:
     axes[2].set_ylim(0, 100)
     axes[2].set_ylabel("% of shadow-mode spend")
     axes[2].set_title("Shadow mode: what a stop would save")
+    _finish(figure, axes, document, path)
+
+
+def _candidate_panel(axis: Any, candidates: list[dict[str, Any]]) -> None:
+    """Model calls converting each tool would save (top 6), coloured by verdict."""
+    shown = candidates[:6]
+    colours = {"candidate": "#43a047", "mixed": "#fb8c00", "keep": "#9e9e9e"}
+    calls = [e["would_save"]["model_calls"] for e in shown]
+    bars = axis.barh(
+        range(len(shown)), calls, color=[colours.get(e["verdict"], "#bdbdbd") for e in shown]
+    )
+    axis.set_yticks(range(len(shown)), [e["tool"] for e in shown], fontsize=8)
+    axis.invert_yaxis()
+    axis.bar_label(
+        bars,
+        labels=[f"{e['would_save']['model_calls']:,} ({e['verdict']})" for e in shown],
+        fontsize=7,
+    )
+    axis.set_xlabel("model calls a stop would save")
+    axis.set_title("Tools worth converting")
+
+
+def _finish(figure: Any, axes: Any, document: dict[str, Any], path: Path) -> None:
+    import matplotlib.pyplot as plt
+
     for axis in axes:
         axis.spines[["top", "right"]].set_visible(False)
     figure.suptitle(f"toolstop report: {document['runs']:,} runs")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
-
-
-def _figure(path: str, value: Any) -> str:
-    return f'<td data-metric="{html.escape(path)}">{html.escape(cell(value))}</td>'
-
-
-def _counts(title: str, prefix: str, counts: dict[str, Any]) -> str:
-    if not counts:
-        return f"<h2>{html.escape(title)}</h2><p>None.</p>"
-    rows = "".join(
-        f"<tr><td>{html.escape(key)}</td>{_figure(f'{prefix}.{key}', value)}</tr>"
-        for key, value in counts.items()
-    )
-    return f"<h2>{html.escape(title)}</h2><table>{rows}</table>"
-
-
-def _by_key(title: str, prefix: str, table: dict[str, dict[str, int]]) -> str:
-    if not table:
-        return f"<h2>{html.escape(title)}</h2><p>None.</p>"
-    columns = list(dict.fromkeys(inner for counts in table.values() for inner in counts))
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    rows = []
-    for key, counts in table.items():
-        cells = "".join(
-            _figure(f"{prefix}.{key}.{c}", counts[c]) if c in counts else "<td></td>"
-            for c in columns
-        )
-        rows.append(f"<tr><td>{html.escape(key)}</td>{cells}</tr>")
-    return (
-        f"<h2>{html.escape(title)}</h2><table><thead><tr><th></th>{head}</tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
-    )
-
-
-def render_html(document: dict[str, Any], chart: Path | None, path: Path) -> None:
-    """report.html: the headline, the chart inlined, and every table of report.json."""
-    saved = document["would_save"]
-    headline = [
-        ("runs", "runs", document["runs"]),
-        ("runs toolstop stopped", "stopped", document["stopped"]),
-        ("hard-mode share", "hard_share", document["hard_share"]),
-        ("model calls", "model_calls", document["model_calls"]),
-        ("input tokens", "input_tokens", document["input_tokens"]),
-        ("output tokens", "output_tokens", document["output_tokens"]),
-        ("invalid signals (tool calls)", "invalid", document["invalid"]),
-        ("unsignalled tool calls", "unsignalled", document["unsignalled"]),
-        ("shadow runs that would have stopped", "would_save.runs", saved["runs"]),
-        ("model calls a stop would save", "would_save.model_calls", saved["model_calls"]),
-        ("input tokens a stop would save", "would_save.input_tokens", saved["input_tokens"]),
-        ("output tokens a stop would save", "would_save.output_tokens", saved["output_tokens"]),
-        (
-            "share of shadow model calls saved",
-            "would_save.share_of_shadow_model_calls",
-            saved["share_of_shadow_model_calls"],
-        ),
-        (
-            "share of shadow input tokens saved",
-            "would_save.share_of_shadow_input_tokens",
-            saved["share_of_shadow_input_tokens"],
-        ),
-    ]
-    top = "".join(
-        f"<tr><td>{html.escape(label)}</td>{_figure(key, value)}</tr>"
-        for label, key, value in headline
-    )
-    source = html.escape(json.dumps(document["source"]))
-    window = html.escape(
-        f"{document['first_run_ended'] or '-'} to {document['last_run_ended'] or '-'}"
-    )
-    made = html.escape(f"{document['generated_at']} by toolstop {document['toolstop_version']}")
-    stops = _by_key(
-        "Stops by deciding tool (hard and polish mode)", "stops_by_tool", document["stops_by_tool"]
-    )
-    would = _by_key(
-        "Would-be stops by deciding tool (shadow mode)",
-        "would_stop_by_tool",
-        document["would_stop_by_tool"],
-    )
-    ended = _counts(
-        "Runs another middleware ended (rule none, not the model's answer)",
-        "ended_by",
-        document.get("ended_by") or {},
-    )
-    body = f"""<h1>toolstop report: what stops did, and what they would save</h1>
-<p>Source <code>{source}</code>; runs ended {window}; generated {made}.</p>
-<table id="headline">{top}</table>
-{inline_png(chart, "runs by rule, model calls per run, shadow-mode savings")}
-{_counts("Runs by rule", "rules", document["rules"])}
-{ended}
-{_counts("Runs by mode", "modes", document["modes"])}
-{_by_key("Per mode", "by_mode", document["by_mode"])}
-{stops}
-{would}
-{_counts("Tool calls by signal", "tool_calls", document["tool_calls"])}
-{_by_key("Invalid signals by tool", "invalid_by_tool", document["invalid_by_tool"])}
-{_counts("Model calls per run (runs)", "model_calls_per_run", document["model_calls_per_run"])}
-<p>A shadow run (mode <code>never</code>) that would have stopped spent
-<i>would save</i> model calls and tokens after the tool turn that would have stopped it: hard
-mode would not have spent them. <i>Unsignalled</i> tool calls carried no signal (plain tools);
-<i>invalid</i> ones a malformed signal, a tool error or an untrusted one.</p>"""
-    path.write_text(page("toolstop report", body), encoding="utf-8")
 
 
 def render_summary(document: dict[str, Any], out: TextIO) -> None:
@@ -200,6 +126,10 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
         f"tool calls: {document['invalid']} invalid, {document['unsignalled']} unsignalled",
         file=out,
     )
+    threads, open_runs = document.get("threads"), document.get("open_runs")
+    if open_runs is None and "log" in document["source"]:
+        open_runs = "not known from a log"
+    print(f"threads: {cell(threads)}; open runs: {cell(open_runs)}", file=out)
     saved = document["would_save"]
     if saved["runs"]:
         print(
@@ -207,5 +137,23 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
             f"{saved['model_calls']} model calls ({cell(saved['share_of_shadow_model_calls'])} "
             f"of shadow-mode calls), {saved['input_tokens']} input and "
             f"{saved['output_tokens']} output tokens",
+            file=out,
+        )
+    hard = document["hard_mode"]
+    if hard["stopped"]:
+        print(
+            f"hard mode: stopped {hard['stopped']} of {hard['runs']} runs, saving at least "
+            f"{hard['model_calls_saved']} model calls",
+            file=out,
+        )
+    signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
+    unconverted = [e for e in document["candidates"] if e["tool"] not in signalling]
+    top = unconverted[0] if unconverted else None
+    if top is not None:
+        lead = "convert first" if top["verdict"] == "candidate" else "next tool to look at"
+        print(
+            f"{lead}: {top['tool']} ({top['ended_runs']} of {top['runs']} runs ended "
+            f"after it, median answer overlap {cell(top['answer_overlap']['median'])}): "
+            f"{top['why']}",
             file=out,
         )

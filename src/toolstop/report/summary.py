@@ -8,17 +8,18 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from toolstop.decision import Rule
 from toolstop.metrics import deciding_tools
+from toolstop.report.candidates import Candidates
 from toolstop.report.reader import RunEnd
 
-__all__ = ["REPORT_VERSION", "Summary"]
+__all__ = ["REPORT_VERSION", "Summary", "with_prices"]
 
-REPORT_VERSION = 1
-"""The shape of report.json."""
+REPORT_VERSION = 2
+"""The shape of report.json (2 added `candidates`, `would_stop_rules`, `by_day`, `hard_mode`)."""
 
 _TOKENS = ("model_calls", "input_tokens", "output_tokens")
 
@@ -41,6 +42,7 @@ class Summary:
         self.ended_by: Counter[str] = Counter()
         self.modes: Counter[str] = Counter()
         self.stopped = 0
+        self.hard_stops = 0
         self.totals: Counter[str] = Counter()
         self.by_mode: dict[str, Counter[str]] = {}
         self.calls_per_run: Counter[int] = Counter()
@@ -55,6 +57,10 @@ class Summary:
         self.namespaces: Counter[str] = Counter()
         self.first: datetime | None = None
         self.last: datetime | None = None
+        self.candidates = Candidates()
+        self.would_stop_rules: Counter[str] = Counter()
+        self.outcomes: Counter[str] = Counter()
+        self.days: dict[str, Counter[str]] = {}
 
     def add(self, end: RunEnd) -> None:
         """Fold one finished run in."""
@@ -67,6 +73,7 @@ class Summary:
             self.ended_by[str(record["ended_by"])] += 1
         self.modes[mode] += 1
         self.stopped += bool(record.get("stopped"))
+        self.hard_stops += mode == "hard" and bool(record.get("stopped")) and rule != "step_budget"
         self.schema_versions[str(record.get("schema_version", 1))] += 1
         self.namespaces["nested" if end.checkpoint_ns else "root"] += 1
         per_mode = self.by_mode.setdefault(mode, Counter())
@@ -94,7 +101,20 @@ class Summary:
             self.saving_runs += 1
             for key in _TOKENS:
                 self.saved[key] += _int(saved.get(key))
+        self.candidates.add(record)
+        would = record.get("would_stop")
+        if mode == "never":
+            self.would_stop_rules[str(would or "none")] += 1
+        self.outcomes[f"would stop: {would}" if mode == "never" and would else rule] += 1
         if end.ended_at is not None:
+            day = self.days.setdefault(end.ended_at.astimezone(UTC).date().isoformat(), Counter())
+            day["runs"] += 1
+            day["stopped"] += bool(record.get("stopped"))
+            for key in _TOKENS:
+                day[key] += _int(record.get(key))
+            if record.get("would_stop") is not None and isinstance(saved, Mapping):
+                for key in _TOKENS:
+                    day[f"would_save_{key}"] += _int(saved.get(key))
             if self.first is None or end.ended_at < self.first:
                 self.first = end.ended_at
             if self.last is None or end.ended_at > self.last:
@@ -144,8 +164,96 @@ class Summary:
             },
             "schema_versions": dict(sorted(self.schema_versions.items())),
             "namespaces": dict(sorted(self.namespaces.items())),
+            "would_stop_rules": _ordered(self.would_stop_rules, order),
+            "runs_by_outcome": _ordered(self.outcomes, order),
+            "hard_mode": self._hard_mode(),
+            "by_day": [
+                {"day": day, **{key: counts[key] for key in _DAY}}
+                for day, counts in sorted(self.days.items())
+            ],
+            "candidates": self.candidates.document(),
+            "candidate_runs": self.candidates.measured,
         }
+
+    def _hard_mode(self) -> dict[str, Any]:
+        """What hard mode saved: each run it stopped skipped at least the final model call.
+
+        The tokens of those calls were never spent, so they are estimated from shadow mode's
+        observed savings per call; `None` without shadow-mode savings to estimate from.
+        """
+        hard = self.by_mode.get("hard", Counter())
+        stops = self.hard_stops
+        per_call = self.saved["model_calls"]
+        return {
+            "runs": hard["runs"],
+            "stopped": stops,
+            "model_calls_saved": stops,
+            "input_tokens_saved_estimate": (
+                round(stops * self.saved["input_tokens"] / per_call) if per_call else None
+            ),
+            "output_tokens_saved_estimate": (
+                round(stops * self.saved["output_tokens"] / per_call) if per_call else None
+            ),
+        }
+
+
+_DAY = (
+    "runs",
+    "stopped",
+    *_TOKENS,
+    *(f"would_save_{key}" for key in _TOKENS),
+)
+
+
+def _ordered(counts: Counter[str], order: list[str]) -> dict[str, int]:
+    first = {r: counts[r] for r in order if counts[r]}
+    return first | {r: n for r, n in sorted(counts.items()) if r not in first}
 
 
 def _nested(table: dict[str, Counter[str]]) -> dict[str, dict[str, int]]:
     return {key: dict(sorted(counts.items())) for key, counts in sorted(table.items())}
+
+
+def _cost(input_tokens: Any, output_tokens: Any, prices: tuple[float, float]) -> float | None:
+    if not isinstance(input_tokens, int) or not isinstance(output_tokens, int):
+        return None
+    return round((input_tokens * prices[0] + output_tokens * prices[1]) / 1_000_000, 4)
+
+
+def with_prices(document: dict[str, Any], price_in: float, price_out: float) -> dict[str, Any]:
+    """`document` with money added: `prices` and a `cost` beside each saving.
+
+    Prices are per million tokens, in the currency they are given in; the costs are
+    `would_save.cost`, `hard_mode.cost_saved_estimate` and each candidate's
+    `would_save.cost`."""
+    prices = (price_in, price_out)
+    saved = document["would_save"]
+    hard = document["hard_mode"]
+    return {
+        **document,
+        "prices": {"input_per_million": price_in, "output_per_million": price_out},
+        "would_save": {
+            **saved,
+            "cost": _cost(saved["input_tokens"], saved["output_tokens"], prices),
+        },
+        "hard_mode": {
+            **hard,
+            "cost_saved_estimate": _cost(
+                hard["input_tokens_saved_estimate"], hard["output_tokens_saved_estimate"], prices
+            ),
+        },
+        "candidates": [
+            {
+                **entry,
+                "would_save": {
+                    **entry["would_save"],
+                    "cost": _cost(
+                        entry["would_save"]["input_tokens"],
+                        entry["would_save"]["output_tokens"],
+                        prices,
+                    ),
+                },
+            }
+            for entry in document["candidates"]
+        ],
+    }

@@ -1,0 +1,352 @@
+"""report.html: a page a manager reads.
+
+It opens with the answer (what hard mode saves or saved, in model calls, tokens and money), then
+the evidence: the tools worth converting, runs and savings per day, rules, tools, invalid
+signals, threads and open runs.
+
+Every figure carries `data-metric="<path>"`, its dotted path in report.json (`runs`,
+`would_save.model_calls`, `candidates.0.ended_runs`), so a test can read the page back and
+compare it with the JSON. No JavaScript; the chart is inlined, so it reads offline. Wide tables
+turn into one card per row on a narrow screen, so nothing scrolls sideways on a phone.
+"""
+
+from __future__ import annotations
+
+import html
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from toolstop._page import cell, inline_png, page
+from toolstop.report.candidates import REASONS, REPEATS
+
+__all__ = ["render_html", "when"]
+
+_STYLE = """
+body { margin: 0 auto; padding: 1rem 1.2rem; max-width: 68rem; line-height: 1.45; }
+h1 { font-size: 1.6rem; margin: .2rem 0; } h2 { font-size: 1.2rem; margin-top: 1.8rem; }
+p, li, code { overflow-wrap: anywhere; } td:first-child { overflow-wrap: break-word; }
+.meta { color: #555; } .lead { font-size: 1.12rem; }
+.answer { background: #f1f8e9; border-left: 5px solid #43a047; padding: .6rem 1rem; }
+.note { background: #fff8e1; border-left: 5px solid #f9a825; padding: .5rem 1rem; }
+td.why { text-align: left; } td.first { font-weight: 600; }
+img { height: auto; }
+@media (max-width: 44rem) {
+  body { padding: .6rem; } .lead { font-size: 1rem; }
+  table.wide thead { display: none; }
+  table.wide, table.wide tbody, table.wide tr, table.wide td { display: block; }
+  table.wide tr { border-bottom: 2px solid #bbb; padding: .3rem 0; }
+  table.wide td { border: 0; padding: .1rem .3rem; text-align: right; }
+  table.wide td::before { content: attr(data-label); float: left; color: #555;
+    padding-right: .6rem; }
+  table.wide td:first-child { text-align: left; }
+  table.wide td.why { text-align: left; }
+  table.wide td.why::before { float: none; display: block; }
+}
+"""
+
+
+def when(stamp: str | None) -> str:
+    """An ISO time as people write it: `1 Dec 2026, 21:09 UTC` (`-` when unknown)."""
+    if not stamp:
+        return "-"
+    try:
+        moment = datetime.fromisoformat(stamp)
+    except ValueError:
+        return stamp
+    zone = moment.strftime("%Z") or "UTC"
+    return f"{moment.day} {moment.strftime('%b %Y, %H:%M')} {zone}"
+
+
+def _source(source: dict[str, Any]) -> str:
+    if "db" in source:
+        db = str(source["db"])
+        kind = "PostgreSQL" if db.startswith("postgres") else "SQLite"
+        return f"the {kind} checkpoint database {db}"
+    log = str(source.get("log"))
+    return "JSON log lines read from standard input" if log == "-" else f"the log file {log}"
+
+
+def money(value: float | None) -> str:
+    """An amount of money: two decimals, four below 1 (a saving of 0.0042 is not 0.00)."""
+    if value is None:
+        return "-"
+    return f"{value:,.2f}" if abs(value) >= 1 or value == 0 else f"{value:.4f}"
+
+
+def _n(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    return "-" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _b(path: str, value: Any, text: str | None = None) -> str:
+    """A figure in a sentence, bold, tagged with its report.json path."""
+    shown = _n(value) if text is None else text
+    return f'<b data-metric="{html.escape(path)}">{html.escape(shown)}</b>'
+
+
+def _td(path: str | None, value: Any, label: str, css: str = "", text: str | None = None) -> str:
+    metric = f' data-metric="{html.escape(path)}"' if path else ""
+    klass = f' class="{css}"' if css else ""
+    shown = (_n(value) if isinstance(value, int) else cell(value)) if text is None else text
+    return f'<td data-label="{html.escape(label)}"{klass}{metric}>{html.escape(shown)}</td>'
+
+
+def _table(title: str, columns: list[str], rows: list[str], *, wide: bool = False) -> str:
+    if not rows:
+        return f"<h2>{html.escape(title)}</h2><p>None.</p>"
+    head = "".join(f"<th>{html.escape(c.replace('_', ' '))}</th>" for c in columns)
+    klass = ' class="wide"' if wide else ""
+    return (
+        f"<h2>{html.escape(title)}</h2><table{klass}><thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _counts(title: str, prefix: str, counts: dict[str, Any], what: str = "runs") -> str:
+    rows = [
+        f"<tr><td>{html.escape(key)}</td>{_td(f'{prefix}.{key}', value, what)}</tr>"
+        for key, value in counts.items()
+    ]
+    return _table(title, ["", what], rows)
+
+
+def _by_key(title: str, prefix: str, table: dict[str, dict[str, Any]]) -> str:
+    columns = list(dict.fromkeys(inner for counts in table.values() for inner in counts))
+    rows = []
+    for key, counts in table.items():
+        cells = "".join(
+            _td(f"{prefix}.{key}.{c}", counts[c], c.replace("_", " "))
+            if c in counts
+            else _td(None, "", c.replace("_", " "))
+            for c in columns
+        )
+        rows.append(f'<tr><td class="first">{html.escape(key)}</td>{cells}</tr>')
+    return _table(title, ["", *columns], rows, wide=True)
+
+
+def _money(document: dict[str, Any], path: str, value: Any) -> str:
+    if "prices" not in document or value is None:
+        return ""
+    return f", worth {_b(path, value, money(value))}"
+
+
+def _answer(document: dict[str, Any]) -> str:
+    """The opening sentences: what hard mode saves, saved, and which tool to convert first."""
+    lines = []
+    saved, hard = document["would_save"], document["hard_mode"]
+    if saved["runs"]:
+        share = saved["share_of_shadow_model_calls"]
+        lines.append(
+            f"In shadow mode, hard mode would have saved "
+            f"{_b('would_save.model_calls', saved['model_calls'])} model calls"
+            + (f" ({_b('would_save.share_of_shadow_model_calls', share, f'{share:.0%}')} of "
+               "the shadow-mode calls)" if share is not None else "")
+            + f", {_b('would_save.input_tokens', saved['input_tokens'])} input tokens and "
+            f"{_b('would_save.output_tokens', saved['output_tokens'])} output tokens"
+            + _money(document, "would_save.cost", saved.get("cost"))
+            + f", in {_b('would_save.runs', saved['runs'])} runs whose tools signalled a stop."
+        )  # fmt: skip
+    if hard["stopped"]:
+        h = {key: _b(f"hard_mode.{key}", value) for key, value in hard.items()}
+        estimate = ""
+        if hard["input_tokens_saved_estimate"] is not None:
+            estimate = (
+                f" (about {h['input_tokens_saved_estimate']} input and "
+                f"{h['output_tokens_saved_estimate']} output tokens, estimated from shadow "
+                "mode's savings per call"
+                + _money(document, "hard_mode.cost_saved_estimate", hard.get("cost_saved_estimate"))
+                + ")"
+            )
+        lines.append(
+            f"Hard mode saved at least {h['model_calls_saved']} model calls{estimate}: it "
+            f"stopped {h['stopped']} of its {h['runs']} runs without calling the model again."
+        )
+    signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
+    top = next(
+        (e for e in document["candidates"] if e["tool"] not in signalling),
+        document["candidates"][0] if document["candidates"] else None,
+    )
+    if top is not None and top["verdict"] == "candidate" and top["tool"] not in signalling:
+        at = document["candidates"].index(top)
+        ws = {k: _b(f"candidates.{at}.would_save.{k}", v) for k, v in top["would_save"].items()}
+        median = _b(f"candidates.{at}.answer_overlap.median", top["answer_overlap"]["median"])
+        lines.append(
+            f"Convert <b>{html.escape(top['tool'])}</b> first: "
+            f"{_b(f'candidates.{at}.ended_runs', top['ended_runs'])} of its "
+            f"{_b(f'candidates.{at}.runs', top['runs'])} runs ended right after it, with an answer "
+            f"that repeats its result (median overlap {median}). A stop there would save "
+            f"{ws['model_calls']} model calls{_of_all(document, top['would_save'])}, "
+            f"{ws['input_tokens']} input and "
+            f"{ws['output_tokens']} output tokens"
+            + _money(document, f"candidates.{at}.would_save.cost", top["would_save"].get("cost"))
+            + "."
+        )
+    elif top is not None and not saved["runs"] and not hard["stopped"]:
+        lines.append(
+            "No tool's result is repeated as the final answer often enough to convert it yet: "
+            "see the verdicts below."
+        )
+    if not lines:
+        lines.append(
+            "Nothing to save yet: no run would have stopped, none was stopped, and no run "
+            "recorded which tool preceded its answer (records before schema version 4)."
+        )
+    return "".join(f'<p class="lead">{line}</p>' for line in lines)
+
+
+def _of_all(document: dict[str, Any], saved: dict[str, Any]) -> str:
+    if not document["model_calls"]:
+        return ""
+    share = saved["model_calls"] / document["model_calls"]
+    return f" ({share:.0%} of all {_n(document['model_calls'])} model calls)"
+
+
+def _candidates(document: dict[str, Any]) -> str:
+    entries = document["candidates"]
+    signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
+    priced = "prices" in document
+    columns = ["tool", "runs", "ended after it", "calls saved", "input tokens", "output tokens"]
+    columns += ["money", "overlap median", "overlap p10", "verdict"] if priced else [
+        "overlap median", "overlap p10", "verdict"]  # fmt: skip
+    rows = []
+    for i, e in enumerate(entries):
+        p, ws, overlap = f"candidates.{i}", e["would_save"], e["answer_overlap"]
+        cells = [
+            f'<td class="first">{i + 1}. {html.escape(e["tool"])}'
+            + (" (signals already)" if e["tool"] in signalling else "")
+            + "</td>",
+            _td(f"{p}.runs", e["runs"], "runs"),
+            _td(f"{p}.ended_runs", e["ended_runs"], "ended after it"),
+            _td(f"{p}.would_save.model_calls", ws["model_calls"], "calls saved"),
+            _td(f"{p}.would_save.input_tokens", ws["input_tokens"], "input tokens"),
+            _td(f"{p}.would_save.output_tokens", ws["output_tokens"], "output tokens"),
+        ]
+        if priced:
+            cost = ws.get("cost")
+            cells.append(_td(f"{p}.would_save.cost", cost, "money", text=money(cost)))
+        cells += [
+            _td(f"{p}.answer_overlap.median", overlap["median"], "overlap median"),
+            _td(f"{p}.answer_overlap.p10", overlap["p10"], "overlap p10"),
+            _td(None, e["why"], "verdict", "why"),
+        ]
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    explained = (
+        f"<p>Each tool, ranked by what converting it would save. <i>Ended after it</i>: runs "
+        f"whose final answer the model wrote right after this tool's result; a stop there "
+        f"would have relayed the result instead, saving that call. <i>Overlap</i>: the share "
+        f"of the answer's words found in the result (1 = the answer repeats it). A median of "
+        f"{REPEATS} or more reads as a stop candidate, below {REASONS} as the model's own "
+        f"reasoning. A heuristic: words are not meaning, only the final call is counted, and a "
+        f"run ending after parallel calls counts for each of their tools. Measured on "
+        f"{_b('candidate_runs', document['candidate_runs'])} runs whose records carry it.</p>"
+    )
+    return _table("Tools worth converting", columns, rows, wide=True) + explained
+
+
+def _days(document: dict[str, Any]) -> str:
+    days = document["by_day"]
+    if len(days) < 2:
+        return ""
+    keys = [
+        ("runs", "runs"), ("stopped", "stopped"), ("model_calls", "model calls"),
+        ("input_tokens", "input tokens"), ("would_save_model_calls", "calls a stop would save"),
+        ("would_save_input_tokens", "input tokens a stop would save"),
+    ]  # fmt: skip
+    rows = [
+        f'<tr><td class="first">{html.escape(day["day"])}</td>'
+        + "".join(_td(f"by_day.{i}.{key}", day[key], label) for key, label in keys)
+        + "</tr>"
+        for i, day in enumerate(days)
+    ]
+    return _table("Runs and savings per day", ["day", *(k[1] for k in keys)], rows, wide=True)
+
+
+def _modes_note(document: dict[str, Any]) -> str:
+    if len(document["by_mode"]) < 2:
+        return ""
+    return (
+        '<p class="note">Do not compare the modes\' averages: each mode served other '
+        "questions at other times (after a switch, the later mode's runs may be longer or "
+        "shorter for reasons of their own). What a stop saves is measured within shadow-mode "
+        "runs, above.</p>"
+    )
+
+
+def _threads(document: dict[str, Any]) -> str:
+    open_runs: Any = document.get("open_runs")
+    if open_runs is None and "log" in document["source"]:
+        open_runs = "not known from a log"
+    rows: list[tuple[str, str | None, Any]] = [
+        ("threads with finished runs", "threads", document.get("threads")),
+        ("runs still open (in progress or abandoned)", "open_runs", open_runs),
+    ]
+    if "nested" in document["namespaces"]:
+        nested = document["namespaces"]["nested"]
+        rows.append(("runs of nested agents (subgraphs)", "namespaces.nested", nested))
+    if "unreadable_threads" in document:
+        rows.append(("unreadable threads", "unreadable_threads", document["unreadable_threads"]))
+    body = [
+        f"<tr><td>{html.escape(label)}</td>"
+        f"{_td(path if isinstance(value, int) and path else None, value, '')}</tr>"
+        for label, path, value in rows
+    ]
+    return _table("Threads and open runs", ["", ""], body)
+
+
+def render_html(document: dict[str, Any], chart: Path | None, path: Path) -> None:
+    """report.html: the answer first, then the evidence (see the module's docstring)."""
+    headline = [
+        ("runs", "runs", document["runs"]),
+        ("runs toolstop stopped", "stopped", document["stopped"]),
+        ("hard-mode share of runs", "hard_share", document["hard_share"]),
+        ("model calls", "model_calls", document["model_calls"]),
+        ("input tokens", "input_tokens", document["input_tokens"]),
+        ("output tokens", "output_tokens", document["output_tokens"]),
+        ("model calls a stop would save (shadow)", "would_save.model_calls",
+         document["would_save"]["model_calls"]),
+        ("invalid signals (tool calls)", "invalid", document["invalid"]),
+        ("unsignalled tool calls", "unsignalled", document["unsignalled"]),
+    ]  # fmt: skip
+    figures = "".join(
+        f"<tr><td>{html.escape(label)}</td>{_td(key, value, '')}</tr>"
+        for label, key, value in headline
+    )
+    made = f"{when(document['generated_at'])} by toolstop {document['toolstop_version']}"
+    since = f" since {when(document['since'])}" if document.get("since") else ""
+    prices = document.get("prices")
+    if prices:
+        made += (
+            f". Money at your prices: {_n(prices['input_per_million'])} per million input "
+            f"tokens, {_n(prices['output_per_million'])} per million output tokens"
+        )
+    body = f"""<h1>toolstop report: what stops save</h1>
+<p class="meta">{_b("runs", document["runs"])} runs{since} from
+{html.escape(_source(document["source"]))}, ended {html.escape(when(document["first_run_ended"]))}
+to {html.escape(when(document["last_run_ended"]))}. Generated {html.escape(made)}.</p>
+<div class="answer">{_answer(document)}</div>
+{_candidates(document)}
+{_days(document)}
+{inline_png(chart, "runs by rule (shadow runs by the rule that would have stopped them), "
+            "model calls per run by mode, what shadow mode would save")}
+<h2>In figures</h2><table id="headline">{figures}</table>
+{_counts("Runs by outcome (shadow runs: the rule that would have stopped them)",
+         "runs_by_outcome", document["runs_by_outcome"])}
+{_counts("Runs another middleware ended (rule none, not the model's answer)", "ended_by",
+         document.get("ended_by") or {})}
+{_by_key("Stops by deciding tool (hard and polish mode)", "stops_by_tool",
+         document["stops_by_tool"])}
+{_by_key("Would-be stops by deciding tool (shadow mode)", "would_stop_by_tool",
+         document["would_stop_by_tool"])}
+{_by_key("Per mode", "by_mode", document["by_mode"])}
+{_modes_note(document)}
+{_counts("Tool calls by signal", "tool_calls", document["tool_calls"], "tool calls")}
+{_by_key("Invalid signals by tool", "invalid_by_tool", document["invalid_by_tool"])}
+{_threads(document)}
+{_counts("Model calls per run", "model_calls_per_run", document["model_calls_per_run"])}
+<p>A shadow run (mode <code>never</code>) that would have stopped spent the model calls and
+tokens after the tool turn that would have stopped it: hard mode would not have spent them.
+<i>Unsignalled</i> tool calls carried no signal (plain tools); <i>invalid</i> ones a malformed
+signal, a tool error or an untrusted one.</p>"""  # fmt: skip
+    path.write_text(page("toolstop report", body, style=_STYLE), encoding="utf-8")

@@ -1,0 +1,329 @@
+"""Savings before a line changes: on an unchanged agent (plain tools) in shadow mode, the report
+ranks the tools worth converting; its page leads with the answer and lays out at desktop and
+phone sizes. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import re
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+
+from helpers import CHROMIUM, layout
+from routers import ROUTERS
+from toolstop import StopPolicy
+from toolstop.cli import main
+from toolstop.report.candidates import verdict
+from toolstop.testing import ScriptedChatModel, call
+
+ORDER = "Order {id} ships Monday from the Berlin warehouse by express courier, tracking {id}-DE."
+FIGURES = "Order {id}: price 120 EUR, restocking fee 35 EUR, return shipping 12 EUR."
+
+
+@tool
+def lookup_order(order_id: str) -> str:
+    """Where an order is. A plain tool: no artifact, no signal."""
+    return ORDER.format(id=order_id)
+
+
+@tool
+def refund_figures(order_id: str) -> str:
+    """The figures of a refund. A plain tool."""
+    return FIGURES.format(id=order_id)
+
+
+# The model repeats lookup_order's result, and reasons about refund_figures'.
+REPEATS = [
+    "Order {id} ships Monday from the Berlin warehouse by express courier, tracking {id}-DE.",
+    "Your order {id} ships Monday by express courier from the Berlin warehouse.",
+    "Order {id} ships Monday; tracking {id}-DE.",
+]
+REASONS = [
+    "I would keep it: after the fees you would get back far less than you paid.",
+    "Keeping it is cheaper for you than sending it back, so I suggest you do not return it.",
+    "A return is hardly worth it here; most of what you paid would be lost to charges.",
+]
+
+
+@dataclass
+class Plan:
+    """One run: its script (the model's answers) and the thread it runs on."""
+
+    thread: str
+    script: list[Any]
+
+
+def plans() -> list[Plan]:
+    out = []
+    for i in range(7):  # 7 runs end right after lookup_order
+        order = str(4700 + i)
+        answer = REPEATS[i % 3].format(id=order)
+        out.append(Plan(f"t{i % 3}", [call("lookup_order", order_id=order), answer]))
+    for i in range(5):  # 5 end after refund_figures, one of them after lookup_order first
+        order = str(4800 + i)
+        script: list[Any] = [call("refund_figures", order_id=order), REASONS[i % 3]]
+        if i == 0:
+            script = [call("lookup_order", order_id=order), *script]
+        out.append(Plan(f"t{i % 3}", script))
+    out.append(Plan("t1", ["Hello! How can I help?"]))  # no tool: ends after none
+    return out
+
+
+@dataclass
+class Seen:
+    """What the test saw of the runs, from the messages alone (not from the records)."""
+
+    runs_with: Counter[str]
+    ended_after: Counter[str]
+    final_tokens: dict[str, Counter[str]]
+    threads: set[str]
+
+
+def drive(checkpointer: Any) -> Seen:
+    seen = Seen(Counter(), Counter(), {}, set())
+    for n, plan in enumerate(plans()):
+        router = ROUTERS[n % len(ROUTERS)]  # every router records it the same way
+        model = ScriptedChatModel(plan.script)
+        agent = router.build(  # the unchanged agent, with toolstop in shadow mode
+            model,
+            [lookup_order, refund_figures],
+            policy=StopPolicy(mode="never"),
+            checkpointer=checkpointer,
+        )
+        config = {"configurable": {"thread_id": f"{router.name}-{plan.thread}"}}
+        seen.threads.add(config["configurable"]["thread_id"])
+        before = len(agent.get_state(config).values.get("messages", []))
+        state = agent.invoke({"messages": [HumanMessage("Where is my order?")]}, config)
+        model.assert_complete()
+        new = state["messages"][before + 1 :]
+        for name in {m.name for m in new if isinstance(m, ToolMessage)}:
+            seen.runs_with[str(name)] += 1
+        final = new[-1]
+        assert isinstance(final, AIMessage)
+        assert not final.tool_calls
+        if len(new) >= 2 and isinstance(new[-2], ToolMessage):
+            name = str(new[-2].name)
+            seen.ended_after[name] += 1
+            usage = final.usage_metadata or {}
+            tokens = seen.final_tokens.setdefault(name, Counter())
+            tokens["input_tokens"] += usage.get("input_tokens", 0)
+            tokens["output_tokens"] += usage.get("output_tokens", 0)
+    return seen
+
+
+def report(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    return main(["report", *argv], out=out), out.getvalue()
+
+
+def check_ranking(document: dict[str, Any], seen: Seen) -> None:
+    first, second = document["candidates"]
+    assert first["tool"] == "lookup_order"
+    assert first["verdict"] == "candidate"
+    assert second["tool"] == "refund_figures"
+    assert second["verdict"] == "keep"
+    for entry in (first, second):
+        tool = entry["tool"]
+        assert entry["runs"] == seen.runs_with[tool]
+        assert entry["ended_runs"] == seen.ended_after[tool]
+        assert entry["would_save"] == {
+            "model_calls": seen.ended_after[tool],
+            **seen.final_tokens[tool],
+        }
+    assert (first["ended_runs"], first["runs"]) == (7, 8)
+    assert (second["ended_runs"], second["runs"]) == (5, 5)
+    assert first["answer_overlap"]["median"] >= 0.9
+    assert first["answer_overlap"]["p10"] >= 0.6
+    assert second["answer_overlap"]["median"] <= 0.1
+    assert document["candidate_runs"] == len(plans())
+
+
+@pytest.fixture(scope="module")
+def sqlite_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Seen]:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    db = tmp_path_factory.mktemp("unchanged") / "agent.sqlite"
+    with SqliteSaver.from_conn_string(str(db)) as saver:
+        seen = drive(saver)
+    logging.getLogger("toolstop").setLevel(logging.NOTSET)
+    return db, seen
+
+
+def test_the_report_ranks_the_tool_whose_result_is_the_answer_first(
+    sqlite_db: tuple[Path, Seen], tmp_path: Path
+) -> None:
+    db, seen = sqlite_db
+    code, text = report("--db", str(db), "--out", str(tmp_path))
+    assert code == 0, text
+    document = json.loads((tmp_path / "report.json").read_text())
+    check_ranking(document, seen)
+    assert "convert first: lookup_order (7 of 8 runs" in text
+    assert f"threads: {len(seen.threads)}; open runs: 0" in text
+
+
+def test_prices_turn_the_savings_into_money(sqlite_db: tuple[Path, Seen], tmp_path: Path) -> None:
+    db, seen = sqlite_db
+    code, _ = report(
+        "--db", str(db), "--out", str(tmp_path), "--price-in", "3", "--price-out", "15"
+    )
+    assert code == 0
+    document = json.loads((tmp_path / "report.json").read_text())
+    tokens = seen.final_tokens["lookup_order"]
+    expected = (tokens["input_tokens"] * 3 + tokens["output_tokens"] * 15) / 1_000_000
+    assert document["candidates"][0]["would_save"]["cost"] == round(expected, 4)
+    assert document["prices"] == {"input_per_million": 3.0, "output_per_million": 15.0}
+    page = (tmp_path / "report.html").read_text()
+    assert 'data-metric="candidates.0.would_save.cost"' in page
+
+
+@pytest.mark.parametrize("price", ["-1", "nan", "cheap", "inf"])
+def test_a_bad_price_is_one_clear_line(
+    price: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["report", "--log", "-", "--out", str(tmp_path), "--price-in", price])
+    assert exit_.value.code == 2
+    assert "a price per million tokens is a number >= 0" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def postgres_db(postgres_url: str) -> Iterator[str]:
+    import psycopg
+
+    name = f"toolstop_candidates_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    url = urlunsplit(urlsplit(postgres_url)._replace(path=f"/{name}"))
+    try:
+        yield url
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def test_the_ranking_on_postgres(postgres_db: str, tmp_path: Path) -> None:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with PostgresSaver.from_conn_string(postgres_db) as saver:
+        saver.setup()
+        seen = drive(saver)
+    logging.getLogger("toolstop").setLevel(logging.NOTSET)
+    code, text = report("--db", postgres_db, "--out", str(tmp_path))
+    assert code == 0, text
+    check_ranking(json.loads((tmp_path / "report.json").read_text()), seen)
+
+
+# -- older records, days, verdicts --------------------------------------------------------------
+OLD_RECORD = {  # a schema 2 record as toolstop 0.x wrote it: no calls_by_tool, no ended_after
+    "schema_version": 2, "run": 1, "rule": "none", "stopped": False, "mode": "never",
+    "parallel": "all", "would_stop": "completed",
+    "would_save": {"model_calls": 1, "input_tokens": 120, "output_tokens": 30},
+    "tools": ["pay"], "tool_call_ids": ["c1"], "invalid_signals": [],
+    "outcomes": {"completed": 1, "transient": 0, "fatal": 0, "policy_block": 0, "invalid": 0,
+                 "unsignalled": 0, "rejected": 0},
+    "transient_retries": 0, "tool_turns": 1, "model_calls": 2, "input_tokens": 200,
+    "output_tokens": 50,
+}  # fmt: skip
+
+
+def _line(record: dict[str, Any], time: str, thread: str) -> str:
+    return json.dumps({"event": "run_end", "time": time, "thread_id": thread, "record": record})
+
+
+def test_older_records_still_read_and_days_are_shown(tmp_path: Path) -> None:
+    new = {
+        **OLD_RECORD,
+        "schema_version": 4,
+        "would_stop": None,
+        "would_save": {"model_calls": 0, "input_tokens": 0, "output_tokens": 0},
+        "calls_by_tool": {"lookup": 1},
+        "ended_after": {"tools": {"lookup": 0.95}, "input_tokens": 80, "output_tokens": 20},
+    }
+    log = tmp_path / "runs.jsonl"
+    log.write_text(
+        "\n".join(
+            [
+                _line(OLD_RECORD, "2026-11-29T10:00:00+00:00", "a"),
+                _line(OLD_RECORD, "2026-11-30T10:00:00+00:00", "b"),
+                _line(new, "2026-11-30T11:00:00+00:00", "c"),
+            ]
+        )
+        + "\n"
+    )
+    out = tmp_path / "out"
+    code, text = report("--log", str(log), "--out", str(out))
+    assert code == 0, text
+    document = json.loads((out / "report.json").read_text())
+    assert document["schema_versions"] == {"2": 2, "4": 1}
+    assert document["candidate_runs"] == 1  # the old records carry no candidate data
+    assert document["candidates"][0]["tool"] == "lookup"
+    assert document["would_save"]["model_calls"] == 2  # the old records' savings still count
+    assert [(d["day"], d["runs"], d["would_save_model_calls"]) for d in document["by_day"]] == [
+        ("2026-11-29", 1, 1),
+        ("2026-11-30", 2, 1),
+    ]
+    assert document["would_stop_rules"] == {"completed": 2, "none": 1}
+    assert document["runs_by_outcome"] == {"would stop: completed": 2, "none": 1}
+    page = (out / "report.html").read_text()
+    assert "Runs and savings per day" in page
+    assert "29 Nov 2026, 10:00 UTC" in page
+    assert "the log file" in page
+
+
+@pytest.mark.parametrize(
+    ("ended", "median", "kind"),
+    [(0, None, "none"), (4, 1.0, "few"), (5, 0.6, "candidate"), (5, 0.59, "mixed"),
+     (5, 0.3, "mixed"), (5, 0.29, "keep")],
+)  # fmt: skip
+def test_verdict_bands(ended: int, median: float | None, kind: str) -> None:
+    assert verdict(ended, median)[0] == kind
+
+
+# -- the page, in Chromium at a desktop's and a phone's size -----------------------------------
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="headless Chromium is not installed (.ci/run installs it)"
+)
+@pytest.mark.parametrize("size", [(1280, 800), (390, 844)], ids=["desktop", "phone"])
+def test_the_page_lays_out_without_sideways_scrolling(
+    sqlite_db: tuple[Path, Seen], tmp_path: Path, size: tuple[int, int]
+) -> None:
+    db, _ = sqlite_db
+    code, _ = report(
+        "--db", str(db), "--out", str(tmp_path), "--price-in", "3", "--price-out", "15"
+    )
+    assert code == 0
+    shot = tmp_path / f"shot-{size[0]}.png"
+    seen = layout(tmp_path / "report.html", tmp_path / "profile", size, shot)
+    assert seen["inner"] == size[0]
+    assert seen["scroll"] <= seen["inner"], seen  # type: ignore[operator]
+    assert seen["problems"] == [], seen
+    assert seen["images"] == [True]
+    assert seen["scripts"] == 0
+    assert shot.stat().st_size > 10_000
+    page = (tmp_path / "report.html").read_text()
+    assert "<script" not in page
+    answer = page.index('class="answer"')
+    assert answer < page.index("Tools worth converting") < page.index('id="headline"')
+    assert "Convert <b>lookup_order</b> first" in page
+    document = json.loads((tmp_path / "report.json").read_text())
+    figures = re.findall(r'data-metric="([^"]+)">([^<]*)<', page)
+    assert len(figures) > 30
+    for path, text in figures:
+        value: Any = document
+        for part in path.split("."):
+            value = value[int(part)] if isinstance(value, list) else value[part]
+        if isinstance(value, float):
+            assert text in (f"{value:.2f}", f"{value:.0%}", f"{value:.4f}"), path
+        else:
+            assert text == f"{value:,}", path
