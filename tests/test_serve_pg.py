@@ -148,16 +148,17 @@ def loaded(stack: dict[str, Any]) -> Iterator[Loaded]:
             server.stop()
 
 
-def expected_turn(text: str) -> tuple[str, dict[str, Any], dict[str, Any], str]:
-    """(tool name, call args, artifact, final content) a correct run of `text` leaves."""
+def expected_turn(text: str) -> tuple[str, dict[str, Any], dict[str, Any], str, str]:
+    """(tool name, call args, artifact, tool content, final content) a correct run leaves."""
     if text.startswith("save "):
         key, value = text.removeprefix("save ").split(": ", 1)
         artifact = {"stop": True, "reason": "completed", "already_applied": False}
-        return "write_record", {"key": key, "value": value}, artifact, f"Saved record {key}."
+        saved = f"Saved record {key}."
+        return "write_record", {"key": key, "value": value}, artifact, saved, saved
     topic = SEARCHES[text]
     if topic is None:
         artifact = {"stop": True, "reason": "completed", "found": False}
-        return "search", {"query": text}, artifact, NOTHING_FOUND
+        return "search", {"query": text}, artifact, NOTHING_FOUND, NOTHING_FOUND
     answer = page_answer(SEARCH_INDEX[topic])
     artifact = {
         "stop": True,
@@ -166,19 +167,20 @@ def expected_turn(text: str) -> tuple[str, dict[str, Any], dict[str, Any], str]:
         "found": True,
         "topic": topic,
     }
-    return "search", {"query": text}, artifact, answer
+    return "search", {"query": text}, artifact, SEARCH_INDEX[topic], answer
 
 
 def check_one_turn(values: dict[str, Any], text: str) -> None:
     """The thread holds exactly one correct turn for `text`, and its record says so."""
-    name, args, artifact, content = expected_turn(text)
+    name, args, artifact, tool_content, content = expected_turn(text)
     messages = values["messages"]
     assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai"]
     assert messages[0]["content"] == text
     (call,) = messages[1]["tool_calls"]
     assert (call["name"], call["args"], call["id"]) == (name, args, f"{name}-1")
     assert messages[2]["artifact"] == artifact
-    assert messages[2]["content"] == messages[3]["content"] == content  # relayed verbatim
+    assert messages[2]["content"] == tool_content  # what the model would have read
+    assert messages[3]["content"] == content  # the relay: the tool's answer, else its text
     record = values["stop_record"]
     assert (record["rule"], record["stopped"], record["mode"]) == ("completed", True, "hard")
     assert (record["tools"], record["tool_call_ids"]) == ([name], [f"{name}-1"])
