@@ -277,8 +277,55 @@ def test_older_records_still_read_and_days_are_shown(tmp_path: Path) -> None:
     assert document["runs_by_outcome"] == {"would stop: completed": 2, "none": 1}
     page = (out / "report.html").read_text()
     assert "Runs and savings per day" in page
+    assert "calls a stop would save (signalling tools)" in page  # a shadow run would stop
+    assert "What a stop would save is left out" not in page
     assert "29 Nov 2026, 10:00 UTC" in page
     assert "the log file" in page
+
+
+def test_tools_that_signal_come_last_and_the_page_says_the_order(tmp_path: Path) -> None:
+    """A converted tool with the biggest saving ranks below the plain tools, on both outputs."""
+    plain = {
+        **OLD_RECORD, "schema_version": 4, "would_stop": None, "tools": [],
+        "would_save": {"model_calls": 0, "input_tokens": 0, "output_tokens": 0},
+    }  # fmt: skip
+    stopped = {**plain, "mode": "hard", "stopped": True, "rule": "completed", "tools": ["pay"]}
+    lines = []
+    for n in range(6):
+        day = f"2026-11-{29 + n % 2}T10:0{n}:00+00:00"
+        ended = {"input_tokens": 900, "output_tokens": 90}
+        for name, overlap, record in (("pay", 1.0, stopped), ("lookup", 0.95, plain),
+                                      ("plan", 0.05, plain)):  # fmt: skip
+            measured = {"tools": {name: overlap}, **ended}
+            run = {**record, "calls_by_tool": {name: 1}, "ended_after": measured}
+            lines.append(_line(run, day, f"{name}{n}"))
+            ended = {"input_tokens": 100, "output_tokens": 10}
+    log = tmp_path / "runs.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    code, text = report("--log", str(log), "--out", str(out), "--price-in", "1", "--price-out", "1")
+    assert code == 0, text
+    document = json.loads((out / "report.json").read_text())
+    ranked = [(c["tool"], c["verdict"], c["signals"]) for c in document["candidates"]]
+    assert ranked == [
+        ("lookup", "candidate", False),
+        ("plan", "keep", False),
+        ("pay", "candidate", True),  # saves the most, but already signals: nothing to convert
+    ]
+    assert document["candidates"][2]["would_save"]["model_calls"] == 6
+    page = (out / "report.html").read_text()
+    rows = re.findall(r'<td class="first">(\d+\. [^<]+)</td>', page)
+    assert rows[:3] == ["1. lookup", "2. plan", "3. pay (signals already)"]
+    assert "Tools that do not signal yet come first: stop candidates, then mixed" in page
+    assert "Tools that already signal a stop come last" in page
+    # no shadow run would stop: the all-zero per-day columns give way to a note
+    assert [d["would_save_model_calls"] for d in document["by_day"]] == [0, 0]
+    assert "calls a stop would save (signalling tools)" not in page
+    assert "What a stop would save is left out" in page
+    assert "model calls a stop would save (shadow, tools that signal today)" in page
+    assert "money (at your prices)" in page
+    assert "at your prices.</p>" in page  # the opening sentence's amount names its unit
+    assert "<b>polish</b>: a stop makes one more model call" in page
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 __all__ = ["MIN_ENDED_RUNS", "REASONS", "REPEATS", "Candidates", "verdict"]
@@ -106,11 +106,13 @@ class Candidates:
             bucket = round(min(max(float(overlap), 0.0), 1.0) * 100)
             self.overlaps.setdefault(name, Counter())[bucket] += 1
 
-    def document(self) -> list[dict[str, Any]]:
+    def document(self, signalling: Collection[str] = ()) -> list[dict[str, Any]]:
         """One entry per tool, the ones worth converting first.
 
         Order: stop candidates, then mixed, too-few, keep-the-model and nothing-to-save tools;
-        within each, by model calls converting would save, then by input tokens.
+        within each, by model calls converting would save, then by input tokens. Tools in
+        `signalling` (they already signal a stop: nothing to convert) come last, in the same
+        order, marked `signals`.
         """
         entries: list[dict[str, Any]] = []
         for tool in sorted(set(self.runs) | set(self.ended)):
@@ -131,10 +133,12 @@ class Candidates:
                     "answer_overlap": {"median": median, "p10": _percentile(histogram, 0.1)},
                     "verdict": kind,
                     "why": sentence,
+                    "signals": tool in signalling,
                 }
             )
         entries.sort(
             key=lambda e: (
+                e["signals"],
                 _RANK[e["verdict"]],
                 -e["would_save"]["model_calls"],
                 -e["would_save"]["input_tokens"],

@@ -46,6 +46,16 @@ img { height: auto; }
 """
 
 
+_AT_PRICES = "money (at your prices)"
+
+_MODES = """<ul class="meta">
+<li><b>hard</b>: a tool's stop ends the run with its result; no further model call.</li>
+<li><b>shadow</b> (mode <code>never</code>): nothing stops; each run records what a stop would
+have saved.</li>
+<li><b>polish</b>: a stop makes one more model call, with no tools, to word the answer.</li>
+</ul>"""
+
+
 def when(stamp: str | None) -> str:
     """An ISO time as people write it: `1 Dec 2026, 21:09 UTC` (`-` when unknown)."""
     if not stamp:
@@ -129,7 +139,7 @@ def _by_key(title: str, prefix: str, table: dict[str, dict[str, Any]]) -> str:
 def _money(document: dict[str, Any], path: str, value: Any) -> str:
     if "prices" not in document or value is None:
         return ""
-    return f", worth {_b(path, value, money(value))}"
+    return f", worth {_b(path, value, money(value))} at your prices"
 
 
 def _answer(document: dict[str, Any]) -> str:
@@ -208,7 +218,7 @@ def _candidates(document: dict[str, Any]) -> str:
     signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
     priced = "prices" in document
     columns = ["tool", "runs", "ended after it", "calls saved", "input tokens", "output tokens"]
-    columns += ["money", "overlap median", "overlap p10", "verdict"] if priced else [
+    columns += [_AT_PRICES, "overlap median", "overlap p10", "verdict"] if priced else [
         "overlap median", "overlap p10", "verdict"]  # fmt: skip
     rows = []
     for i, e in enumerate(entries):
@@ -225,7 +235,7 @@ def _candidates(document: dict[str, Any]) -> str:
         ]
         if priced:
             cost = ws.get("cost")
-            cells.append(_td(f"{p}.would_save.cost", cost, "money", text=money(cost)))
+            cells.append(_td(f"{p}.would_save.cost", cost, _AT_PRICES, text=money(cost)))
         cells += [
             _td(f"{p}.answer_overlap.median", overlap["median"], "overlap median"),
             _td(f"{p}.answer_overlap.p10", overlap["p10"], "overlap p10"),
@@ -233,7 +243,10 @@ def _candidates(document: dict[str, Any]) -> str:
         ]
         rows.append(f"<tr>{''.join(cells)}</tr>")
     explained = (
-        f"<p>Each tool, ranked by what converting it would save. <i>Ended after it</i>: runs "
+        "<p>Tools that do not signal yet come first: stop candidates, then mixed, too few runs "
+        "to tell, keep the model, nothing to save; within each, by the model calls converting "
+        "would save, then by input tokens. Tools that already signal a stop come last, in the "
+        "same order: there is nothing to convert. <i>Ended after it</i>: runs "
         f"whose final answer the model wrote right after this tool's result; a stop there "
         f"would have relayed the result instead, saving that call. <i>Overlap</i>: the share "
         f"of the answer's words found in the result (1 = the answer repeats it). A median of "
@@ -251,16 +264,26 @@ def _days(document: dict[str, Any]) -> str:
         return ""
     keys = [
         ("runs", "runs"), ("stopped", "stopped"), ("model_calls", "model calls"),
-        ("input_tokens", "input tokens"), ("would_save_model_calls", "calls a stop would save"),
-        ("would_save_input_tokens", "input tokens a stop would save"),
+        ("input_tokens", "input tokens"),
+        ("would_save_model_calls", "calls a stop would save (signalling tools)"),
+        ("would_save_input_tokens", "input tokens a stop would save (same)"),
     ]  # fmt: skip
+    note = ""
+    if not any(day["would_save_model_calls"] for day in days):
+        keys = keys[:4]
+        note = (
+            "<p>What a stop would save is left out: no shadow-mode run would have stopped on "
+            "any day, since only tools that already signal can stop a run. What converting "
+            "the others would save is in the table above.</p>"
+        )
     rows = [
         f'<tr><td class="first">{html.escape(day["day"])}</td>'
         + "".join(_td(f"by_day.{i}.{key}", day[key], label) for key, label in keys)
         + "</tr>"
         for i, day in enumerate(days)
     ]
-    return _table("Runs and savings per day", ["day", *(k[1] for k in keys)], rows, wide=True)
+    columns = ["day", *(k[1] for k in keys)]
+    return _table("Runs and savings per day", columns, rows, wide=True) + note
 
 
 def _modes_note(document: dict[str, Any]) -> str:
@@ -304,7 +327,8 @@ def render_html(document: dict[str, Any], chart: Path | None, path: Path) -> Non
         ("model calls", "model_calls", document["model_calls"]),
         ("input tokens", "input_tokens", document["input_tokens"]),
         ("output tokens", "output_tokens", document["output_tokens"]),
-        ("model calls a stop would save (shadow)", "would_save.model_calls",
+        ("model calls a stop would save (shadow, tools that signal today)",
+         "would_save.model_calls",
          document["would_save"]["model_calls"]),
         ("invalid signals (tool calls)", "invalid", document["invalid"]),
         ("unsignalled tool calls", "unsignalled", document["unsignalled"]),
@@ -326,6 +350,7 @@ def render_html(document: dict[str, Any], chart: Path | None, path: Path) -> Non
 {html.escape(_source(document["source"]))}, ended {html.escape(when(document["first_run_ended"]))}
 to {html.escape(when(document["last_run_ended"]))}. Generated {html.escape(made)}.</p>
 <div class="answer">{_answer(document)}</div>
+{_MODES}
 {_candidates(document)}
 {_days(document)}
 {inline_png(chart, "runs by rule (shadow runs by the rule that would have stopped them), "

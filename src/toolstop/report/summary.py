@@ -171,7 +171,7 @@ class Summary:
                 {"day": day, **{key: counts[key] for key in _DAY}}
                 for day, counts in sorted(self.days.items())
             ],
-            "candidates": self.candidates.document(),
+            "candidates": self.candidates.document(set(self.stops) | set(self.would_stops)),
             "candidate_runs": self.candidates.measured,
         }
 
