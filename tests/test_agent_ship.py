@@ -154,6 +154,13 @@ def test_an_async_only_agent_passes_the_whole_check_in_one_line_a_scenario(
     # title, two skipped lines, table header, one row per scenario, the summary
     assert len(lines) == 4 + 53 + 1
     assert "breaches" not in text
+    # the path's middle nodes are elided: no row runs to hundreds of characters in a CI log
+    assert max(len(row) for row in rows) <= 165
+    elided = "ModelCallLimit.before_model>...10 nodes...>StopOnArtifact.after_agent"
+    assert rows[0].endswith(f"  {elided}")
+    code, text = run(*AGENT, "--scenario", "success@order_status.hard", "--json")
+    (whole,) = json.loads(text)["results"]
+    assert len(whole["actual_path"]) == 12  # --json keeps the whole path
 
 
 @pytest.mark.parametrize(

@@ -124,7 +124,8 @@ def _width(out: TextIO) -> int | None:
 
 
 def _table(results: list[CheckResult], out: TextIO, width: int | None) -> None:
-    """The results, one row each, within `width` columns (None: one line per row, unwrapped).
+    """The results, one row each, within `width` columns (None: one line per row, unwrapped,
+    with the path's middle nodes elided to `CI_PATH` characters).
 
     The node path comes last and wraps at its `>` steps onto continuation lines: paths of the
     middleware router run to 140 characters (hook nodes are shown without "Middleware":
@@ -149,7 +150,7 @@ def _table(results: list[CheckResult], out: TextIO, width: int | None) -> None:
     room = max(24, width - indent) if width is not None else 0
     for cells, paths in rows:
         if width is None:
-            lines = ["; ".join(path.replace("Middleware.", ".") for path in paths)]
+            lines = ["; ".join(_elide(path, CI_PATH) for path in paths)]
         else:
             lines = [line for path in paths for line in _wrap_path(path, room)]
         first = "  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True))
@@ -182,6 +183,35 @@ def _by_cause(failed: list[CheckResult], out: TextIO, *, routers: bool) -> None:
         print(f"  in {', '.join(runs)}", file=out)
     if follow:
         print(f"({follow} more breaches follow from these causes; --json lists them)", file=out)
+
+
+CI_PATH = 60
+"""The characters a node path takes in a CI log row (its middle nodes elided); `--json` has
+the whole path."""
+
+
+def _elide(path: str, room: int) -> str:
+    """`path` in at most about `room` characters: its first and last nodes, with how many
+    nodes in between are left out (`...7 nodes...`). A shorter path is shown whole."""
+    path = path.replace("Middleware.", ".")
+    steps = path.split(">")
+    if len(path) <= room or len(steps) < 3:
+        return path
+    head, tail = [steps[0]], [steps[-1]]
+    left = steps[1:-1]
+    while left:
+        step = left[-1] if len(tail) <= len(head) else left[0]
+        size = sum(len(s) + 1 for s in (*head, *tail, step)) + len("...99 nodes...")
+        if size > room:
+            break
+        if step is left[-1] and len(tail) <= len(head):
+            tail.insert(0, left.pop())
+        else:
+            head.append(left.pop(0))
+    if not left:
+        return path
+    middle = f"...{len(left)} node{'s' if len(left) != 1 else ''}..."
+    return ">".join([*head, middle, *tail])
 
 
 def _wrap_path(path: str, room: int) -> list[str]:
