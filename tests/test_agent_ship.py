@@ -205,6 +205,26 @@ def test_breaches_are_grouped_by_cause_in_a_ci_log(shipped: Path) -> None:
     ]
 
 
+def test_one_cause_is_one_group_whichever_call_ran_past_the_script(shipped: Path) -> None:
+    # without StopOnArtifact the model is called once more than scripted: call #2 of 1, #3 of
+    # 2, #5 of 4, after different messages; one cause, not one group per error text
+    write_module(shipped, "nostop", broken("nostop"))
+    code, text = run(
+        "--agent", "nostop:make_agent", "--tools", "nostop:TOOLS",
+        "--scenario", "success@order_status.hard", "--scenario", "transient-forever@pay.hard",
+        "--scenario", "retryable-then-success@order_status.hard",
+        "--scenario", "parallel-any-stop-first.hard",
+    )  # fmt: skip
+    assert code == 1
+    causes = [line for line in text.splitlines() if line.startswith("- ")]
+    assert len(causes) == 1, causes
+    assert causes[0].startswith(
+        "- 4 runs: the model was called more often than a correct router calls it: the run did "
+        "not stop where it should have (ScriptExhaustedError: a model call after the scripted "
+        "ones)"
+    )
+
+
 # -- toolstop bench --agent ----------------------------------------------------------------------
 def bench(*argv: str) -> tuple[int, str]:
     out = io.StringIO()

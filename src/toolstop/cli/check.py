@@ -159,6 +159,27 @@ def _table(results: list[CheckResult], out: TextIO, width: int | None) -> None:
             print(f"{' ' * indent}{line}", file=out)
 
 
+_RUN_DETAILS = (
+    # which call of how long a script, and what it saw, differ from run to run: one cause
+    (
+        re.compile(
+            r"ScriptExhaustedError: unexpected model call #\d+: the script has \d+ steps"
+            r" \(messages seen: [^)]*\)"
+        ),
+        "ScriptExhaustedError: a model call after the scripted ones",
+    ),
+    (re.compile(r"Recursion limit of \d+ reached"), "Recursion limit reached"),
+)
+"""The parts of a breach that differ between runs of one cause, and what the cause says."""
+
+
+def _cause(breach: str) -> str:
+    """`breach` without the details of its run, so that one cause is one group."""
+    for pattern, said in _RUN_DETAILS:
+        breach = pattern.sub(said, breach)
+    return " ".join(breach.split())  # an exception's text may run over lines: one line a cause
+
+
 _PAUSED = re.compile(re.escape(PAUSED_NOTE).replace(re.escape("{by}"), "(.+?)") + "$")
 
 
@@ -170,7 +191,7 @@ def _by_cause(failed: list[CheckResult], out: TextIO, *, routers: bool) -> None:
     follow = 0
     for r in failed:
         run = f"{r.scenario.key} on {r.router}" if routers else r.scenario.key
-        cause = r.breaches[0]
+        cause = _cause(r.breaches[0])
         paused = _PAUSED.search(cause)
         if paused:  # the same cause, in a run your own review paused: said at the run
             cause = cause[: paused.start()]
