@@ -225,6 +225,22 @@ def test_one_cause_is_one_group_whichever_call_ran_past_the_script(shipped: Path
     )
 
 
+def test_the_missing_stop_hint_only_when_stoponartifact_is_missing(shipped: Path) -> None:
+    missing = "is StopOnArtifact(policy) in your create_agent middleware?"
+    for kind, hint in [
+        (
+            "nopolicy",
+            "your StopOnArtifact was built without it: pass it on, StopOnArtifact(policy)",
+        ),
+        ("nostop", missing),
+    ]:
+        write_module(shipped, kind, broken(kind))
+        runs = check("parallel-any-stop-first", module=kind)
+        (breaches,) = [r.breaches for r in runs.values()]
+        assert hint in breaches[0], kind
+        assert kind == "nostop" or missing not in " ".join(breaches)
+
+
 # -- toolstop bench --agent ----------------------------------------------------------------------
 def bench(*argv: str) -> tuple[int, str]:
     out = io.StringIO()
