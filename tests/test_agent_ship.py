@@ -329,9 +329,12 @@ def test_bench_says_when_the_tools_mostly_fail(shipped: Path) -> None:
     )
     assert document["headline"] == {}
     assert (
-        "hard: 8 of 8 tool calls failed (first: order_status: Error: ConnectionError('the order "
-        "service is down')); the figures above measure failing tools, not savings"
+        "hard: 8 of 8 tool calls failed: the tool raised (first: order_status: Error: "
+        "ConnectionError('the order service is down')); the figures above measure failing "
+        "tools, not savings"
     ) in text
+    # the tool raised: whether it returns (content, signal(...)) is not the question
+    assert "do your tools return" not in text
 
 
 # -- a run another middleware ended --------------------------------------------------------------
