@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from routers import MIDDLEWARE_UNAVAILABLE
-from shipped_agent import SHIPPED_AGENT, broken
+from shipped_agent import SHIPPED_AGENT, broken, variant
 from toolstop._check.agent import check_agent
 from toolstop._check.factory import load_factory, load_tools
 from toolstop._check.harness import CheckResult
@@ -95,6 +95,7 @@ def test_a_breach_in_a_run_the_review_paused_says_so(shipped: Path) -> None:
 def test_the_step_budget_limit_is_found_on_the_agents_graph(shipped: Path) -> None:
     # item 3: with limit, review and summarisation in the loop, 12 steps hold no tool turn
     runs = check("step-budget")
+    assert sorted(runs) == ["step-budget@order_status.hard"]
     for key, r in runs.items():
         assert r.breaches == [], key
         actual = r.actual
@@ -104,6 +105,42 @@ def test_the_step_budget_limit_is_found_on_the_agents_graph(shipped: Path) -> No
     assert runs["step-budget@order_status.hard"].scenario.recursion_limit == 13
 
 
+@pytest.mark.parametrize("module", ["shipped", "review_first"])
+def test_the_step_budget_is_skipped_on_a_tool_the_agents_review_pauses(
+    shipped: Path, module: str
+) -> None:
+    # every resume after the agent's own review starts LangGraph's step count again: no limit
+    # exercises the step budget there, and a correct agent must not fail for it
+    write_module(shipped, "review_first", variant("review-first"))
+    code, text = run(
+        "--agent", f"{module}:make_agent", "--tools", f"{module}:TOOLS",
+        "--scenario", "step-budget",
+    )  # fmt: skip
+    assert code == 0, text
+    assert (
+        "skipped step-budget@pay: your own human review pauses this tool, and every resume "
+        "starts LangGraph's step count again: no recursion limit reaches the step budget after "
+        "the tool ran"
+    ) in text.splitlines()
+    assert text.splitlines()[-1] == "1 passed, 0 failed"
+
+
+def test_a_run_cut_before_its_tool_ran_says_the_model_called_it() -> None:
+    from toolstop._check.harness import _no_tool_ran
+
+    cut = {
+        "model_calls": [{"saw": ["system", "human"], "tools": ["pay"], "answer": "ai[pay]"}],
+        "stop_record": {"rule": "step_budget"},
+    }
+    assert _no_tool_ran(cut) == (
+        "the model called pay, but the run ended with rule 'step_budget' before any tool ran, "
+        "so the stop after a tool could not be checked"
+    )
+    assert _no_tool_ran({"model_calls": [{"answer": "ai"}]}).startswith(
+        "the model never called a tool"
+    )
+
+
 def test_an_async_only_agent_passes_the_whole_check_in_one_line_a_scenario(
     shipped: Path,
 ) -> None:
@@ -111,12 +148,19 @@ def test_an_async_only_agent_passes_the_whole_check_in_one_line_a_scenario(
     code, text = run(*AGENT)
     assert code == 0, text
     lines = text.splitlines()
-    assert lines[-1] == "54 passed, 0 failed"
+    assert lines[-1] == "53 passed, 0 failed"
     rows = [line for line in lines if ".hard " in line or ".polish " in line or ".never " in line]
-    assert len(rows) == 54
-    # title, skipped line, table header, one row per scenario, the summary
-    assert len(lines) == 3 + 54 + 1
+    assert len(rows) == 53
+    # title, two skipped lines, table header, one row per scenario, the summary
+    assert len(lines) == 4 + 53 + 1
     assert "breaches" not in text
+    # the path's middle nodes are elided: no row runs to hundreds of characters in a CI log
+    assert max(len(row) for row in rows) <= 165
+    elided = "ModelCallLimit.before_model>...10 nodes...>StopOnArtifact.after_agent"
+    assert rows[0].endswith(f"  {elided}")
+    code, text = run(*AGENT, "--scenario", "success@order_status.hard", "--json")
+    (whole,) = json.loads(text)["results"]
+    assert len(whole["actual_path"]) == 12  # --json keeps the whole path
 
 
 @pytest.mark.parametrize(
@@ -159,6 +203,42 @@ def test_breaches_are_grouped_by_cause_in_a_ci_log(shipped: Path) -> None:
         "(6 more breaches follow from these causes; --json lists them)",
         "2 passed, 4 failed",
     ]
+
+
+def test_one_cause_is_one_group_whichever_call_ran_past_the_script(shipped: Path) -> None:
+    # without StopOnArtifact the model is called once more than scripted: call #2 of 1, #3 of
+    # 2, #5 of 4, after different messages; one cause, not one group per error text
+    write_module(shipped, "nostop", broken("nostop"))
+    code, text = run(
+        "--agent", "nostop:make_agent", "--tools", "nostop:TOOLS",
+        "--scenario", "success@order_status.hard", "--scenario", "transient-forever@pay.hard",
+        "--scenario", "retryable-then-success@order_status.hard",
+        "--scenario", "parallel-any-stop-first.hard",
+    )  # fmt: skip
+    assert code == 1
+    causes = [line for line in text.splitlines() if line.startswith("- ")]
+    assert len(causes) == 1, causes
+    assert causes[0].startswith(
+        "- 4 runs: the model was called more often than a correct router calls it: the run did "
+        "not stop where it should have (ScriptExhaustedError: a model call after the scripted "
+        "ones)"
+    )
+
+
+def test_the_missing_stop_hint_only_when_stoponartifact_is_missing(shipped: Path) -> None:
+    missing = "is StopOnArtifact(policy) in your create_agent middleware?"
+    for kind, hint in [
+        (
+            "nopolicy",
+            "your StopOnArtifact was built without it: pass it on, StopOnArtifact(policy)",
+        ),
+        ("nostop", missing),
+    ]:
+        write_module(shipped, kind, broken(kind))
+        runs = check("parallel-any-stop-first", module=kind)
+        (breaches,) = [r.breaches for r in runs.values()]
+        assert hint in breaches[0], kind
+        assert kind == "nostop" or missing not in " ".join(breaches)
 
 
 # -- toolstop bench --agent ----------------------------------------------------------------------
@@ -249,9 +329,12 @@ def test_bench_says_when_the_tools_mostly_fail(shipped: Path) -> None:
     )
     assert document["headline"] == {}
     assert (
-        "hard: 8 of 8 tool calls failed (first: order_status: Error: ConnectionError('the order "
-        "service is down')); the figures above measure failing tools, not savings"
+        "hard: 8 of 8 tool calls failed: the tool raised (first: order_status: Error: "
+        "ConnectionError('the order service is down')); the figures above measure failing "
+        "tools, not savings"
     ) in text
+    # the tool raised: whether it returns (content, signal(...)) is not the question
+    assert "do your tools return" not in text
 
 
 # -- a run another middleware ended --------------------------------------------------------------

@@ -318,3 +318,15 @@ def test_without_pydantic_ai_check_skips_its_router_and_says_why(
     monkeypatch.setattr("sys.stderr", err)
     assert main(["check", "--router", "pydantic_ai"], out=out) == 2
     assert err.getvalue().strip() == f"toolstop check --router pydantic_ai: {why}"
+
+
+def test_a_ci_log_elides_the_middle_of_a_long_path() -> None:
+    from toolstop.cli.check import _elide
+
+    steps = [f"Step{i}Middleware.before_model" for i in range(10)]
+    short = _elide(">".join(steps), 60)
+    assert short == "Step0.before_model>...8 nodes...>Step9.before_model"
+    assert _elide(">".join(steps), 90) == (  # the last nodes first: where the run ended
+        "Step0.before_model>Step1.before_model>...6 nodes...>Step8.before_model>Step9.before_model"
+    )
+    assert _elide("agent>tools>finalize", 60) == "agent>tools>finalize"

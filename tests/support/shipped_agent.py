@@ -5,7 +5,8 @@ Async tools, its own `HumanInTheLoopMiddleware` on the payment tool, its own
 `awrap_model_call`, and `StopOnArtifact`. The tests write it into a temporary folder (see
 `user_agent.write_module`) and run the CLI from there, as a user would. `broken(kind)` is the
 same agent with one mistake: `nostop` (StopOnArtifact left out), `nopolicy` (the policy
-dropped), `direct` (a static `return_direct` on the payment tool).
+dropped), `direct` (a static `return_direct` on the payment tool). `variant("review-first")` is a
+correct agent with its review listed before its limit (`exit_behavior="end"`), as a new user's.
 """
 
 from __future__ import annotations
@@ -95,5 +96,22 @@ _MISTAKES = {
 def broken(kind: str) -> str:
     """`SHIPPED_AGENT` with one mistake (`nostop`, `nopolicy`, `direct`)."""
     old, new = _MISTAKES[kind]
+    assert old in SHIPPED_AGENT
+    return SHIPPED_AGENT.replace(old, new)
+
+
+_VARIANTS = {
+    "review-first": (
+        "            ModelCallLimitMiddleware(run_limit=LIMIT),\n"
+        '            HumanInTheLoopMiddleware(interrupt_on={"pay": True}),\n',
+        '            HumanInTheLoopMiddleware(interrupt_on={"pay": True}),\n'
+        '            ModelCallLimitMiddleware(run_limit=LIMIT, exit_behavior="end"),\n',
+    ),
+}
+
+
+def variant(kind: str) -> str:
+    """`SHIPPED_AGENT` written another correct way (`review-first`)."""
+    old, new = _VARIANTS[kind]
     assert old in SHIPPED_AGENT
     return SHIPPED_AGENT.replace(old, new)

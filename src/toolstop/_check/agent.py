@@ -62,6 +62,12 @@ _CALLED_AGAIN_HINT = (
     "StopOnArtifact(policy) in your create_agent middleware?)"
 )
 
+_POLICY_DROPPED_HINT = (
+    " (the model was called again where the scenario's tool result stops the run under the "
+    "policy the check passed; your StopOnArtifact was built without it: pass it on, "
+    "StopOnArtifact(policy))"
+)
+
 _NOT_TOOLSTOP_HINT = (
     " (add StopOnArtifact(policy) to your create_agent middleware, or build with "
     "build_react_graph(model, tools, policy=policy))"
@@ -338,8 +344,10 @@ def _expected_rule(base: Scenario) -> str | None:
     return record.get("rule") if isinstance(record, dict) else None
 
 
-def _breaches(scenario: Scenario, base: Scenario, actual: Transcript, run_ends: int) -> list[str]:
-    breaches = _run_breaches(scenario, base, actual, run_ends)
+def _breaches(
+    scenario: Scenario, base: Scenario, actual: Transcript, run_ends: int, stop: str = ""
+) -> list[str]:
+    breaches = _run_breaches(scenario, base, actual, run_ends, stop)
     paused = actual.get("interrupts")
     if breaches and paused:
         by = ", ".join(dict.fromkeys(paused))
@@ -349,16 +357,17 @@ def _breaches(scenario: Scenario, base: Scenario, actual: Transcript, run_ends: 
 
 
 def _run_breaches(
-    scenario: Scenario, base: Scenario, actual: Transcript, run_ends: int
+    scenario: Scenario, base: Scenario, actual: Transcript, run_ends: int, stop: str = ""
 ) -> list[str]:
+    """`stop`: what the agent's graph shows of StopOnArtifact (`_stop_status`)."""
     breaches = invariant_breaches(scenario, actual)
     if base.name == "step-budget":  # the script is longer than any agent's budget, on purpose
         breaches = [b for b in breaches if "scripted answers unused" not in b]
     if "error" in actual:
         if base.name == "tool-exception" and "backend exploded" in actual["error"]:
             breaches = [b + _RAISED_HINT if "the run raised" in b else b for b in breaches]
-        elif "ScriptExhaustedError" in actual["error"] and breaches:
-            breaches[0] += _CALLED_AGAIN_HINT
+        elif "ScriptExhaustedError" in actual["error"] and breaches and stop in _STOP_HINTS:
+            breaches[0] += _STOP_HINTS[stop]
         return breaches
     breaches = [b + _NOT_TOOLSTOP_HINT if b.startswith("no stop_record") else b for b in breaches]
     record = actual.get("stop_record")
@@ -419,7 +428,7 @@ def check_agent(
     """
     if not isinstance(factory, AgentFactory):
         factory = as_factory(factory)
-    own = _preflight(factory, tools)
+    own, stop = _preflight(factory, tools)
     matrix, skipped = agent_scenarios(tools, middleware=factory.takes_middleware, own=own)
     if scenarios:
         wanted = set(scenarios)
@@ -437,7 +446,11 @@ def check_agent(
     with planned_malformed_signals_hidden():
         for scenario, base in matrix:
             if base.name == "step-budget":
-                scenario = replace(scenario, recursion_limit=runner.step_budget_limit(scenario))
+                limit = runner.step_budget_limit(scenario)
+                if limit is None:
+                    skipped[scenario.name] = STEP_BUDGET_REVIEWED
+                    continue
+                scenario = replace(scenario, recursion_limit=limit)
             run_ends = _RunEnds()
             actual = runner.run(scenario, run_ends)
             actual["router"] = factory.name
@@ -446,7 +459,7 @@ def check_agent(
                 scenario,
                 factory.name,
                 actual,
-                _breaches(scenario, base, actual, run_ends.count),
+                _breaches(scenario, base, actual, run_ends.count, stop),
                 golden=golden,
                 compared=directory is not None,
                 expected=golden or {"model_calls": _scripted_calls(scenario)},
@@ -459,6 +472,12 @@ def check_agent(
 
 _STEP_BUDGET_CALLS = 60
 """Scripted tool calls of the step-budget scenario: more than any recursion limit it tries."""
+
+STEP_BUDGET_REVIEWED = (
+    "your own human review pauses this tool, and every resume starts LangGraph's step count "
+    "again: no recursion limit reaches the step budget after the tool ran"
+)
+"""Why the step-budget scenario is skipped on a tool your own review pauses."""
 
 _STEP_BUDGET_FALLBACK = 12
 """The step-budget scenario's recursion limit when no limit leads to a step-budget stop (the
@@ -493,12 +512,17 @@ class _Runner:
             actual = once()
         return actual
 
-    def step_budget_limit(self, scenario: Scenario) -> int:
+    def step_budget_limit(self, scenario: Scenario) -> int | None:
         """The smallest recursion limit at which the scenario ends with rule `step_budget`
         after at least one tool turn: how many steps a turn takes depends on your agent's
-        nodes (your own middleware adds some), so it is found on your agent's graph."""
+        nodes (your own middleware adds some), so it is found on your agent's graph.
+
+        None when your own human review paused a run: each resume starts LangGraph's step
+        count again, so the budget the stop sees is not the run's (`STEP_BUDGET_REVIEWED`)."""
         for limit in range(3, _STEP_BUDGET_CALLS):
             actual = self.run(replace(scenario, recursion_limit=limit))
+            if actual.get("interrupts") or actual.get("waiting_for"):
+                return None
             record = actual.get("stop_record")
             rule = record.get("rule") if isinstance(record, dict) else None
             if rule == "step_budget" and actual.get("tool_results"):
@@ -541,16 +565,47 @@ def write_agent_goldens(check: AgentCheck, directory: Path | str) -> list[Path]:
     return [write_golden(r.actual, r.scenario, "", Path(directory)) for r in check.results]
 
 
-def _preflight(factory: AgentFactory, tools: Sequence[BaseTool]) -> frozenset[str]:
+_PREFLIGHT_POLICY = StopPolicy(mode="polish", parallel="any")
+"""The policy of the first build: not the default, so a StopOnArtifact built without the
+policy it is given shows (`_stop_status`)."""
+
+
+def _stop_status(nodes: dict[str, Any]) -> str:
+    """What the graph's nodes show of StopOnArtifact: `missing` (a create_agent graph without
+    it), `policy-dropped` (built with another policy than `_PREFLIGHT_POLICY`), `present`, or
+    `""` (not a create_agent graph: nothing to tell)."""
+    try:
+        from toolstop.middleware import StopOnArtifact
+    except ImportError:  # pragma: no cover - langchain missing: no create_agent graph either
+        return ""
+    found = []
+    for node in nodes.values():
+        bound = getattr(node, "bound", None)
+        for func in (getattr(bound, "func", None), getattr(bound, "afunc", None)):
+            owner = getattr(func, "__self__", None)
+            if isinstance(owner, StopOnArtifact):
+                found.append(owner)
+    if found:
+        same = all(m.policy == _PREFLIGHT_POLICY for m in found)
+        return "present" if same else "policy-dropped"
+    return "missing" if "model" in nodes and "tools" in nodes else ""
+
+
+_STOP_HINTS = {"missing": _CALLED_AGAIN_HINT, "policy-dropped": _POLICY_DROPPED_HINT}
+"""The hint after a model call past the script, by `_stop_status`."""
+
+
+def _preflight(factory: AgentFactory, tools: Sequence[BaseTool]) -> tuple[frozenset[str], str]:
     """Build the agent once before any scenario: a factory that cannot build, or that ignores the
     tools it is given, is one sentence instead of a breach in every row. Returns the names of
-    the middleware the agent has (from its graph's `Name.hook` nodes)."""
+    the middleware the agent has (from its graph's `Name.hook` nodes) and what its graph shows
+    of StopOnArtifact (`_stop_status`)."""
     stand_ins = []
     for tool in tools:
         copy = stand_in(tool, ("", None))
         copy.return_direct = False  # a return_direct tool is a breach of its own, per scenario
         stand_ins.append(copy)
-    agent = factory.build_or_refuse(ScriptedChatModel([]), stand_ins, StopPolicy())
+    agent = factory.build_or_refuse(ScriptedChatModel([]), stand_ins, _PREFLIGHT_POLICY)
     yours = {id(t) for t in tools}
     nodes = getattr(agent, "nodes", None) if isinstance(agent, Pregel) else None
     for node in (nodes or {}).values():
@@ -563,4 +618,5 @@ def _preflight(factory: AgentFactory, tools: Sequence[BaseTool]) -> frozenset[st
                 "from the `tools` argument"
             )
             raise ToolstopConfigError(msg)
-    return frozenset(name.split(".", 1)[0] for name in nodes or {} if "." in name)
+    names = frozenset(name.split(".", 1)[0] for name in nodes or {} if "." in name)
+    return names, _stop_status(dict(nodes or {}))

@@ -408,10 +408,7 @@ def invariant_breaches(scenario: Scenario, transcript: Transcript) -> list[str]:
             "answers unused): it stopped where it should have gone back to the model"
         )
     if not transcript.get("tool_results"):
-        breaches.append(
-            "the model never called a tool, so the stop could not be checked (a scripted run "
-            "always calls one; a real model may need a clearer question or tool support)"
-        )
+        breaches.append(_no_tool_ran(transcript))
     if transcript.get("relay_is_tool_content") is False:
         breaches.append(
             "the final answer of a hard-mode stop is not what the run's results show (each "
@@ -431,6 +428,29 @@ def invariant_breaches(scenario: Scenario, transcript: Transcript) -> list[str]:
             "stop, or the stop was not taken"
         )
     return breaches
+
+
+def _no_tool_ran(transcript: Transcript) -> str:
+    """Why no tool result could be checked: the model asked for none, or the run ended before
+    the tool it asked for ran."""
+    asked = [
+        name
+        for call in transcript.get("model_calls") or []
+        if isinstance(call, dict) and str(call.get("answer", "")).startswith("ai[")
+        for name in str(call["answer"])[3:-1].split(",")
+    ]
+    if not asked:
+        return (
+            "the model never called a tool, so the stop could not be checked (a scripted run "
+            "always calls one; a real model may need a clearer question or tool support)"
+        )
+    record = transcript.get("stop_record")
+    rule = record.get("rule") if isinstance(record, dict) else None
+    ended = f"with rule {rule!r} " if rule else ""
+    return (
+        f"the model called {', '.join(dict.fromkeys(asked))}, but the run ended {ended}before "
+        "any tool ran, so the stop after a tool could not be checked"
+    )
 
 
 def _budget_narrated(scenario: Scenario, record: dict[str, Any]) -> bool:

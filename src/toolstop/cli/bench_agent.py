@@ -124,7 +124,7 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
     stops = sum(row["would_stop"] for row in rows) + sum(
         count for row in rows for rule, count in row["rules"].items() if rule not in _NO_STOP
     )
-    if not stops and len(errors) < runs_of(rows):
+    if not stops and not failing and len(errors) < runs_of(rows):  # a raising tool signals nothing
         print(
             "no tool result signalled a stop: do your tools return (content, signal(...))? "
             'a tool declared with response_format="content_and_artifact" returns the text '
@@ -144,9 +144,9 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
         print(f"... {len(errors) - 5} more errors in bench.json", file=out)
     for total in failing:
         print(
-            f"{total.behaviour}: {total.tool_errors} of {total.tool_calls} tool calls failed "
-            f"(first: {total.first_tool_error}); the figures above measure failing tools, not "
-            "savings",
+            f"{total.behaviour}: {total.tool_errors} of {total.tool_calls} tool calls failed: "
+            f"the tool raised (first: {total.first_tool_error}); the figures above measure "
+            "failing tools, not savings",
             file=out,
         )
     print("wrote " + ", ".join(str(path) for path in written), file=out)

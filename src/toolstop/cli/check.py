@@ -124,7 +124,8 @@ def _width(out: TextIO) -> int | None:
 
 
 def _table(results: list[CheckResult], out: TextIO, width: int | None) -> None:
-    """The results, one row each, within `width` columns (None: one line per row, unwrapped).
+    """The results, one row each, within `width` columns (None: one line per row, unwrapped,
+    with the path's middle nodes elided to `CI_PATH` characters).
 
     The node path comes last and wraps at its `>` steps onto continuation lines: paths of the
     middleware router run to 140 characters (hook nodes are shown without "Middleware":
@@ -149,13 +150,34 @@ def _table(results: list[CheckResult], out: TextIO, width: int | None) -> None:
     room = max(24, width - indent) if width is not None else 0
     for cells, paths in rows:
         if width is None:
-            lines = ["; ".join(path.replace("Middleware.", ".") for path in paths)]
+            lines = ["; ".join(_elide(path, CI_PATH) for path in paths)]
         else:
             lines = [line for path in paths for line in _wrap_path(path, room)]
         first = "  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True))
         print(f"{first}  {lines[0]}".rstrip(), file=out)
         for line in lines[1:]:
             print(f"{' ' * indent}{line}", file=out)
+
+
+_RUN_DETAILS = (
+    # which call of how long a script, and what it saw, differ from run to run: one cause
+    (
+        re.compile(
+            r"ScriptExhaustedError: unexpected model call #\d+: the script has \d+ steps"
+            r" \(messages seen: [^)]*\)"
+        ),
+        "ScriptExhaustedError: a model call after the scripted ones",
+    ),
+    (re.compile(r"Recursion limit of \d+ reached"), "Recursion limit reached"),
+)
+"""The parts of a breach that differ between runs of one cause, and what the cause says."""
+
+
+def _cause(breach: str) -> str:
+    """`breach` without the details of its run, so that one cause is one group."""
+    for pattern, said in _RUN_DETAILS:
+        breach = pattern.sub(said, breach)
+    return " ".join(breach.split())  # an exception's text may run over lines: one line a cause
 
 
 _PAUSED = re.compile(re.escape(PAUSED_NOTE).replace(re.escape("{by}"), "(.+?)") + "$")
@@ -169,7 +191,7 @@ def _by_cause(failed: list[CheckResult], out: TextIO, *, routers: bool) -> None:
     follow = 0
     for r in failed:
         run = f"{r.scenario.key} on {r.router}" if routers else r.scenario.key
-        cause = r.breaches[0]
+        cause = _cause(r.breaches[0])
         paused = _PAUSED.search(cause)
         if paused:  # the same cause, in a run your own review paused: said at the run
             cause = cause[: paused.start()]
@@ -182,6 +204,35 @@ def _by_cause(failed: list[CheckResult], out: TextIO, *, routers: bool) -> None:
         print(f"  in {', '.join(runs)}", file=out)
     if follow:
         print(f"({follow} more breaches follow from these causes; --json lists them)", file=out)
+
+
+CI_PATH = 60
+"""The characters a node path takes in a CI log row (its middle nodes elided); `--json` has
+the whole path."""
+
+
+def _elide(path: str, room: int) -> str:
+    """`path` in at most about `room` characters: its first and last nodes, with how many
+    nodes in between are left out (`...7 nodes...`). A shorter path is shown whole."""
+    path = path.replace("Middleware.", ".")
+    steps = path.split(">")
+    if len(path) <= room or len(steps) < 3:
+        return path
+    head, tail = [steps[0]], [steps[-1]]
+    left = steps[1:-1]
+    while left:
+        step = left[-1] if len(tail) <= len(head) else left[0]
+        size = sum(len(s) + 1 for s in (*head, *tail, step)) + len("...99 nodes...")
+        if size > room:
+            break
+        if step is left[-1] and len(tail) <= len(head):
+            tail.insert(0, left.pop())
+        else:
+            head.append(left.pop(0))
+    if not left:
+        return path
+    middle = f"...{len(left)} node{'s' if len(left) != 1 else ''}..."
+    return ">".join([*head, middle, *tail])
 
 
 def _wrap_path(path: str, room: int) -> list[str]:
