@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
@@ -16,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
-from langgraph.pregel import Pregel
 
-from toolstop._check.routers import Router, arun_agent, run_agent
+from toolstop._check.routers import Router, arun_agent, in_new_loop, resumable, run_agent
 from toolstop._check.scenarios import Scenario
 from toolstop.decision import content_text, read_signal, shown
 from toolstop.testing.history import PROVIDERS, history_problems
@@ -201,17 +198,13 @@ def _pending(state: Any) -> list[tuple[str, Any]]:
     return [(task.name, i.value) for task in state.tasks for i in task.interrupts]
 
 
-def _resumable(agent: Any) -> bool:
-    return isinstance(agent, Pregel) and agent.checkpointer is not None
-
-
 def _drive(
     agent: Any, config: dict[str, Any], reviews: _Reviews
 ) -> tuple[list[str], dict[str, Any]]:
     """Run, then answer every interrupt as a reviewer would until the run ends."""
     path, state = run_agent(agent, QUESTION, config)
     for _ in range(MAX_RESUMES):
-        pending = _pending(agent.get_state(config)) if _resumable(agent) else []
+        pending = _pending(agent.get_state(config)) if resumable(agent) else []
         if not pending:
             return path, state
         more, state = run_agent(agent, config=config, resume=reviews.answer(pending))
@@ -226,23 +219,13 @@ async def _adrive(
     """`_drive`, through `astream`."""
     path, state = await arun_agent(agent, QUESTION, config)
     for _ in range(MAX_RESUMES):
-        pending = _pending(await agent.aget_state(config)) if _resumable(agent) else []
+        pending = _pending(await agent.aget_state(config)) if resumable(agent) else []
         if not pending:
             return path, state
         more, state = await arun_agent(agent, config=config, resume=reviews.answer(pending))
         path += more
     reviews.waiting = _pending(await agent.aget_state(config))[0][0].split(".", 1)[0]
     return path, state
-
-
-def _in_new_loop(coroutine: Any) -> Any:
-    """Run `coroutine` to completion, in a thread of its own when an event loop is running."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
 
 
 def run_scenario(
@@ -289,7 +272,7 @@ def run_scenario(
             scripted or model, scenario.tools(), policy=scenario.policy, checkpointer=saver, **extra
         )
         if run_async:
-            path, state = _in_new_loop(_adrive(agent, config, reviews))
+            path, state = in_new_loop(_adrive(agent, config, reviews))
         else:
             path, state = _drive(agent, config, reviews)
     except Exception as error:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +18,16 @@ from toolstop.legacy import create_react_agent
 from toolstop.policy import StopPolicy
 from toolstop.tools import tool_error_text
 
-__all__ = ["ROUTERS", "Router", "arun_agent", "available_routers", "has_agents", "run_agent"]
+__all__ = [
+    "ROUTERS",
+    "Router",
+    "arun_agent",
+    "available_routers",
+    "has_agents",
+    "in_new_loop",
+    "resumable",
+    "run_agent",
+]
 
 Builder = Callable[..., Any]
 """`build(model, tools, *, policy, checkpointer) -> compiled graph`."""
@@ -196,3 +207,18 @@ def _collect(path: list[str], final: dict[str, Any], mode: str, chunk: Any) -> d
         path.extend(node for node in chunk if not path or path[-1] != node)
         return final
     return dict(chunk)
+
+
+def resumable(agent: Any) -> bool:
+    """True when `agent` keeps state a run can be resumed from (a checkpointer and `get_state`)."""
+    return getattr(agent, "checkpointer", None) is not None and hasattr(agent, "get_state")
+
+
+def in_new_loop(coroutine: Any) -> Any:
+    """Run `coroutine` to completion, in a thread of its own when an event loop is running."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()

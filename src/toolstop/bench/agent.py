@@ -21,13 +21,11 @@ mechanics, not your model.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +35,7 @@ from langchain_core.tools import BaseTool
 from pydantic import Field
 
 from toolstop._check.factory import AgentFactory
+from toolstop._check.routers import in_new_loop, resumable
 from toolstop.bench.workload import CallCounter, RunTotals
 from toolstop.errors import ToolstopConfigError
 from toolstop.examples.simulated import LatencyChatModel
@@ -284,7 +283,7 @@ class _Runner:
         config = {"callbacks": [counter], "configurable": {"thread_id": thread}}
         try:
             if self.run_async:
-                return (counter, *_in_new_loop(_arun(agent, question, config)))
+                return (counter, *in_new_loop(_arun(agent, question, config)))
             return (counter, *_run(agent, question, config))
         except Exception as error:
             if self.run_async or not any(t in str(error) for t in _SYNC_UNSUPPORTED):
@@ -293,16 +292,12 @@ class _Runner:
         return self.run(agent, question, f"{thread}-async")
 
 
-def _resumable(agent: Any) -> bool:
-    return getattr(agent, "checkpointer", None) is not None and hasattr(agent, "get_state")
-
-
 def _run(agent: Any, question: str, config: dict[str, Any]) -> tuple[Any, int]:
     from langgraph.types import Command
 
     state = agent.invoke({"messages": [HumanMessage(question)]}, config)
     for reviews in range(_MAX_REVIEWS):
-        resume = _approve_all(agent.get_state(config)) if _resumable(agent) else None
+        resume = _approve_all(agent.get_state(config)) if resumable(agent) else None
         if resume is None:
             return state, reviews
         state = agent.invoke(Command(resume=resume), config)
@@ -314,18 +309,8 @@ async def _arun(agent: Any, question: str, config: dict[str, Any]) -> tuple[Any,
 
     state = await agent.ainvoke({"messages": [HumanMessage(question)]}, config)
     for reviews in range(_MAX_REVIEWS):
-        resume = _approve_all(await agent.aget_state(config)) if _resumable(agent) else None
+        resume = _approve_all(await agent.aget_state(config)) if resumable(agent) else None
         if resume is None:
             return state, reviews
         state = await agent.ainvoke(Command(resume=resume), config)
     return state, _MAX_REVIEWS
-
-
-def _in_new_loop(coroutine: Any) -> Any:
-    """Run `coroutine` to completion, in a thread of its own when an event loop is running."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
