@@ -241,6 +241,12 @@ def test_a_history_is_repaired_only_where_it_needs_to_be() -> None:
     assert alone is not None
     assert [type(m).__name__ for m in alone] == ["HumanMessage", "AIMessage", "ToolMessage"]
     assert (alone[2].content, alone[2].tool_call_id) == (INTERRUPTED_TEXT, "c1")
+    first = repair_history([asking])  # a history that begins with the model's call
+    assert first is not None
+    assert [(type(m).__name__, m.content) for m in first] == [
+        ("AIMessage", ""),
+        ("ToolMessage", INTERRUPTED_TEXT),
+    ]
     # Every call answered, then new input: only the closing answer.
     later = HumanMessage("next")
     closed = repair_history([HumanMessage("q"), asking, answer, later])
