@@ -241,6 +241,16 @@ def test_a_history_is_repaired_only_where_it_needs_to_be() -> None:
     assert alone is not None
     assert [type(m).__name__ for m in alone] == ["HumanMessage", "AIMessage", "ToolMessage"]
     assert (alone[2].content, alone[2].tool_call_id) == (INTERRUPTED_TEXT, "c1")
+    # New input right after the open call: the answer goes between them, then the closing one.
+    cut = repair_history([HumanMessage("q"), asking, HumanMessage("next")])
+    assert cut is not None
+    assert [(type(m).__name__, m.content) for m in cut] == [
+        ("HumanMessage", "q"),
+        ("AIMessage", ""),
+        ("ToolMessage", INTERRUPTED_TEXT),
+        ("AIMessage", INTERRUPTED_ANSWER),
+        ("HumanMessage", "next"),
+    ]
     first = repair_history([asking])  # a history that begins with the model's call
     assert first is not None
     assert [(type(m).__name__, m.content) for m in first] == [
@@ -324,6 +334,11 @@ def test_an_aborted_runs_answered_turn_is_accounted_for_in_its_record() -> None:
     assert (record["rule"], record["stopped"], record["tool_turns"]) == ("interrupted", False, 1)
     assert record["outcomes"]["completed"] == 1
     assert (record["tools"], record["tool_call_ids"], record["relayed"]) == ([], [], [])
+    # The turn is decided under the run's own policy (here `never`: it would have stopped).
+    never = close_aborted(run, messages, 9, StopPolicy(mode="never"))
+    assert never is not None
+    assert (never.record["would_stop"], never.record["tool_turns"]) == ("completed", 1)
+    assert counted.record["would_stop"] is None
     # Without a policy the turn is not decided: the record is the run's as it was.
     plain = close_aborted(run, messages, 9)
     assert plain is not None
