@@ -660,3 +660,11 @@ def test_a_change_to_a_turns_results_reaches_its_earlier_turns_too() -> None:
     assert [(m.content, m.tool_call_id) for m in loud.earlier[0].results] == [("ONE", "c1")]
     # the turn it came from is unchanged
     assert [m.content for m in turn.earlier[0].results] == ["one"]
+
+
+def test_a_signal_without_a_reason_takes_it_from_stop() -> None:
+    """`{"stop": false}` is a transient failure; `{"stop": true}` a completion."""
+    going_on = read_signal(ToolMessage("x", tool_call_id="c1", artifact={"stop": False}))
+    assert (going_on.valid, going_on.stop, going_on.reason) == (True, False, Outcome.TRANSIENT)
+    done = read_signal(ToolMessage("x", tool_call_id="c2", artifact={"stop": True}))
+    assert (done.valid, done.stop, done.reason) == (True, True, Outcome.COMPLETED)
