@@ -154,3 +154,23 @@ def test_the_malformed_signal_warning_is_worded_and_capped(
         for tool in ("a", "b")  # "a" once; "c" is past the cap of 2 remembered pairs
     ]
     assert caplog.records[0].toolstop_signal == {"tool": "a", "problem": "missing_stop"}  # type: ignore[attr-defined]
+
+
+def test_folding_a_turn_warns_of_a_malformed_signal_only_by_its_tools_name(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool's signal bug is logged naming the tool; a tool exception is not a signal bug."""
+    monkeypatch.setattr(record_module, "_warned", set())
+    caplog.set_level(logging.WARNING, logger="toolstop")
+    signals = (
+        CallSignal(
+            tool="book", tool_call_id="c1", reason=None, stop=False, problem=Problem.STOP_NOT_BOOL
+        ),
+        CallSignal(
+            tool="pay", tool_call_id="c2", reason=None, stop=False, problem=Problem.TOOL_ERROR
+        ),
+    )
+    fold_turn(new_record(StopPolicy()), Decision(stop=False, rule=Rule.NONE, signals=signals))
+    assert [r.toolstop_signal for r in caplog.records] == [  # type: ignore[attr-defined]
+        {"tool": "book", "problem": "stop_not_bool"}
+    ]
