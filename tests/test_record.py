@@ -174,3 +174,21 @@ def test_folding_a_turn_warns_of_a_malformed_signal_only_by_its_tools_name(
     assert [r.toolstop_signal for r in caplog.records] == [  # type: ignore[attr-defined]
         {"tool": "book", "problem": "stop_not_bool"}
     ]
+
+
+def test_never_mode_keeps_the_first_rule_that_would_have_stopped() -> None:
+    book = CallSignal(tool="book", tool_call_id="c1", reason=Outcome.COMPLETED, stop=True)
+    would = Decision(stop=False, rule=Rule.NONE, would_stop=Rule.COMPLETED, deciding=(book,))
+    first = fold_turn(new_record(StopPolicy(mode="never")), would)
+    assert (first["would_stop"], first["tools"], first["tool_call_ids"]) == (
+        "completed",
+        ["book"],
+        ["c1"],
+    )
+    later = Decision(stop=False, rule=Rule.NONE, would_stop=Rule.FATAL, deciding=())
+    again = fold_turn(first, later)
+    assert (again["would_stop"], again["tools"], again["tool_call_ids"]) == (
+        "completed",
+        ["book"],
+        ["c1"],
+    )
