@@ -192,3 +192,18 @@ def test_never_mode_keeps_the_first_rule_that_would_have_stopped() -> None:
         ["book"],
         ["c1"],
     )
+
+
+def test_a_stop_records_the_results_it_showed_unless_the_model_narrated() -> None:
+    book = CallSignal(tool="book", tool_call_id="c2", reason=Outcome.COMPLETED, stop=True)
+    shown = Decision(stop=True, rule=Rule.COMPLETED, deciding=(book,), relayed=("c1", "c2"))
+    record = stopped(new_record(StopPolicy()), shown)
+    assert (record["rule"], record["stopped"], record["relayed"]) == (
+        "completed",
+        True,
+        ["c1", "c2"],
+    )
+    narrated = Decision(
+        stop=True, rule=Rule.COMPLETED, narrate=True, deciding=(book,), relayed=("c1", "c2")
+    )
+    assert stopped(new_record(StopPolicy(mode="polish")), narrated)["relayed"] == []
