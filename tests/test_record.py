@@ -207,3 +207,15 @@ def test_a_stop_records_the_results_it_showed_unless_the_model_narrated() -> Non
         stop=True, rule=Rule.COMPLETED, narrate=True, deciding=(book,), relayed=("c1", "c2")
     )
     assert stopped(new_record(StopPolicy(mode="polish")), narrated)["relayed"] == []
+
+
+def test_model_calls_after_a_would_stop_are_what_never_mode_would_save() -> None:
+    usage = {"input_tokens": 5, "output_tokens": 2, "total_tokens": 7}
+    record = new_record(StopPolicy(mode="never"))
+    before = count_model_call(record, AIMessage("a", usage_metadata=usage))
+    assert before["would_save"] == {"model_calls": 0, "input_tokens": 0, "output_tokens": 0}
+    after = count_model_call(
+        {**before, "would_stop": "completed"}, AIMessage("b", usage_metadata=usage)
+    )
+    assert after["would_save"] == {"model_calls": 1, "input_tokens": 5, "output_tokens": 2}
+    assert (after["model_calls"], after["input_tokens"], after["output_tokens"]) == (2, 10, 4)
