@@ -116,3 +116,11 @@ def test_signal_carries_an_answer_only_when_it_is_text() -> None:
     with pytest.raises(ValueError, match=r"^answer must be") as listed:
         signal(Outcome.COMPLETED, answer=["ok", 3])  # type: ignore[list-item]
     assert str(listed.value) == "answer must be a str or a list of content blocks, got list"
+
+
+def test_policy_rejects_an_unknown_on_budget_by_name() -> None:
+    with pytest.raises(ToolstopConfigError) as refused:
+        StopPolicy(on_budget="ask")  # type: ignore[arg-type]
+    assert str(refused.value) == (
+        "StopPolicy.on_budget must be one of ('message', 'model'), got 'ask'"
+    )
