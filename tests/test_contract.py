@@ -124,3 +124,8 @@ def test_policy_rejects_an_unknown_on_budget_by_name() -> None:
     assert str(refused.value) == (
         "StopPolicy.on_budget must be one of ('message', 'model'), got 'ask'"
     )
+
+
+def test_a_retry_budget_of_zero_is_allowed() -> None:
+    """`max_transient_retries=0`: the first transient failure ends the run (not a config error)."""
+    assert StopPolicy(max_transient_retries=0).max_transient_retries == 0
