@@ -95,3 +95,37 @@ def test_policy_normalises_priority() -> None:
     assert policy.priority == ("fatal", "completed")
     assert [type(reason) for reason in policy.priority] == [str, str]  # not the enum members
     assert policy.rank("transient") == 2  # unlisted ranks last
+
+
+def test_signal_carries_an_answer_only_when_it_is_text() -> None:
+    assert signal(Outcome.COMPLETED, answer="Booked.") == {
+        "stop": True,
+        "reason": "completed",
+        "answer": "Booked.",
+    }
+    blocks = ["Booked ", {"type": "text", "text": "seat 4A"}]
+    assert signal("fatal", answer=blocks, ref=7) == {
+        "stop": True,
+        "reason": "fatal",
+        "answer": blocks,
+        "ref": 7,
+    }
+    with pytest.raises(ValueError, match=r"^answer must be") as number:
+        signal(Outcome.COMPLETED, answer=3)  # type: ignore[arg-type]
+    assert str(number.value) == "answer must be a str or a list of content blocks, got int"
+    with pytest.raises(ValueError, match=r"^answer must be") as listed:
+        signal(Outcome.COMPLETED, answer=["ok", 3])  # type: ignore[list-item]
+    assert str(listed.value) == "answer must be a str or a list of content blocks, got list"
+
+
+def test_policy_rejects_an_unknown_on_budget_by_name() -> None:
+    with pytest.raises(ToolstopConfigError) as refused:
+        StopPolicy(on_budget="ask")  # type: ignore[arg-type]
+    assert str(refused.value) == (
+        "StopPolicy.on_budget must be one of ('message', 'model'), got 'ask'"
+    )
+
+
+def test_a_retry_budget_of_zero_is_allowed() -> None:
+    """`max_transient_retries=0`: the first transient failure ends the run (not a config error)."""
+    assert StopPolicy(max_transient_retries=0).max_transient_retries == 0

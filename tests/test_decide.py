@@ -9,7 +9,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from toolstop import Outcome, Problem, Rule, StopPolicy, decide, signal
-from toolstop.decision import read_signal
+from toolstop.decision import Earlier, current_turn, read_signal
 
 
 def turn_of(*results: tuple[str, Any], status: str = "success") -> list[BaseMessage]:
@@ -634,3 +634,37 @@ def test_signal_takes_an_answer_and_refuses_one_that_is_not_text() -> None:
     assert "answer" not in signal("completed")
     with pytest.raises(ValueError, match="answer must be a str"):
         signal("completed", answer=3)  # type: ignore[arg-type]
+
+
+def test_a_change_to_a_turns_results_reaches_its_earlier_turns_too() -> None:
+    """`Turn.with_results` (how a reviewer's edit is undone) keeps each turn's asking message."""
+    first = AIMessage("", id="ai-1", tool_calls=[{"name": "a", "args": {}, "id": "c1"}])
+    second = AIMessage("", id="ai-2", tool_calls=[{"name": "b", "args": {}, "id": "c2"}])
+    messages = [
+        HumanMessage("q"),
+        first,
+        ToolMessage("one", tool_call_id="c1", name="a"),
+        second,
+        ToolMessage("two", tool_call_id="c2", name="b"),
+    ]
+    turn = current_turn(messages)
+    assert turn is not None
+    loud = turn.with_results(
+        lambda m: ToolMessage(str(m.content).upper(), tool_call_id=m.tool_call_id, name=m.name)
+    )
+    assert loud.asking is second
+    assert [(m.content, m.tool_call_id) for m in loud.results] == [("TWO", "c2")]
+    assert len(loud.earlier) == 1
+    assert isinstance(loud.earlier[0], Earlier)
+    assert loud.earlier[0].asking is first
+    assert [(m.content, m.tool_call_id) for m in loud.earlier[0].results] == [("ONE", "c1")]
+    # the turn it came from is unchanged
+    assert [m.content for m in turn.earlier[0].results] == ["one"]
+
+
+def test_a_signal_without_a_reason_takes_it_from_stop() -> None:
+    """`{"stop": false}` is a transient failure; `{"stop": true}` a completion."""
+    going_on = read_signal(ToolMessage("x", tool_call_id="c1", artifact={"stop": False}))
+    assert (going_on.valid, going_on.stop, going_on.reason) == (True, False, Outcome.TRANSIENT)
+    done = read_signal(ToolMessage("x", tool_call_id="c2", artifact={"stop": True}))
+    assert (done.valid, done.stop, done.reason) == (True, True, Outcome.COMPLETED)

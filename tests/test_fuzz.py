@@ -142,16 +142,33 @@ def turn_with(results: list[tuple[Any, str]]) -> list[Any]:
 STOPPING = {"completed": Rule.COMPLETED, "fatal": Rule.FATAL, "policy_block": Rule.POLICY_BLOCK}
 
 
+def near_miss(key: Any) -> bool:
+    """A key that would be `stop`, `reason` or `answer` with case and outer space ignored."""
+    keys = ("stop", "reason", "answer")
+    return type(key) is str and key not in keys and key.strip().lower() in keys
+
+
+def is_text(value: Any) -> bool:
+    """What a message content is: a string, or a list of strings and dicts."""
+    return type(value) is str or (
+        type(value) is list and all(isinstance(block, (str, dict)) for block in value)
+    )
+
+
 def oracle_signal(artifact: Any, status: str) -> tuple[bool, bool, str | None]:
     """An oracle: what one result says, as `(valid, stop, reason)`. A dict is read through the
     plain dict protocol, so a subclass's overridden methods do not count; `stop` must be a real
     bool; a missing reason is `completed` when stopping and `transient` when not; `transient`
-    with `stop: true` is invalid; a tool error is invalid whatever its artifact says."""
+    with `stop: true` is invalid; a key that is a signal key only with case or outer space
+    ignored (`"STOP"`) and an `answer` that is not text are invalid; a tool error is invalid
+    whatever its artifact says."""
     invalid = (False, False, None)
     if status == "error" or not isinstance(artifact, dict):
         return invalid
     try:
         if dict.get(artifact, "untrusted") is True or "envelope_error" in dict.keys(artifact):
+            return invalid
+        if any(near_miss(key) for key in dict.keys(artifact)):
             return invalid
         if "stop" not in dict.keys(artifact):
             return invalid
@@ -164,6 +181,8 @@ def oracle_signal(artifact: Any, status: str) -> tuple[bool, bool, str | None]:
         elif isinstance(raw, str) and str(raw) in (*STOPPING, "transient"):
             reason = str(raw)
         else:
+            return invalid
+        if "answer" in dict.keys(artifact) and not is_text(dict.get(artifact, "answer")):
             return invalid
     except Exception:
         return invalid

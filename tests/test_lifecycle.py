@@ -9,17 +9,27 @@ from __future__ import annotations
 
 import asyncio
 
-from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
 from toolstop import Outcome, Rule, StopPolicy, signal
 from toolstop._lifecycle import (
+    INTERRUPTED_ANSWER,
+    INTERRUPTED_TEXT,
+    Aborted,
     afinish,
     answered,
     begin_turn,
+    close_aborted,
     finish,
+    invocation_of,
+    left_open_calls,
     open_run,
     plain_answer,
     relay_message,
+    repair_history,
+    run_start,
+    served,
 )
 from toolstop.decision import current_turn
 
@@ -151,3 +161,185 @@ def test_a_narrated_answer_that_is_not_an_ai_message_becomes_one() -> None:
     clean = plain_answer(other)
     assert isinstance(clean, AIMessage)
     assert (clean.content, clean.id) == ("Booked.", "m-1")
+
+
+def _call(call_id: str, name: str = "book") -> dict:
+    return {"name": name, "args": {}, "id": call_id, "type": "tool_call"}
+
+
+INTERRUPTED_RELAY = {"toolstop": {"relay": True, "rule": "interrupted"}}
+
+
+def test_the_calls_left_open_are_those_of_the_last_ai_message_without_an_answer() -> None:
+    asking = AIMessage("", id="ai-1", tool_calls=[_call("c1"), _call("c2", "pay")])
+    answer = ToolMessage("ok", tool_call_id="c1", name="book")
+    assert left_open_calls([HumanMessage("q"), asking, answer]) == (1, [_call("c2", "pay")])
+    assert left_open_calls([HumanMessage("q"), asking]) == (1, [_call("c1"), _call("c2", "pay")])
+    assert left_open_calls([HumanMessage("q")]) == (-1, [])
+    assert left_open_calls([]) == (-1, [])
+    assert left_open_calls([answer]) == (-1, [])
+
+
+def test_an_invocation_is_numbered_by_langgraphs_step_and_remaining_steps() -> None:
+    config = {"metadata": {"langgraph_step": 4}}
+    assert invocation_of(21, config) == 25
+    assert invocation_of(None, config) is None
+    assert invocation_of(21, {"metadata": {"langgraph_step": "4"}}) is None
+    assert invocation_of(21, {"metadata": None}) is None
+    assert invocation_of(21, None) is None
+
+
+def test_a_run_is_marked_served_and_its_start_is_read_only_while_open() -> None:
+    run = open_run(None, None, StopPolicy(), None, messages=[HumanMessage("q", id="h-1")])
+    assert run_start(run) == "h-1"
+    assert run_start(None) is None
+    assert run_start({**run, "open": False}) is None
+    marked = served(run, 7)
+    assert marked == {**run, "invocation": 7}
+    assert served(marked, 7) is marked
+    assert open_run(None, None, StopPolicy(), None)["start"] is None
+
+
+def test_an_aborted_runs_open_call_is_answered_and_its_turn_closed() -> None:
+    asking = AIMessage("", id="ai-1", tool_calls=[_call("c1"), _call("c2", "pay")])
+    answer = ToolMessage("ok", tool_call_id="c1", name="book")
+    later = HumanMessage("next")
+    repaired = repair_history([HumanMessage("q"), asking, answer, later])
+    assert repaired is not None
+    assert [type(m).__name__ for m in repaired] == [
+        "HumanMessage",
+        "AIMessage",
+        "ToolMessage",
+        "ToolMessage",
+        "AIMessage",
+        "HumanMessage",
+    ]
+    assert repaired[1] is asking
+    assert repaired[2] is answer
+    filled = repaired[3]
+    assert isinstance(filled, ToolMessage)
+    assert (filled.content, filled.name, filled.tool_call_id, filled.status) == (
+        INTERRUPTED_TEXT,
+        "pay",
+        "c2",
+        "error",
+    )
+    closing = repaired[4]
+    assert (closing.content, closing.response_metadata) == (INTERRUPTED_ANSWER, INTERRUPTED_RELAY)
+    assert repaired[5] is later
+
+
+def test_a_history_is_repaired_only_where_it_needs_to_be() -> None:
+    asking = AIMessage("", id="ai-1", tool_calls=[_call("c1")])
+    answer = ToolMessage("ok", tool_call_id="c1", name="book")
+    assert repair_history([HumanMessage("q")]) is None
+    assert repair_history([HumanMessage("q"), asking, answer]) is None
+    assert repair_history([HumanMessage("q"), asking, answer, AIMessage("done")]) is None
+    assert repair_history([HumanMessage("q"), AIMessage("hi"), HumanMessage("again")]) is None
+    # An open call with nothing after it: answered, and no closing answer is needed yet.
+    alone = repair_history([HumanMessage("q"), asking])
+    assert alone is not None
+    assert [type(m).__name__ for m in alone] == ["HumanMessage", "AIMessage", "ToolMessage"]
+    assert (alone[2].content, alone[2].tool_call_id) == (INTERRUPTED_TEXT, "c1")
+    # New input right after the open call: the answer goes between them, then the closing one.
+    cut = repair_history([HumanMessage("q"), asking, HumanMessage("next")])
+    assert cut is not None
+    assert [(type(m).__name__, m.content) for m in cut] == [
+        ("HumanMessage", "q"),
+        ("AIMessage", ""),
+        ("ToolMessage", INTERRUPTED_TEXT),
+        ("AIMessage", INTERRUPTED_ANSWER),
+        ("HumanMessage", "next"),
+    ]
+    first = repair_history([asking])  # a history that begins with the model's call
+    assert first is not None
+    assert [(type(m).__name__, m.content) for m in first] == [
+        ("AIMessage", ""),
+        ("ToolMessage", INTERRUPTED_TEXT),
+    ]
+    # Every call answered, then new input: only the closing answer.
+    later = HumanMessage("next")
+    closed = repair_history([HumanMessage("q"), asking, answer, later])
+    assert closed is not None
+    assert [type(m).__name__ for m in closed] == [
+        "HumanMessage",
+        "AIMessage",
+        "ToolMessage",
+        "AIMessage",
+        "HumanMessage",
+    ]
+    assert (closed[3].content, closed[3].response_metadata) == (
+        INTERRUPTED_ANSWER,
+        INTERRUPTED_RELAY,
+    )
+    assert closed[4] is later
+
+
+def test_an_aborted_runs_update_writes_the_whole_repaired_history() -> None:
+    record = open_run(None, None, StopPolicy(), None)["record"]
+    assert Aborted(record, None).update() == []
+    messages = [HumanMessage("q", id="h-1")]
+    update = Aborted(record, messages).update()
+    assert len(update) == 2
+    assert isinstance(update[0], RemoveMessage)
+    assert update[0].id == REMOVE_ALL_MESSAGES
+    assert update[1] is messages[0]
+
+
+def _open_run(invocation: int) -> dict:
+    return served(open_run(None, None, StopPolicy(), None), invocation)
+
+
+def test_only_an_open_run_of_another_invocation_that_did_not_finish_is_closed() -> None:
+    asking = AIMessage("", id="ai-1", tool_calls=[_call("c1")])
+    left_open = [HumanMessage("q"), asking]
+    run = _open_run(3)
+    assert close_aborted(None, left_open, 9) is None
+    assert close_aborted({**run, "open": False}, left_open, 9) is None
+    assert close_aborted(run, left_open, 3) is None  # the same invocation: resumed, not aborted
+    answered_turn = [*left_open, ToolMessage("ok", tool_call_id="c1", name="book")]
+    assert close_aborted(run, answered_turn, 9) is None  # a review resumed: nothing came in
+    aborted = close_aborted(run, left_open, 9)
+    assert aborted is not None
+    assert aborted.record == {
+        **run["record"],
+        "rule": "interrupted",
+        "stopped": False,
+        "tools": ["book"],
+        "tool_call_ids": ["c1"],
+    }
+    assert aborted.messages == repair_history(left_open)
+
+
+def test_a_run_that_ended_after_the_models_answer_is_closed_when_new_input_follows() -> None:
+    run = _open_run(3)
+    messages = [HumanMessage("q"), AIMessage("hello"), HumanMessage("next")]
+    aborted = close_aborted(run, messages, 9)
+    assert aborted is not None
+    assert (aborted.record["rule"], aborted.record["tools"], aborted.messages) == (
+        "interrupted",
+        [],
+        None,
+    )
+
+
+def test_an_aborted_runs_answered_turn_is_accounted_for_in_its_record() -> None:
+    asking = AIMessage("", id="ai-1", tool_calls=[_call("c1")])
+    done = ToolMessage("booked", tool_call_id="c1", name="book", artifact=signal(Outcome.COMPLETED))
+    messages = [HumanMessage("q", id="h-1"), asking, done, HumanMessage("next")]
+    run = served(open_run(None, None, StopPolicy(), None, messages=messages[:1]), 3)
+    counted = close_aborted(run, messages, 9, StopPolicy())
+    assert counted is not None
+    record = counted.record
+    assert (record["rule"], record["stopped"], record["tool_turns"]) == ("interrupted", False, 1)
+    assert record["outcomes"]["completed"] == 1
+    assert (record["tools"], record["tool_call_ids"], record["relayed"]) == ([], [], [])
+    # The turn is decided under the run's own policy (here `never`: it would have stopped).
+    never = close_aborted(run, messages, 9, StopPolicy(mode="never"))
+    assert never is not None
+    assert (never.record["would_stop"], never.record["tool_turns"]) == ("completed", 1)
+    assert counted.record["would_stop"] is None
+    # Without a policy the turn is not decided: the record is the run's as it was.
+    plain = close_aborted(run, messages, 9)
+    assert plain is not None
+    assert (plain.record["tool_turns"], plain.record["outcomes"]["completed"]) == (0, 0)

@@ -156,3 +156,68 @@ def test_the_malformed_signal_warning_is_worded_and_capped(
         for tool in ("a", "b")  # "a" once; "c" is past the cap of 2 remembered pairs
     ]
     assert caplog.records[0].toolstop_signal == {"tool": "a", "problem": "missing_stop"}  # type: ignore[attr-defined]
+
+
+def test_folding_a_turn_warns_of_a_malformed_signal_only_by_its_tools_name(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool's signal bug is logged naming the tool; a tool exception is not a signal bug."""
+    monkeypatch.setattr(record_module, "_warned", set())
+    caplog.set_level(logging.WARNING, logger="toolstop")
+    signals = (
+        CallSignal(
+            tool="book", tool_call_id="c1", reason=None, stop=False, problem=Problem.STOP_NOT_BOOL
+        ),
+        CallSignal(
+            tool="pay", tool_call_id="c2", reason=None, stop=False, problem=Problem.TOOL_ERROR
+        ),
+    )
+    fold_turn(new_record(StopPolicy()), Decision(stop=False, rule=Rule.NONE, signals=signals))
+    assert [r.toolstop_signal for r in caplog.records] == [  # type: ignore[attr-defined]
+        {"tool": "book", "problem": "stop_not_bool"}
+    ]
+
+
+def test_never_mode_keeps_the_first_rule_that_would_have_stopped() -> None:
+    book = CallSignal(tool="book", tool_call_id="c1", reason=Outcome.COMPLETED, stop=True)
+    would = Decision(stop=False, rule=Rule.NONE, would_stop=Rule.COMPLETED, deciding=(book,))
+    first = fold_turn(new_record(StopPolicy(mode="never")), would)
+    assert (first["would_stop"], first["tools"], first["tool_call_ids"]) == (
+        "completed",
+        ["book"],
+        ["c1"],
+    )
+    later = Decision(stop=False, rule=Rule.NONE, would_stop=Rule.FATAL, deciding=())
+    again = fold_turn(first, later)
+    assert (again["would_stop"], again["tools"], again["tool_call_ids"]) == (
+        "completed",
+        ["book"],
+        ["c1"],
+    )
+
+
+def test_a_stop_records_the_results_it_showed_unless_the_model_narrated() -> None:
+    book = CallSignal(tool="book", tool_call_id="c2", reason=Outcome.COMPLETED, stop=True)
+    shown = Decision(stop=True, rule=Rule.COMPLETED, deciding=(book,), relayed=("c1", "c2"))
+    record = stopped(new_record(StopPolicy()), shown)
+    assert (record["rule"], record["stopped"], record["relayed"]) == (
+        "completed",
+        True,
+        ["c1", "c2"],
+    )
+    narrated = Decision(
+        stop=True, rule=Rule.COMPLETED, narrate=True, deciding=(book,), relayed=("c1", "c2")
+    )
+    assert stopped(new_record(StopPolicy(mode="polish")), narrated)["relayed"] == []
+
+
+def test_model_calls_after_a_would_stop_are_what_never_mode_would_save() -> None:
+    usage = {"input_tokens": 5, "output_tokens": 2, "total_tokens": 7}
+    record = new_record(StopPolicy(mode="never"))
+    before = count_model_call(record, AIMessage("a", usage_metadata=usage))
+    assert before["would_save"] == {"model_calls": 0, "input_tokens": 0, "output_tokens": 0}
+    after = count_model_call(
+        {**before, "would_stop": "completed"}, AIMessage("b", usage_metadata=usage)
+    )
+    assert after["would_save"] == {"model_calls": 1, "input_tokens": 5, "output_tokens": 2}
+    assert (after["model_calls"], after["input_tokens"], after["output_tokens"]) == (2, 10, 4)
