@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -148,11 +149,15 @@ def test_an_async_only_agent_passes_the_whole_check_in_one_line_a_scenario(
     code, text = run(*AGENT)
     assert code == 0, text
     lines = text.splitlines()
-    assert lines[-1] == "53 passed, 0 failed"
+    summary = re.fullmatch(r"(\d+) passed, 0 failed", lines[-1])
+    assert summary is not None, lines[-1]
     rows = [line for line in lines if ".hard " in line or ".polish " in line or ".never " in line]
-    assert len(rows) == 53
-    # title, two skipped lines, table header, one row per scenario, the summary
-    assert len(lines) == 4 + 53 + 1
+    # every scenario this stack's matrix has (53 on the newest; older langchain has fewer)
+    assert len(rows) == int(summary.group(1)) >= 45
+    skips = [line for line in lines if line.startswith("skipped ")]
+    assert len(skips) >= 1  # at least the step budget on the reviewed tool, with its reason
+    # title, the skipped lines, table header, one row per scenario, the summary
+    assert len(lines) == 1 + len(skips) + 1 + len(rows) + 1
     assert "breaches" not in text
     # the path's middle nodes are elided: no row runs to hundreds of characters in a CI log
     assert max(len(row) for row in rows) <= 165
