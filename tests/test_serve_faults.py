@@ -338,6 +338,9 @@ def test_cancelled_runs_and_a_postgres_cut_leave_every_thread_right(
             print(f"  thread {thread.index} ({thread.graph}, {thread.fault} -> {thread.status}):")
             for problem in thread.duplicated + thread.problems:
                 print(f"    {problem}")
+            after = [(m["type"], m.get("id")) for m in thread.after.get("messages") or []]
+            before = [(m["type"], m.get("id")) for m in thread.before.get("messages") or []]
+            print(f"    messages before: {before}\n    messages after: {after}")
     assert cut > 0, "no PostgreSQL connection was cut"
     assert table["cancelled"] >= 1, faults  # the faults hit runs
     assert table["lost"] == 0, faults
