@@ -105,6 +105,8 @@ class Thread:
     before: dict[str, Any] = field(default_factory=dict)
     after: dict[str, Any] = field(default_factory=dict)
     next_status: str = ""
+    discarded: bool = False
+    """the first run's last step was never checkpointed (the next run started before it)"""
     duplicated: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -237,6 +239,14 @@ def check_next_turn(thread: Thread) -> list[str]:
         return [f"next turn ended {thread.next_status}"]
     previous = before.get("stop_record")
     aborted = before.get("toolstop_run") or {}
+    messages = after.get("messages") or []
+    answers = [m for m in before.get("messages") or [] if m["type"] == "ai"]
+    if aborted.get("open") and answers and answers[-1]["id"] not in {m["id"] for m in messages}:
+        # The step that opened the run wrote its messages, but the cut failed the checkpoint
+        # that would have kept them: `get_state` showed those pending writes, and the next
+        # run, started from the last checkpoint with new input, rightly dropped them.
+        thread.discarded = True
+        aborted = {}
     if aborted.get("open"):  # the first run opened its record and did not finish it
         expected_run = aborted["record"]["run"] + 1
     elif previous:
@@ -253,7 +263,6 @@ def check_next_turn(thread: Thread) -> list[str]:
         )
     if (record.get("rule"), record.get("stopped")) != ("completed", True):
         problems.append(f"record rule {record.get('rule')}, stopped {record.get('stopped')}")
-    messages = after.get("messages") or []
     calls = [c["id"] for m in messages if m["type"] == "ai" for c in m.get("tool_calls") or []]
     if not calls or record.get("tool_call_ids") != [calls[-1]]:
         problems.append(
@@ -329,6 +338,7 @@ def test_cancelled_runs_and_a_postgres_cut_leave_every_thread_right(
     )
     print("  run numbers (finished before/open run before -> next): " + str(dict(numbers)))
     print(f"  5xx answers retried after the cut: {len(SERVER_ERRORS)}")
+    print(f"  steps written but never checkpointed: {sum(t.discarded for t in threads)}")
     print("  first runs by fault: " + ", ".join(f"{k}: {n}" for k, n in sorted(faults.items())))
     for thread in threads:
         if thread.fault:
