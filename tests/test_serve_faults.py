@@ -16,9 +16,6 @@ number its next run from the last checkpoint.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -29,7 +26,8 @@ from typing import Any
 import pytest
 from langchain_core.messages import convert_to_messages
 
-from serve_process import ADMIN_URL, REDIS_URL, ServeProcess, human, redis_problem, scratch_database
+from serve_process import ADMIN_URL, ServeProcess, human
+from serve_stack import serve_stack
 from toolstop.testing import assert_valid_history
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
@@ -54,30 +52,8 @@ def question(index: int) -> str:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """PostgreSQL, Redis, the serve environment and a scratch database; skips without them."""
-    pytest.importorskip("langgraph_sdk", reason="needs langgraph-sdk (the `server` extra)")
-    pytest.importorskip("psycopg", reason="needs psycopg (the `postgres` extra)")
-    import psycopg
-
-    try:
-        with psycopg.connect(ADMIN_URL, connect_timeout=3):
-            pass
-    except psycopg.OperationalError as error:
-        pytest.skip(f"no PostgreSQL at {ADMIN_URL}: {error}")
-    problem = redis_problem(REDIS_URL)
-    if problem:
-        pytest.skip(problem)
-    if shutil.which("make") is None:
-        pytest.skip("make serve needs make")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MAKE", "MFLAGS"))}
-    made = subprocess.run(
-        ["make", "-s", "serve-env"], cwd=ROOT, env=env, capture_output=True, text=True, check=False
-    )
-    if made.returncode != 0:
-        tail = "\n".join((made.stdout + made.stderr).strip().splitlines()[-5:])
-        pytest.skip(f"the serve environment (.venv-serve) could not be created:\n{tail}")
-    logs = tmp_path_factory.mktemp("serve-faults")
-    with scratch_database() as database:
-        yield {"database": database, "redis": REDIS_URL, "logs": logs}
+    with serve_stack(tmp_path_factory.mktemp("serve-faults")) as found:
+        yield found
 
 
 def cut_connections(database_uri: str) -> int:
