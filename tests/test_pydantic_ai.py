@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Iterator
+from importlib.metadata import version
 from typing import Any
 
 import pytest
@@ -28,6 +29,14 @@ from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from toolstop import StopPolicy, signal
 from toolstop.pydantic_ai import RECORD_KEY, RELAY_KEY, StopOnArtifact, current_turn, stop_record
 from toolstop.testing.loopback import LoopbackProvider, reply
+
+_PYDANTIC_AI = tuple(int(part) for part in version("pydantic-ai-slim").split(".")[:2])
+OLD_STREAM = pytest.mark.xfail(
+    _PYDANTIC_AI < (2, 68),
+    reason="before Pydantic AI 2.68 (2.0.0 tested) a streamed run the model ends hands its "
+    "caller a response the record is not on; the toolstop log line carries it (docs/adapters.md)",
+    strict=True,
+)
 
 pai_models.ALLOW_MODEL_REQUESTS = False  # no real provider; the loopback tests lift it
 
@@ -370,6 +379,7 @@ def test_a_streamed_run_that_goes_on_streams_the_models_answer() -> None:
     ],
     ids=["hard-goes-on", "hard-no-tool", "never", "polish"],
 )
+@OLD_STREAM
 def test_a_streamed_run_the_model_ends_keeps_its_record(
     mode: Any, steps: list[ModelResponse], rule: str
 ) -> None:
@@ -591,6 +601,7 @@ def test_openai_chat_model_hard_stop_sends_no_request_after_the_tool_result(
     assert (record["rule"], record["model_calls"]) == ("completed", 1)
 
 
+@OLD_STREAM
 @pytest.mark.usefixtures("allow_requests")
 @pytest.mark.parametrize(
     ("mode", "ended"), [("never", ("none", "completed")), ("polish", ("completed", None))]
