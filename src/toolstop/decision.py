@@ -319,7 +319,13 @@ class Turn:
         return replace(self, results=tuple(change(m) for m in self.results), earlier=earlier)
 
 
-def current_turn(messages: Sequence[BaseMessage], *, since: str | None = None) -> Turn | None:
+def current_turn(
+    messages: Sequence[BaseMessage],
+    *,
+    since: str | None = None,
+    earlier: bool = True,
+    end: int | None = None,
+) -> Turn | None:
     """The tool turn at the end of `messages`, or `None` when there is none.
 
     Scans back to the last AIMessage for the turn. The turn exists when that AIMessage asked for
@@ -328,19 +334,27 @@ def current_turn(messages: Sequence[BaseMessage], *, since: str | None = None) -
     turns are read further back, never past the message whose id is `since` (the last message
     before the run began; without it, past the last HumanMessage), nor past an AIMessage with
     text or without tool calls.
+
+    Args:
+        messages: The thread's messages.
+        since: The id of the last message before the run began (see above).
+        earlier: False leaves `Turn.earlier` empty: only a stop shows earlier turns, so the
+            routers read them once a turn stops (`decide_turn` of a turn read without them
+            decides the same; only its relay lacks the earlier results).
+        end: Read `messages[:end]` (without copying them); all of them when `None`.
     """
     results: list[ToolMessage] = []
-    index = len(messages) - 1
+    index = (len(messages) if end is None else end) - 1
     while index >= 0:
         message = messages[index]
         if isinstance(message, AIMessage):
             if not message.tool_calls:
                 return None
             results.reverse()
-            earlier: tuple[Earlier, ...] = ()
-            if (message.id is None or message.id != since) and not _has_text(message):
-                earlier = _earlier(messages, index, since)
-            return Turn(asking=message, results=tuple(results), earlier=earlier)
+            found: tuple[Earlier, ...] = ()
+            if earlier and (message.id is None or message.id != since) and not _has_text(message):
+                found = _earlier(messages, index, since)
+            return Turn(asking=message, results=tuple(results), earlier=found)
         if isinstance(message, ToolMessage):
             results.append(message)
         index -= 1
@@ -412,11 +426,12 @@ def _signals(turn: Turn | None) -> tuple[CallSignal, ...]:
 
 def _stopping(signals: tuple[CallSignal, ...], policy: StopPolicy) -> tuple[CallSignal, ...]:
     """The calls that stop the turn under the policy's parallel rule (empty: go on)."""
-    valid = [s for s in signals if s.valid]
     if policy.parallel == "all":
-        if signals and all(s.valid and s.stop for s in signals):
-            return signals
-        return ()
+        for s in signals:
+            if s.problem is not None or not s.stop:
+                return ()
+        return signals
+    valid = [s for s in signals if s.problem is None]
     if policy.parallel == "any":
         return tuple(s for s in valid if s.stop)
     if policy.parallel == "first":
@@ -601,7 +616,10 @@ def decide_turn(
     """`decide` for a turn already found with `current_turn` (the routers' entry point)."""
     policy = policy if policy is not None else StopPolicy()
     signals = _signals(turn)
-    transient = sum(1 for s in signals if _is_transient(s))
+    transient = 0
+    for s in signals:  # `_is_transient`, inline: this runs on every tool turn
+        if s.reason is Outcome.TRANSIENT or s.problem is Problem.TOOL_ERROR:
+            transient += 1
     rule = Rule.NONE
     deciding = _stopping(signals, policy)
     if deciding:

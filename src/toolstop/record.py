@@ -123,6 +123,10 @@ class StopRecord(TypedDict):
     interrupted)."""
 
 
+_NO_OUTCOMES = {o.value: 0 for o in Outcome} | {"invalid": 0, "unsignalled": 0, "rejected": 0}
+"""`StopRecord.outcomes` of a run with no tool turn (copied into each new record)."""
+
+
 def new_record(policy: StopPolicy, *, run: int = 1) -> StopRecord:
     """A fresh record for run number `run` under `policy`."""
     return StopRecord(
@@ -139,7 +143,7 @@ def new_record(policy: StopPolicy, *, run: int = 1) -> StopRecord:
         relayed=[],
         on_budget=policy.on_budget,
         invalid_signals=[],
-        outcomes={o.value: 0 for o in Outcome} | {"invalid": 0, "unsignalled": 0, "rejected": 0},
+        outcomes=dict(_NO_OUTCOMES),
         transient_retries=0,
         tool_turns=0,
         model_calls=0,
