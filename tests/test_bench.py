@@ -323,29 +323,36 @@ def test_overhead_json_is_computed_from_its_measurements(tmp_path: Path) -> None
     assert set(samples) == set(wall["figures"]) == expected_names
     assert all(len(values) == wall["runs"] == 3 for values in samples.values())
     base = statistics.median(samples[wall["baseline"]])
+    floor, chosen = (
+        "create_agent+empty wrap_model_call+after_agent",
+        "create_agent+StopOnArtifact",
+    )
     for name, figures in wall["figures"].items():
         median = statistics.median(samples[name])
-        assert figures == {
-            "median_ms": round(median, 4),
-            "vs_create_agent": round(median / base, 4),
-        }
+        expected = {"median_ms": round(median, 4), "vs_create_agent": round(median / base, 4)}
+        if name == chosen:  # and against the floor of its design, measured in the same run
+            expected["vs_floor"] = round(median / statistics.median(samples[floor]), 4)
+        assert figures == expected
     assert wall["figures"][wall["baseline"]]["vs_create_agent"] == 1.0
 
     concurrent = stored["concurrent_throughput"]
     seconds = concurrent["seconds"]
-    routers = {"hand-built graph"} | (
-        {"create_agent", "create_agent+StopOnArtifact"} & set(samples)
-    )
+    routers = {"hand-built graph"} | ({"create_agent", floor, chosen} & set(samples))
     assert set(seconds) == set(concurrent["figures"]) == routers
     assert all(len(values) == concurrent["rounds"] == 3 for values in seconds.values())
-    base_rate = concurrent["concurrent"] / statistics.median(seconds[concurrent["baseline"]])
+
+    def rate_of(name: str) -> float:
+        return float(concurrent["concurrent"] / statistics.median(seconds[name]))
+
     for name, figures in concurrent["figures"].items():
-        rate = concurrent["concurrent"] / statistics.median(seconds[name])
-        assert figures == {
-            "runs_per_s": round(rate, 1),
+        expected = {
+            "runs_per_s": round(rate_of(name), 1),
             "median_seconds": round(statistics.median(seconds[name]), 4),
-            "vs_create_agent": round(rate / base_rate, 4),
+            "vs_create_agent": round(rate_of(name) / rate_of(concurrent["baseline"]), 4),
         }
+        if name == chosen:
+            expected["vs_floor"] = round(rate_of(name) / rate_of(floor), 4)
+        assert figures == expected
 
     scaling = stored["decide_scaling"]
     best = {length: min(values) for length, values in scaling["samples_us"].items()}
@@ -384,6 +391,15 @@ def test_overhead_json_is_computed_from_its_measurements(tmp_path: Path) -> None
         assert f"{name:48s} {figures['median_ms']:8.3f} ms  {figures['vs_create_agent']:.3f}x" in (
             text.getvalue()
         )
+    if chosen in wall["figures"]:
+        assert (
+            "StopOnArtifact vs the floor of its design (empty wrap_model_call+after_agent): "
+            f"{wall['figures'][chosen]['vs_floor']:.3f}x (target <= 1.030x)"
+        ) in text.getvalue()
+        assert (
+            "4 concurrent, StopOnArtifact vs the floor of its design: "
+            f"{concurrent['figures'][chosen]['vs_floor']:.3f}x its runs/s (target >= 0.950x)"
+        ) in text.getvalue()
 
 
 OVERHEAD_ROWS = {

@@ -205,43 +205,37 @@ def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
         artifact = message.artifact
         if not isinstance(artifact, dict):  # no artifact, or the tool's own data
             return invalid(Problem.UNSIGNALLED)
-        # The raw dict protocol: a dict subclass's overridden methods are never called.
-        if dict.get(artifact, "untrusted") is True:
+        if type(artifact) is not dict:
+            # The raw dict protocol: a dict subclass's overridden methods are never called
+            # (`dict.copy` copies the entries into a plain dict without calling any of them).
+            artifact = dict.copy(artifact)
+        if artifact.get("untrusted") is True:
             return invalid(Problem.UNTRUSTED)
-        if dict.__contains__(artifact, "envelope_error"):
+        if "envelope_error" in artifact:
             return invalid(Problem.MALFORMED_ENVELOPE)
-        if _near_miss(artifact):
-            return invalid(Problem.NEAR_MISS_KEY)
-        if not dict.__contains__(artifact, "stop"):
-            signals = dict.__contains__(artifact, "reason") or dict.__contains__(artifact, "answer")
+        for key in artifact:  # a key that is a signal key only with case and space ignored
+            if type(key) is str and key not in SIGNAL_KEYS and key.strip().lower() in SIGNAL_KEYS:
+                return invalid(Problem.NEAR_MISS_KEY)
+        if "stop" not in artifact:
+            signals = "reason" in artifact or "answer" in artifact
             return invalid(Problem.MISSING_STOP if signals else Problem.UNSIGNALLED)
-        stop = dict.__getitem__(artifact, "stop")
+        stop = artifact["stop"]
         if type(stop) is not bool:
             return invalid(Problem.STOP_NOT_BOOL)
-        raw_reason = dict.get(artifact, "reason")
+        raw_reason = artifact.get("reason")
         if raw_reason is None:
             reason = Outcome.COMPLETED if stop else Outcome.TRANSIENT
         elif isinstance(raw_reason, str) and str(raw_reason) in _REASONS:
             reason = _REASONS[str(raw_reason)]
         else:
             return invalid(Problem.UNKNOWN_REASON)
-        if dict.__contains__(artifact, "answer") and not _is_text(
-            dict.__getitem__(artifact, "answer")
-        ):
+        if "answer" in artifact and not _is_text(artifact["answer"]):
             return invalid(Problem.ANSWER_NOT_TEXT)
     except Exception:  # hostile artifacts: __eq__/__hash__/__getitem__ that raise
         return invalid(Problem.UNREADABLE)
     if reason is Outcome.TRANSIENT and stop:
         return invalid(Problem.TRANSIENT_WITH_STOP)
     return CallSignal(tool=name, tool_call_id=call_id, reason=reason, stop=stop)
-
-
-def _near_miss(artifact: dict[Any, Any]) -> bool:
-    """True when a key is a signal key only with case and surrounding space ignored."""
-    for key in dict.keys(artifact):
-        if type(key) is str and key not in SIGNAL_KEYS and key.strip().lower() in SIGNAL_KEYS:
-            return True
-    return False
 
 
 def _is_text(value: Any) -> bool:
@@ -400,8 +394,15 @@ def _signals(turn: Turn | None) -> tuple[CallSignal, ...]:
     calls = turn.asking.tool_calls if turn.asking is not None else []
     if not calls:
         return tuple(read_signal(m) for m in turn.results)
+    results = turn.results
+    if (
+        len(calls) == 1
+        and len(results) == 1
+        and results[0].tool_call_id == (calls[0].get("id") or "")
+    ):
+        return (read_signal(results[0], tool=calls[0]["name"]),)  # one call, its one result
     by_id: dict[str, ToolMessage] = {}
-    for m in turn.results:
+    for m in results:
         by_id.setdefault(m.tool_call_id, m)
     signals: list[CallSignal] = []
     for call in calls:

@@ -290,14 +290,19 @@ OTHER_MIDDLEWARE = "another middleware"
 
 
 def _ended_by(
-    messages: Sequence[BaseMessage], state: Mapping[str, Any], record: Any
+    messages: Sequence[BaseMessage],
+    state: Mapping[str, Any],
+    record: Any,
+    answer: str | None = None,
 ) -> dict[str, str]:
     """`ended_by` (and the limit's message) when another middleware ended the run: not a stop of
-    toolstop's, and not the model's own answer. Empty when the model answered or toolstop
-    stopped."""
+    toolstop's, and not the model's own answer (`answer`: the id of the run's last model
+    answer, when known). Empty when the model answered or toolstop stopped."""
     if record.get("stopped") or not messages:
         return {}
     last = messages[-1]
+    if answer is not None and last.id == answer and isinstance(last, AIMessage):
+        return {} if not last.tool_calls else {"ended_by": OTHER_MIDDLEWARE}
     if _limit_swallowed(last, state):
         return {"ended_by": "ModelCallLimitMiddleware", "ended_by_message": str(last.content)}
     if isinstance(last, ToolMessage) or (isinstance(last, AIMessage) and last.tool_calls):
@@ -447,7 +452,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
                 break
             index += 1
         if answer is not None:  # else nothing to account for (a middleware answered otherwise)
-            messages = list(messages)
+            given = answer
             # Calls answered in the same response (create_agent's structured-output tool) need
             # no tool turn.
             answered_ids = (
@@ -458,7 +463,9 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             if narrated:
                 answer = plain_answer(answer, answered_ids=answered_ids)
             calls = answer.tool_calls
-            if narrated or (calls and all(c.get("id") in answered_ids for c in calls)):
+            if narrated or (
+                calls and answered_ids and all(c.get("id") in answered_ids for c in calls)
+            ):
                 run = last_answer(
                     {**run, "record": count_model_call(run["record"], answer)}, answer
                 )
@@ -478,10 +485,12 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
                     if calls and remaining is not None and remaining <= begun.needed
                     else None,
                 )
-            messages[index] = answer
-            response = ModelResponse(
-                result=messages, structured_response=response.structured_response
-            )
+            if answer is not given:
+                messages = list(messages)
+                messages[index] = answer
+                response = ModelResponse(
+                    result=messages, structured_response=response.structured_response
+                )
         update: dict[str, Any] = {RUN_KEY: run}
         aborted = begun.aborted
         if aborted is not None:
@@ -574,7 +583,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             )
         run = decided
         turn_event(decision, turn, run)
-        ended_by = _ended_by(messages, state, run["record"])
+        ended_by = _ended_by(messages, state, run["record"], run.get("answer"))
         if ended_by:
             run = cast(RunState, {**run, "record": {**run["record"], **ended_by}})
         if answered:
