@@ -548,7 +548,7 @@ def ended_after(run: RunState, turn: Turn | None, answer: BaseMessage | None) ->
         input_tokens=usage["input_tokens"] if usage else 0,
         output_tokens=usage["output_tokens"] if usage else 0,
     )
-    return {**run, "record": StopRecord(**{**record, "ended_after": found})}
+    return {**run, "record": {**record, "ended_after": found}}
 
 
 def finish(run: RunState, config: Any) -> tuple[StopRecord, RunState]:

@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
@@ -112,6 +112,18 @@ The other invalid problems are not the signal's fault: a tool exception (`tool_e
 left without a result (`no_result`), a signal from an untrusted source (`untrusted`)."""
 
 
+_T = TypeVar("_T")
+
+
+def _frozen(cls: type[_T], fields: dict[str, Any]) -> _T:
+    """`cls(**fields)` for a frozen dataclass, built without its `__init__` (`fields` must name
+    every field). On the per-call path each turn makes several; its generated `__init__` sets
+    each field through `object.__setattr__`, which costs more than the rest of the decision."""
+    made = object.__new__(cls)
+    object.__setattr__(made, "__dict__", fields)
+    return made
+
+
 SIGNAL_KEYS = ("stop", "reason", "answer")
 """The artifact keys toolstop reads; every other key is the application's own."""
 
@@ -197,7 +209,16 @@ def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
     call_id = message.tool_call_id
 
     def invalid(problem: Problem) -> CallSignal:
-        return CallSignal(tool=name, tool_call_id=call_id, reason=None, stop=False, problem=problem)
+        return _frozen(
+            CallSignal,
+            {
+                "tool": name,
+                "tool_call_id": call_id,
+                "reason": None,
+                "stop": False,
+                "problem": problem,
+            },
+        )
 
     if getattr(message, "status", "success") == "error":
         return invalid(Problem.REJECTED if _human_rejected(message) else Problem.TOOL_ERROR)
@@ -235,7 +256,10 @@ def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
         return invalid(Problem.UNREADABLE)
     if reason is Outcome.TRANSIENT and stop:
         return invalid(Problem.TRANSIENT_WITH_STOP)
-    return CallSignal(tool=name, tool_call_id=call_id, reason=reason, stop=stop)
+    return _frozen(
+        CallSignal,
+        {"tool": name, "tool_call_id": call_id, "reason": reason, "stop": stop, "problem": None},
+    )
 
 
 def _is_text(value: Any) -> bool:
@@ -348,14 +372,14 @@ def current_turn(
             found: tuple[Earlier, ...] = ()
             if earlier and (message.id is None or message.id != since) and not _has_text(message):
                 found = _earlier(messages, index, since)
-            return Turn(asking=message, results=tuple(results), earlier=found)
+            return _frozen(Turn, {"asking": message, "results": tuple(results), "earlier": found})
         if isinstance(message, ToolMessage):
             results.append(message)
         index -= 1
     if not results:
         return None
     results.reverse()
-    return Turn(asking=None, results=tuple(results))
+    return _frozen(Turn, {"asking": None, "results": tuple(results), "earlier": ()})
 
 
 def _has_text(message: AIMessage) -> bool:
@@ -645,13 +669,19 @@ def decide_turn(
         rule in (Rule.RETRY_BUDGET, Rule.STEP_BUDGET) and policy.on_budget == "model"
     )
     if rule is Rule.NONE:
-        return Decision(
-            stop=False,
-            rule=rule,
-            would_stop=would_stop,
-            signals=signals,
-            deciding=deciding if would_stop is not None else (),
-            transient_in_turn=transient,
+        return _frozen(
+            Decision,
+            {
+                "stop": False,
+                "rule": rule,
+                "would_stop": would_stop,
+                "narrate": False,
+                "signals": signals,
+                "deciding": deciding if would_stop is not None else (),
+                "transient_in_turn": transient,
+                "relay": None,
+                "relayed": (),
+            },
         )
     relay, relayed = _relay_for(rule, turn, deciding, policy)
     return Decision(

@@ -515,9 +515,11 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         if decision is not None and decision.stop and not decision.narrate:
             return self._relay(request, begun, decision, config)
         narrated = decision is not None and decision.narrate
-        request = self._repaired(request, begun)
+        if begun.aborted is not None:
+            request = self._repaired(request, begun)
         response = handler(self._narrating(request) if narrated else request)
-        turn_event(decision, begun.turn, begun.run)
+        if decision is not None:
+            turn_event(decision, begun.turn, begun.run)
         return self._answered(
             response, begun, narrated=narrated, remaining=remaining, config=config
         )
@@ -531,9 +533,11 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         if decision is not None and decision.stop and not decision.narrate:
             return self._relay(request, begun, decision, config)
         narrated = decision is not None and decision.narrate
-        request = self._repaired(request, begun)
+        if begun.aborted is not None:
+            request = self._repaired(request, begun)
         response = await handler(self._narrating(request) if narrated else request)
-        turn_event(decision, begun.turn, begun.run)
+        if decision is not None:
+            turn_event(decision, begun.turn, begun.run)
         return self._answered(
             response, begun, narrated=narrated, remaining=remaining, config=config
         )
