@@ -206,60 +206,71 @@ def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
     typo (`near_miss_key`), and an `answer` that is not text is `answer_not_text`.
     """
     name = tool or message.name or "?"
-    call_id = message.tool_call_id
-
-    def invalid(problem: Problem) -> CallSignal:
+    read = _read(message)
+    if type(read) is tuple:
         return _frozen(
             CallSignal,
             {
                 "tool": name,
-                "tool_call_id": call_id,
-                "reason": None,
-                "stop": False,
-                "problem": problem,
+                "tool_call_id": message.tool_call_id,
+                "reason": read[0],
+                "stop": read[1],
+                "problem": None,
             },
         )
+    return _frozen(
+        CallSignal,
+        {
+            "tool": name,
+            "tool_call_id": message.tool_call_id,
+            "reason": None,
+            "stop": False,
+            "problem": read,
+        },
+    )
 
+
+def _read(message: ToolMessage) -> tuple[Outcome, bool] | Problem:
+    """`read_signal`'s reading: `(reason, stop)` of a valid signal, or why it is invalid."""
     if getattr(message, "status", "success") == "error":
-        return invalid(Problem.REJECTED if _human_rejected(message) else Problem.TOOL_ERROR)
+        return Problem.REJECTED if _human_rejected(message) else Problem.TOOL_ERROR
     try:
         artifact = message.artifact
         if not isinstance(artifact, dict):  # no artifact, or the tool's own data
-            return invalid(Problem.UNSIGNALLED)
+            return Problem.UNSIGNALLED
         if type(artifact) is not dict:
             # The raw dict protocol: a dict subclass's overridden methods are never called
             # (`dict.copy` copies the entries into a plain dict without calling any of them).
             artifact = dict.copy(artifact)
         if artifact.get("untrusted") is True:
-            return invalid(Problem.UNTRUSTED)
+            return Problem.UNTRUSTED
         if "envelope_error" in artifact:
-            return invalid(Problem.MALFORMED_ENVELOPE)
+            return Problem.MALFORMED_ENVELOPE
         for key in artifact:  # a key that is a signal key only with case and space ignored
             if type(key) is str and key not in SIGNAL_KEYS and key.strip().lower() in SIGNAL_KEYS:
-                return invalid(Problem.NEAR_MISS_KEY)
+                return Problem.NEAR_MISS_KEY
         if "stop" not in artifact:
             signals = "reason" in artifact or "answer" in artifact
-            return invalid(Problem.MISSING_STOP if signals else Problem.UNSIGNALLED)
+            return Problem.MISSING_STOP if signals else Problem.UNSIGNALLED
         stop = artifact["stop"]
         if type(stop) is not bool:
-            return invalid(Problem.STOP_NOT_BOOL)
+            return Problem.STOP_NOT_BOOL
         raw_reason = artifact.get("reason")
         if raw_reason is None:
             reason = Outcome.COMPLETED if stop else Outcome.TRANSIENT
-        elif isinstance(raw_reason, str) and str(raw_reason) in _REASONS:
-            reason = _REASONS[str(raw_reason)]
         else:
-            return invalid(Problem.UNKNOWN_REASON)
+            # a str subclass is read as its plain text (its own __eq__/__hash__ never run)
+            known = _REASONS.get(str(raw_reason)) if isinstance(raw_reason, str) else None
+            if known is None:
+                return Problem.UNKNOWN_REASON
+            reason = known
         if "answer" in artifact and not _is_text(artifact["answer"]):
-            return invalid(Problem.ANSWER_NOT_TEXT)
+            return Problem.ANSWER_NOT_TEXT
     except Exception:  # hostile artifacts: __eq__/__hash__/__getitem__ that raise
-        return invalid(Problem.UNREADABLE)
+        return Problem.UNREADABLE
     if reason is Outcome.TRANSIENT and stop:
-        return invalid(Problem.TRANSIENT_WITH_STOP)
-    return _frozen(
-        CallSignal,
-        {"tool": name, "tool_call_id": call_id, "reason": reason, "stop": stop, "problem": None},
-    )
+        return Problem.TRANSIENT_WITH_STOP
+    return reason, stop
 
 
 def _is_text(value: Any) -> bool:
@@ -365,7 +376,10 @@ def current_turn(
     index = (len(messages) if end is None else end) - 1
     while index >= 0:
         message = messages[index]
-        if isinstance(message, AIMessage):
+        # the exact types first: isinstance on a message class is slower
+        if type(message) is ToolMessage:
+            results.append(message)
+        elif type(message) is AIMessage or isinstance(message, AIMessage):
             if not message.tool_calls:
                 return None
             results.reverse()
@@ -373,7 +387,7 @@ def current_turn(
             if earlier and (message.id is None or message.id != since) and not _has_text(message):
                 found = _earlier(messages, index, since)
             return _frozen(Turn, {"asking": message, "results": tuple(results), "earlier": found})
-        if isinstance(message, ToolMessage):
+        elif isinstance(message, ToolMessage):
             results.append(message)
         index -= 1
     if not results:
