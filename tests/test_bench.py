@@ -479,11 +479,10 @@ def test_the_state_profile_is_computed_from_its_counts(monkeypatch: pytest.Monke
     # docs/benchmarks.md's breakdown quotes the stored counts.
     page = (Path(__file__).parent.parent / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     quoted = " ".join(page.split())
-    stop_record, run, steps, write, own = stored["adds_to_the_row_before"].values()
+    stop_record, run, write, own = stored["adds_to_the_row_before"].values()
     assert (
-        f"`stop_record` written once per run {stop_record}, the private run channel {run}, the "
-        f"managed step counter {steps}, the run state written on every model call {write}, "
-        f"toolstop's own work {own}:"
+        f"`stop_record` written once per run {stop_record}, the private run channel {run}, "
+        f"the run state written on every model call {write}, toolstop's own work {own}"
     ) in quoted
 
 
