@@ -656,11 +656,14 @@ def decide_turn(
     policy = policy if policy is not None else StopPolicy()
     signals = _signals(turn)
     transient = 0
+    asks = False  # whether any call asks to stop (only such calls can decide a stop)
     for s in signals:  # `_is_transient`, inline: this runs on every tool turn
         if s.reason is Outcome.TRANSIENT or s.problem is Problem.TOOL_ERROR:
             transient += 1
+        if s.stop:
+            asks = True
     rule = Rule.NONE
-    deciding = _stopping(signals, policy)
+    deciding = _stopping(signals, policy) if asks else ()
     if deciding:
         top = min(deciding, key=lambda s: policy.rank(s.reason.value if s.reason else ""))
         assert top.reason is not None  # deciding signals are valid
@@ -678,10 +681,6 @@ def decide_turn(
     out_of_steps = remaining_steps is not None and remaining_steps <= loop_steps
     if rule is Rule.NONE and signals and out_of_steps:
         rule = Rule.STEP_BUDGET
-    narrate = rule in (Rule.COMPLETED, Rule.FATAL) and policy.mode == "polish"
-    narrate = narrate or (
-        rule in (Rule.RETRY_BUDGET, Rule.STEP_BUDGET) and policy.on_budget == "model"
-    )
     if rule is Rule.NONE:
         return _frozen(
             Decision,
@@ -697,6 +696,10 @@ def decide_turn(
                 "relayed": (),
             },
         )
+    narrate = rule in (Rule.COMPLETED, Rule.FATAL) and policy.mode == "polish"
+    narrate = narrate or (
+        rule in (Rule.RETRY_BUDGET, Rule.STEP_BUDGET) and policy.on_budget == "model"
+    )
     relay, relayed = _relay_for(rule, turn, deciding, policy)
     return Decision(
         stop=True,
