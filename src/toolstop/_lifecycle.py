@@ -505,7 +505,11 @@ def answer_overlap(answer: str, source: str) -> float:
     if not words:
         return 0.0
     known = set(_WORD.findall(source.casefold()))
-    return round(sum(word in known for word in words) / len(words), 4)
+    found = 0
+    for word in words:
+        if word in known:
+            found += 1
+    return round(found / len(words), 4)
 
 
 def ended_after(run: RunState, turn: Turn | None, answer: BaseMessage | None) -> RunState:
@@ -543,11 +547,14 @@ def ended_after(run: RunState, turn: Turn | None, answer: BaseMessage | None) ->
         name = names.get(result.tool_call_id) or result.name or "?"
         by_tool.setdefault(name, []).append(_text(result.content))
     usage = answer.usage_metadata
-    found = EndedAfter(
-        tools={tool: answer_overlap(text, " ".join(parts)) for tool, parts in by_tool.items()},
-        input_tokens=usage["input_tokens"] if usage else 0,
-        output_tokens=usage["output_tokens"] if usage else 0,
-    )
+    tools = {}
+    for tool, parts in by_tool.items():
+        tools[tool] = answer_overlap(text, parts[0] if len(parts) == 1 else " ".join(parts))
+    found: EndedAfter = {
+        "tools": tools,
+        "input_tokens": usage["input_tokens"] if usage else 0,
+        "output_tokens": usage["output_tokens"] if usage else 0,
+    }
     return {**run, "record": {**record, "ended_after": found}}
 
 
