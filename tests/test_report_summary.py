@@ -1,0 +1,258 @@
+"""`toolstop report`'s figures (`toolstop.report.summary`) and its terminal summary, from records
+written by hand: every figure below is summed by hand from the six runs, not by toolstop.
+
+tests/test_report.py checks the same figures end to end on real traffic; here each branch of the
+fold (a missing key, a value of the wrong type, a nested namespace, a day boundary in another
+time zone, a rule toolstop does not know) is pinned, key order included (report.json's order).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import datetime
+from typing import Any
+
+from toolstop.report.reader import RunEnd
+from toolstop.report.render import render_summary
+from toolstop.report.summary import Summary, with_prices
+
+
+def end(thread: str, at: str | None, ns: str = "", **record: Any) -> RunEnd:
+    moment = datetime.fromisoformat(at) if at else None
+    return RunEnd(thread_id=thread, checkpoint_ns=ns, ended_at=moment, record=record)
+
+
+RUNS = [
+    # shadow mode: would have stopped on pay; ended right after it (overlap 0.9)
+    end(
+        "a", "2026-11-30T10:00+00:00",
+        schema_version=5, mode="never", rule="none", stopped=False, would_stop="completed",
+        tools=["pay"], model_calls=2, input_tokens=300, output_tokens=40,
+        outcomes={"completed": 1},
+        would_save={"model_calls": 1, "input_tokens": 100, "output_tokens": 20},
+        calls_by_tool={"pay": 1},
+        ended_after={"tools": {"pay": 0.9}, "input_tokens": 100, "output_tokens": 20},
+    ),
+    # hard mode, a nested namespace; 00:30 at +01:00 is still 30 November in UTC
+    end(
+        "a", "2026-12-01T00:30+01:00", ns="sub",
+        schema_version=5, mode="hard", rule="completed", stopped=True, tools=["pay", "pay"],
+        model_calls=1, input_tokens=150, output_tokens=10,
+        outcomes={"completed": 1, "transient": 1},
+    ),
+    # a step budget: stopped, but no tool decided; schema 1 (no version); no time known
+    end(
+        "b", None,
+        mode="hard", rule="step_budget", stopped=True, model_calls=3, input_tokens=50,
+        output_tokens=5, outcomes={"invalid": 1, "unsignalled": 2},
+        invalid_signals=[{"tool": "lookup", "problem": "stop_not_bool"}, "junk",
+                         {"problem": "stop_not_bool"}],
+    ),
+    # polish mode, ended by another middleware; counts of the wrong type count as 0
+    end(
+        "b", "2026-12-01T23:30+00:00",
+        schema_version=4, mode="polish", rule="fatal", stopped=True, tools=["charge"],
+        model_calls=True, input_tokens="7", output_tokens=3, ended_by="LimitMW",
+        outcomes={"fatal": 1},
+    ),
+    # shadow mode, nothing would have stopped (its would_save is not counted); an unknown rule
+    end(
+        "c", "2026-11-30T12:00+00:00",
+        schema_version=5, mode="never", rule="old_rule", stopped=False, would_stop=None,
+        model_calls=1, input_tokens=20, output_tokens=2,
+        would_save={"model_calls": 9, "input_tokens": 9, "output_tokens": 9},
+        calls_by_tool={"search": 1},
+        ended_after={"tools": {"search": 0.1}, "input_tokens": 15, "output_tokens": 1},
+    ),
+    # shadow mode, would have stopped by the retry budget
+    end(
+        "c", "2026-12-01T10:00+00:00",
+        schema_version=5, mode="never", rule="none", stopped=False, would_stop="retry_budget",
+        tools=["lookup"], model_calls=4, input_tokens=200, output_tokens=30,
+        would_save={"model_calls": 2, "input_tokens": 60, "output_tokens": "x"},
+    ),
+]  # fmt: skip
+
+FEW = "only 1 run(s) ended after it: too few to tell"
+EXPECTED: dict[str, Any] = {
+    "runs": 6,
+    "first_run_ended": "2026-11-30T10:00:00+00:00",
+    "last_run_ended": "2026-12-01T23:30:00+00:00",
+    "rules": {"completed": 1, "fatal": 1, "step_budget": 1, "none": 2, "old_rule": 1},
+    "ended_by": {"LimitMW": 1},
+    "stopped": 3,
+    "modes": {"hard": 2, "never": 3, "polish": 1},
+    "hard_share": 0.3333,
+    "model_calls": 11,
+    "input_tokens": 720,
+    "output_tokens": 90,
+    "by_mode": {
+        "hard": {
+            "runs": 2, "model_calls": 4, "input_tokens": 200, "output_tokens": 15,
+            "model_calls_per_run": 2.0,
+        },
+        "never": {
+            "runs": 3, "model_calls": 7, "input_tokens": 520, "output_tokens": 72,
+            "model_calls_per_run": 2.3333,
+        },
+        "polish": {
+            "runs": 1, "model_calls": 0, "input_tokens": 0, "output_tokens": 3,
+            "model_calls_per_run": 0.0,
+        },
+    },
+    "model_calls_per_run": {"0": 1, "1": 2, "2": 1, "3": 1, "4": 1},
+    "stops_by_tool": {"charge": {"fatal": 1}, "pay": {"completed": 1}},
+    "would_stop_by_tool": {"lookup": {"retry_budget": 1}, "pay": {"completed": 1}},
+    "tool_calls": {"completed": 2, "fatal": 1, "invalid": 1, "transient": 1, "unsignalled": 2},
+    "invalid": 1,
+    "unsignalled": 2,
+    "invalid_by_problem": {"stop_not_bool": 2},
+    "invalid_by_tool": {"None": {"stop_not_bool": 1}, "lookup": {"stop_not_bool": 1}},
+    "would_save": {
+        "runs": 2, "model_calls": 3, "input_tokens": 160, "output_tokens": 20,
+        "share_of_shadow_model_calls": 0.4286, "share_of_shadow_input_tokens": 0.3077,
+    },
+    "schema_versions": {"1": 1, "4": 1, "5": 4},
+    "namespaces": {"nested": 1, "root": 5},
+    "would_stop_rules": {"completed": 1, "retry_budget": 1, "none": 1},
+    "runs_by_outcome": {
+        "completed": 1, "fatal": 1, "step_budget": 1, "old_rule": 1,
+        "would stop: completed": 1, "would stop: retry_budget": 1,
+    },
+    "hard_mode": {
+        "runs": 2, "stopped": 1, "model_calls_saved": 1,
+        "input_tokens_saved_estimate": 53,  # 1 stop x 160 tokens / 3 calls
+        "output_tokens_saved_estimate": 7,  # 1 stop x 20 tokens / 3 calls
+    },
+    "by_day": [
+        {
+            "day": "2026-11-30", "runs": 3, "stopped": 1, "model_calls": 4,
+            "input_tokens": 470, "output_tokens": 52, "would_save_model_calls": 1,
+            "would_save_input_tokens": 100, "would_save_output_tokens": 20,
+        },
+        {
+            "day": "2026-12-01", "runs": 2, "stopped": 1, "model_calls": 4,
+            "input_tokens": 200, "output_tokens": 33, "would_save_model_calls": 2,
+            "would_save_input_tokens": 60, "would_save_output_tokens": 0,
+        },
+    ],
+    "candidates": [
+        {
+            "tool": "search", "runs": 1, "ended_runs": 1,
+            "would_save": {"model_calls": 1, "input_tokens": 15, "output_tokens": 1},
+            "answer_overlap": {"median": 0.1, "p10": 0.1},
+            "verdict": "few", "why": FEW, "signals": False,
+        },
+        {
+            "tool": "pay", "runs": 1, "ended_runs": 1,
+            "would_save": {"model_calls": 1, "input_tokens": 100, "output_tokens": 20},
+            "answer_overlap": {"median": 0.9, "p10": 0.9},
+            "verdict": "few", "why": FEW, "signals": True,
+        },
+    ],
+    "candidate_runs": 2,
+}  # fmt: skip
+
+
+def summary(runs: list[RunEnd]) -> dict[str, Any]:
+    folded = Summary()
+    for run in runs:
+        folded.add(run)
+    return folded.document()
+
+
+def test_every_figure_of_six_runs_in_report_jsons_order() -> None:
+    document = summary([RUNS[5], RUNS[0], RUNS[2], RUNS[3], RUNS[1], RUNS[4]])
+    assert json.dumps(document) == json.dumps(EXPECTED)  # values and key order
+
+
+def test_no_runs() -> None:
+    document = summary([])
+    assert (document["runs"], document["first_run_ended"], document["last_run_ended"]) == (
+        0,
+        None,
+        None,
+    )
+    assert document["hard_share"] is None
+    assert document["rules"] == document["runs_by_outcome"] == {}
+    assert document["would_save"]["share_of_shadow_model_calls"] is None
+    assert document["hard_mode"] == {
+        "runs": 0,
+        "stopped": 0,
+        "model_calls_saved": 0,
+        "input_tokens_saved_estimate": None,
+        "output_tokens_saved_estimate": None,
+    }
+    assert (document["by_day"], document["candidates"], document["candidate_runs"]) == ([], [], 0)
+
+
+def test_prices_put_money_beside_each_saving() -> None:
+    priced = with_prices(summary(RUNS), 3.0, 15.0)
+    assert priced["prices"] == {"input_per_million": 3.0, "output_per_million": 15.0}
+    assert priced["would_save"] == {
+        **EXPECTED["would_save"],
+        "cost": round((160 * 3 + 20 * 15) / 1_000_000, 4),
+    }
+    assert priced["hard_mode"] == {
+        **EXPECTED["hard_mode"],
+        "cost_saved_estimate": round((53 * 3 + 7 * 15) / 1_000_000, 4),
+    }
+    costs = [entry["would_save"]["cost"] for entry in priced["candidates"]]
+    assert costs == [round((15 * 3 + 1 * 15) / 1e6, 4), round((100 * 3 + 20 * 15) / 1e6, 4)]
+    assert {
+        k: v
+        for k, v in priced.items()
+        if k not in ("prices", "would_save", "hard_mode", "candidates")
+    } == {k: v for k, v in EXPECTED.items() if k not in ("would_save", "hard_mode", "candidates")}
+    # without shadow-mode savings there is no estimate, and so no cost
+    assert with_prices(summary([]), 3.0, 15.0)["hard_mode"]["cost_saved_estimate"] is None
+
+
+def test_the_terminal_summary() -> None:
+    document = {**summary(RUNS), "source": {"db": "agent.sqlite"}, "threads": 3, "open_runs": 0}
+    out = io.StringIO()
+    render_summary(document, out)
+    assert out.getvalue().splitlines() == [
+        "runs: 6 (completed 1, fatal 1, step_budget 1, none 2, old_rule 1)",
+        "ended by another middleware, not the model's answer: 1 (LimitMW 1)",
+        "modes: hard 2, never 3, polish 1; hard-mode share 0.33",
+        "model calls: 11; tokens: 720 in, 90 out",
+        "tool calls: 1 invalid, 2 unsignalled",
+        "threads: 3; open runs: 0",
+        "shadow mode: 2 runs would have stopped; hard mode would save 3 model calls (0.43 of "
+        "shadow-mode calls), 160 input and 20 output tokens",
+        "hard mode: stopped 1 of 2 runs, saving at least 1 model calls",
+        f"next tool to look at: search (1 of 1 runs ended after it, median answer overlap "
+        f"0.10): {FEW}",
+    ]
+
+
+def test_the_terminal_summary_of_a_log_without_runs() -> None:
+    document = {**summary([]), "source": {"log": "runs.jsonl"}}
+    out = io.StringIO()
+    render_summary(document, out)
+    assert out.getvalue().splitlines() == [
+        "runs: 0 (-)",
+        "modes: -; hard-mode share -",
+        "model calls: 0; tokens: 0 in, 0 out",
+        "tool calls: 0 invalid, 0 unsignalled",
+        "threads: -; open runs: not known from a log",
+    ]
+
+
+def test_the_terminal_summary_names_a_stop_candidate_to_convert_first() -> None:
+    five = [
+        end("t", None, mode="never", rule="none", calls_by_tool={"find": 1},
+            ended_after={"tools": {"find": 1.0}})
+        for _ in range(5)
+    ]  # fmt: skip
+    document = {**summary(five), "source": {"db": "x"}, "threads": 1, "open_runs": 2}
+    out = io.StringIO()
+    render_summary(document, out)
+    lines = out.getvalue().splitlines()
+    assert lines[-2:] == [
+        "threads: 1; open runs: 2",
+        "convert first: find (5 of 5 runs ended after it, median answer overlap 1.00): "
+        "the answer repeats its result: a stop candidate",
+    ]
