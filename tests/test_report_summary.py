@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import io
 import json
+import struct
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 from toolstop.report.reader import RunEnd
-from toolstop.report.render import render_summary
+from toolstop.report.render import render_chart, render_summary, write_json
 from toolstop.report.summary import Summary, with_prices
 
 
@@ -256,3 +260,26 @@ def test_the_terminal_summary_names_a_stop_candidate_to_convert_first() -> None:
         "convert first: find (5 of 5 runs ended after it, median answer overlap 1.00): "
         "the answer repeats its result: a stop candidate",
     ]
+
+
+def test_report_json_is_the_document_indented(tmp_path: Path) -> None:
+    document = summary(RUNS)
+    write_json(document, tmp_path / "report.json")
+    assert (tmp_path / "report.json").read_text(encoding="utf-8") == (
+        json.dumps(EXPECTED, indent=2) + "\n"
+    )
+
+
+@pytest.mark.parametrize("savings", [True, False], ids=["shadow-savings", "candidates-only"])
+def test_the_chart_is_drawn_for_either_kind_of_traffic(tmp_path: Path, savings: bool) -> None:
+    pytest.importorskip("matplotlib", reason="the report chart needs the `bench` extra")
+    runs = RUNS if savings else [r for r in RUNS if not r.record.get("would_stop")]
+    document = summary(runs)
+    assert bool(document["would_save"]["runs"]) is savings
+    assert document["candidates"]
+    chart = tmp_path / "chart.png"
+    render_chart(document, chart)
+    data = chart.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert (width, height) == (14 * 110, round(4.6 * 110))  # 14 x 4.6 inches at 110 dpi
