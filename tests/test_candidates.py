@@ -415,10 +415,15 @@ def test_the_median_and_10th_percentile_are_nearest_rank_in_hundredths() -> None
     for _ in range(3):  # three runs in one bucket; overlaps outside 0..1 are clamped
         same.add(ended({"t": 0.333}))
     same.add(ended({"u": 7}))
-    same.add(ended({"u": -2}))
-    [t, u] = sorted(same.document(), key=lambda e: e["tool"])
+    same.add(ended({"v": -2}))
+    [t, u, v] = sorted(same.document(), key=lambda e: e["tool"])
     assert t["answer_overlap"] == {"median": 0.33, "p10": 0.33}
-    assert u["answer_overlap"] == {"median": 0.0, "p10": 0.0}
+    assert u["answer_overlap"] == {"median": 1.0, "p10": 1.0}
+    assert v["answer_overlap"] == {"median": 0.0, "p10": 0.0}
+    weighted = Candidates()
+    for overlap in (0.2, 0.9, 0.9, 0.9):  # each run counts: the median is 0.9, not 0.2
+        weighted.add(ended({"t": overlap}))
+    assert weighted.document()[0]["answer_overlap"] == {"median": 0.9, "p10": 0.2}
 
 
 def test_odd_values_in_a_record_count_as_nothing() -> None:
@@ -426,7 +431,7 @@ def test_odd_values_in_a_record_count_as_nothing() -> None:
     candidates.add({"rule": "none"})  # a record before schema 4: not measured
     candidates.add(
         ended(
-            {"t": 0.9, "flag": True, "text": "0.9"},
+            {"flag": True, "text": "0.9", "t": 0.9},
             calls={"t": 1, "u": True, "v": "3", "w": 0},
             input_tokens="120",
             output_tokens=None,
@@ -463,8 +468,11 @@ def test_the_order_of_the_candidates() -> None:
     candidates.add({"ended_after": {"tools": {}}, "calls_by_tool": {"idle": 1}})
     for _ in range(5):  # as many runs as cand_a, more input tokens
         candidates.add(ended({"cand_c": 0.95}, input_tokens=11, output_tokens=1))
+    for _ in range(6):  # more runs than cand_c; their records count no calls of it
+        candidates.add(ended({"cand_d": 0.8}, calls={"other": 0}))
     document = candidates.document(signalling={"cand_b"})
     assert [(e["tool"], e["verdict"], e["signals"]) for e in document] == [
+        ("cand_d", "candidate", False),
         ("cand_c", "candidate", False),
         ("cand_a", "candidate", False),
         ("mixed", "mixed", False),
@@ -473,5 +481,6 @@ def test_the_order_of_the_candidates() -> None:
         ("idle", "none", False),
         ("cand_b", "candidate", True),
     ]
-    assert document[0]["would_save"] == {"model_calls": 5, "input_tokens": 55, "output_tokens": 5}
-    assert document[5]["answer_overlap"] == {"median": None, "p10": None}
+    assert (document[0]["runs"], document[0]["ended_runs"]) == (6, 6)
+    assert document[1]["would_save"] == {"model_calls": 5, "input_tokens": 55, "output_tokens": 5}
+    assert document[6]["answer_overlap"] == {"median": None, "p10": None}
