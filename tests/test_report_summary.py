@@ -218,3 +218,14 @@ def test_the_chart_is_drawn_for_either_kind_of_traffic(tmp_path: Path, savings: 
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", data[16:24])
     assert (width, height) == (14 * 110, round(4.6 * 110))  # 14 x 4.6 inches at 110 dpi
+
+
+def test_a_large_saving_is_priced_to_the_cent() -> None:
+    # 100 million input tokens at 3 per million and 2 million output tokens at 15 per million
+    big = [
+        end("t", None, mode="never", rule="none", would_stop="completed", tools=["pay"],
+            model_calls=1, would_save={"model_calls": 1, "input_tokens": 100_000_000,
+                                       "output_tokens": 2_000_000})
+    ]  # fmt: skip
+    priced = with_prices(summary(big), 3.0, 15.0)
+    assert priced["would_save"]["cost"] == 300.0 + 30.0
