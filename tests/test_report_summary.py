@@ -229,3 +229,9 @@ def test_a_large_saving_is_priced_to_the_cent() -> None:
     ]  # fmt: skip
     priced = with_prices(summary(big), 3.0, 15.0)
     assert priced["would_save"]["cost"] == 300.0 + 30.0
+
+
+def test_a_record_without_a_rule_or_a_mode_counts_as_none() -> None:
+    document = summary([end("t", None, model_calls=1)])
+    assert (document["rules"], document["modes"]) == ({"none": 1}, {"?": 1})
+    assert document["runs_by_outcome"] == {"none": 1}
