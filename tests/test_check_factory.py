@@ -296,3 +296,27 @@ def test_a_pydantic_ai_agent_from_a_factory_is_pointed_to_its_router(folder: Pat
     )
     raised = refusal(load_factory(f"{name}:fails").build_or_refuse, None, [], None)
     assert raised.endswith(f"raised ValueError: no ({PYDANTIC_AI_HINT})")
+
+
+def test_an_agent_whose_attributes_raise_gets_no_pydantic_ai_hint() -> None:
+    class Meta(type):
+        def __getattribute__(cls, name: str) -> Any:
+            if name == "__module__":
+                raise RuntimeError(name)
+            return super().__getattribute__(name)
+
+    class Odd(metaclass=Meta):
+        pass
+
+    factory = as_factory(lambda model, tools, policy: Odd(), name="m:odd")
+    assert refusal(factory.build_or_refuse, None, [], None) == (
+        "--agent m:odd returned Odd, which has no invoke(); return the compiled graph or agent"
+    )
+
+
+def test_a_tool_whose_module_imports_pydantic_ai_is_pointed_to_its_router(folder: Path) -> None:
+    pytest.importorskip("pydantic_ai", reason="needs the `pydantic-ai` extra")
+    name = module(folder, "import pydantic_ai\ndef look(q):\n    return q\nT = [look]\n")
+    assert refusal(load_tools, f"{name}:T").endswith(
+        f"(it looks written for Pydantic AI: {PYDANTIC_AI_HINT})"
+    )
