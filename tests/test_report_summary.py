@@ -235,3 +235,35 @@ def test_a_record_without_a_rule_or_a_mode_counts_as_none() -> None:
     document = summary([end("t", None, model_calls=1)])
     assert (document["rules"], document["modes"]) == ({"none": 1}, {"?": 1})
     assert document["runs_by_outcome"] == {"none": 1}
+
+
+def test_counts_add_up_when_the_same_runs_come_twice() -> None:
+    twice = summary(RUNS + RUNS)
+
+    def doubled(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: doubled(inner) for key, inner in value.items()}
+        return 2 * value
+
+    for key in ("ended_by", "stops_by_tool", "would_stop_by_tool", "invalid_by_tool"):
+        assert twice[key] == doubled(EXPECTED[key]), key
+    for key in ("would_stop_rules", "runs_by_outcome", "tool_calls", "rules", "modes"):
+        assert twice[key] == doubled(EXPECTED[key]), key
+    assert twice["by_day"] == [
+        {key: value if key == "day" else 2 * value for key, value in day.items()}
+        for day in EXPECTED["by_day"]
+    ]
+    # hard mode stopped two runs (run 2, twice): not the step budget's, not polish mode's
+    assert twice["hard_mode"]["stopped"] == 2
+
+
+def test_days_are_utc_days_whatever_the_machines_time_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    monkeypatch.setenv("TZ", "JST-9")  # a POSIX zone: no tz database needed
+    time.tzset()
+    try:
+        assert [d["day"] for d in summary(RUNS)["by_day"]] == ["2026-11-30", "2026-12-01"]
+    finally:
+        monkeypatch.undo()
+        time.tzset()
