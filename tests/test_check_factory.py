@@ -320,3 +320,47 @@ def test_a_tool_whose_module_imports_pydantic_ai_is_pointed_to_its_router(folder
     assert refusal(load_tools, f"{name}:T").endswith(
         f"(it looks written for Pydantic AI: {PYDANTIC_AI_HINT})"
     )
+
+
+def test_a_pydantic_ai_agent_from_a_plain_module_is_pointed_to_its_router(folder: Path) -> None:
+    pytest.importorskip("pydantic_ai", reason="needs the `pydantic-ai` extra")
+    helper = module(
+        folder, "from pydantic_ai import Agent\ndef build():\n    return Agent('test')\n"
+    )
+    name = module(
+        folder, f"import {helper}\ndef make(model, tools, policy):\n    return {helper}.build()\n"
+    )
+    made = refusal(load_factory(f"{name}:make").build_or_refuse, None, [], None)
+    assert made.endswith(f"return the compiled graph or agent ({PYDANTIC_AI_HINT})")
+
+
+def test_the_flags_named_by_default_and_the_spec_split_at_the_first_colon(folder: Path) -> None:
+    assert refusal(load_factory, "nocolon") == (
+        "--agent takes MODULE:ATTR (e.g. my_agent:make_agent), got 'nocolon'"
+    )
+    assert refusal(load_tools, "nocolon") == (
+        "--tools takes MODULE:ATTR (e.g. my_agent:make_agent), got 'nocolon'"
+    )
+    name = module(folder, TOOLS + "NUMBER = 3\n")
+    assert refusal(load_factory, f"{name}:NUMBER") == (
+        f"--agent {name}:NUMBER is a int, not a function (model, tools, policy)"
+    )
+    assert refusal(load_factory, f"{name}:NUMBER", flag="--x").startswith(f"--x {name}:NUMBER is")
+    assert refusal(load_object, f"{name}:Box:x", "--agent") == (
+        f"--agent {name}:Box:x: {name} has no attribute 'Box:x'"
+    )
+    assert refusal(load_object, "pkg/agent:make", "--agent") == (
+        "--agent takes a module name, not a file path: pkg.agent:make, not pkg/agent:make"
+    )
+    assert as_factory(dict, name="m:d").name == "m:d"
+
+
+def test_the_current_directory_comes_first_on_the_path(
+    folder: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = tmp_path_factory.mktemp("elsewhere")
+    name = f"m_{uuid.uuid4().hex[:8]}"
+    (other / f"{name}.py").write_text("WHERE = 'elsewhere'\n", encoding="utf-8")
+    (folder / f"{name}.py").write_text("WHERE = 'here'\n", encoding="utf-8")
+    monkeypatch.setattr(sys, "path", [str(other), *sys.path])
+    assert load_object(f"{name}:WHERE", "--agent") == "here"  # the user's module wins
