@@ -161,6 +161,7 @@ def test_each_run_is_explained_with_only_its_own_turns() -> None:
             {"tool": "lookup", "tool_call_id": "l3", "signal": "completed", "stop": True},
         ]
     ]
+    assert runs[3]["ended_by"] == "ModelCallLimitMiddleware"
     assert runs[3]["ended_by_message"] == "limit of 3 reached"
     assert explanation["in_progress"] == []
     assert explanation["thread_id"] == "t"
@@ -294,3 +295,36 @@ def test_turns_are_the_tool_calls_and_the_results_that_answer_them() -> None:
         ("m9", ["p5"]),
     ]
     assert turns_of([HumanMessage("q"), AIMessage("no calls")]) == []
+
+
+def test_deciding_calls_pair_tools_with_the_ids_there_are() -> None:
+    record = {**RECORD_1, "tools": ["pay", "lookup"], "tool_call_ids": ["p1"]}
+    db = Database({"t": {"": ([run_end("", T1, record, "c1")], None)}}, {"c1": {"messages": RUN_1}})
+    explanation = explain_thread(db, "t")
+    assert explanation is not None
+    assert explanation["runs"][0]["deciding"] == [{"tool": "pay", "tool_call_id": "p1"}]
+
+
+def test_the_last_run_alone_reads_the_run_before_it() -> None:
+    db = database()
+    explanation = explain_thread(db, "t", run=3)
+    assert explanation is not None
+    [only] = explanation["runs"]
+    assert only["run"] == 3
+    assert len(only["turns"]) == 1  # its own turn: runs 1 and 2's are not shown as its
+    assert db.asked == ["t//c2", "t//c3"]
+
+
+def test_an_interrupted_record_that_names_its_calls_is_kept() -> None:
+    named = {**RECORD_3, "tools": ["lookup"], "tool_call_ids": ["l9"]}
+    plain = {"run": 1, "rule": "step_budget", "stopped": True, "tool_turns": 1}
+    ends = [run_end("", T1, plain, "c0"), run_end("", T2, named, "c3")]
+    open_call = [HumanMessage("q"), asks("m0", ("pay", "p0"))]
+    db = Database(
+        {"t": {"": (ends, None)}}, {"c0": {"messages": open_call}, "c3": {"messages": RUN_3}}
+    )
+    explanation = explain_thread(db, "t")
+    assert explanation is not None
+    first, second = explanation["runs"]
+    assert first["deciding"] == []  # not interrupted: its open call is not read as deciding
+    assert second["deciding"] == [{"tool": "lookup", "tool_call_id": "l9"}]
