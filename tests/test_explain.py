@@ -328,3 +328,14 @@ def test_an_interrupted_record_that_names_its_calls_is_kept() -> None:
     first, second = explanation["runs"]
     assert first["deciding"] == []  # not interrupted: its open call is not read as deciding
     assert second["deciding"] == [{"tool": "lookup", "tool_call_id": "l9"}]
+
+
+def test_savings_are_told_only_for_a_run_that_would_have_stopped() -> None:
+    saved = {"model_calls": 0, "input_tokens": 0, "output_tokens": 0}
+    run = {**explained_run_1(), "mode": "never", "stopped": False, "rule": "none"}
+    out = io.StringIO()
+    print_explanation(
+        {"thread_id": "t", "runs": [{**run, "would_save": saved}], "in_progress": []}, out
+    )
+    assert "would have saved" not in out.getvalue()
+    assert out.getvalue().splitlines()[-1] == "  model calls 2, tokens 30 in / 4 out"
