@@ -339,3 +339,12 @@ def test_savings_are_told_only_for_a_run_that_would_have_stopped() -> None:
     )
     assert "would have saved" not in out.getvalue()
     assert out.getvalue().splitlines()[-1] == "  model calls 2, tokens 30 in / 4 out"
+
+
+def test_several_deciding_calls_are_listed_in_one_line() -> None:
+    deciding = [{"tool": "pay", "tool_call_id": "p1"}, {"tool": "lookup", "tool_call_id": "l7"}]
+    run = {**explained_run_1(), "deciding": deciding, "shown": ["p1", "l7"]}
+    out = io.StringIO()
+    print_explanation({"thread_id": "t", "runs": [run], "in_progress": []}, out)
+    assert "  deciding: pay (p1), lookup (l7)" in out.getvalue().splitlines()
+    assert "showed the results of" not in out.getvalue()  # the deciding calls' own results
