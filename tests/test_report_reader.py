@@ -69,7 +69,8 @@ OPEN = {"open": True}
 
 
 def write_thread(writer: Writer, thread: str = "t", ns: str = "") -> dict[str, str]:
-    """Run 1 ends; run 2 is cut off (open, never ended); run 3 ends; run 4 is in progress."""
+    """Run 1 ends; run 2 is cut off (open, never ended); run 3 ends; run 4 is in progress (two
+    checkpoints: an open run in an older checkpoint is not always an interrupted one)."""
     ids = {}
     ids["run 1 open"] = writer.put(thread, 0, ns, toolstop_run={**OPEN, "record": {"run": 1}})
     ids["run 1 end"] = writer.put(
@@ -86,6 +87,9 @@ def write_thread(writer: Writer, thread: str = "t", ns: str = "") -> dict[str, s
     )
     ids["run 3 end"] = writer.put(
         thread, 7, ns, stop_record=R3, version="3", toolstop_run={"open": False}
+    )
+    ids["run 4 step"] = writer.put(
+        thread, 9, ns, stop_record=R3, version="3", toolstop_run={**OPEN, "record": {"run": 4}}
     )
     ids["run 4 open"] = writer.put(
         thread,
@@ -176,7 +180,7 @@ def test_pages_of_checkpoints_and_of_threads(
         ]
         assert database.namespaces("a") == ["", "sub"]
         assert database.namespaces("nobody") == []
-        assert len(list(database.checkpoints("a", "sub"))) == 6
+        assert len(list(database.checkpoints("a", "sub"))) == 7
         ends, current = database.run_ends("c", "")
         assert [e.record["run"] for e in ends] == [1, 2, 3]
         assert current == {"run": 4, "model_calls": 1}
@@ -275,6 +279,10 @@ def test_json_log_lines() -> None:
     later = list(log_run_ends(io.StringIO("\n".join(LINES)), since=moment(2)))
     assert [e.record.get("run") for e in later] == [3, 5, 6]  # a run of unknown time is kept
     assert [e.record["run"] for e in log_run_ends(io.StringIO(LINES[0]), since=moment(1))] == [1]
+    offset = json.dumps({"event": "run_end", "time": "2026-12-01T12:05:00+02:00", "record": R1})
+    [with_offset] = log_run_ends(io.StringIO(offset))
+    assert with_offset.ended_at == moment(5)  # 12:05 at +02:00 is 10:05 UTC
+    assert with_offset.ended_at.utcoffset() == timedelta(hours=2)
 
 
 def test_since_takes_a_date_a_time_or_an_age() -> None:
