@@ -267,3 +267,18 @@ def test_days_are_utc_days_whatever_the_machines_time_zone(monkeypatch: pytest.M
     finally:
         monkeypatch.undo()
         time.tzset()
+
+
+def test_the_terminal_summary_suggests_no_tool_that_already_signals() -> None:
+    stopped = [
+        end("t", None, mode="hard", rule="fatal", stopped=True, tools=["charge"],
+            calls_by_tool={"charge": 1}, ended_after={"tools": {"charge": 1.0}})
+        for _ in range(5)
+    ]  # fmt: skip
+    document = {**summary(stopped), "source": {"db": "x"}, "threads": 1, "open_runs": 0}
+    assert [e["tool"] for e in document["candidates"]] == ["charge"]
+    out = io.StringIO()
+    render_summary(document, out)
+    assert out.getvalue().splitlines()[-1] == (
+        "hard mode: stopped 5 of 5 runs, saving at least 5 model calls"
+    )
