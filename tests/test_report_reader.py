@@ -300,7 +300,7 @@ def test_since_takes_a_date_a_time_or_an_age() -> None:
         <= parse_time("1h")
         <= datetime.now(UTC) - timedelta(hours=1)
     )
-    for wrong in ("3x", "m", "h2", "-5d", "soon"):
+    for wrong in ("3x", "m", "h2", "-5d", "1.5h", "soon"):
         with pytest.raises(ToolstopConfigError) as error:
             parse_time(wrong)
         assert str(error.value) == (
