@@ -145,6 +145,27 @@ def test_each_new_version_of_the_record_is_one_finished_run(db: tuple[str, dict[
     assert current == {"run": 4, "model_calls": 1}
 
 
+def test_explain_reads_a_checkpoints_messages_with_the_full_saver(
+    db: tuple[str, dict[str, str]],
+) -> None:
+    from langchain_core.messages import HumanMessage
+
+    path, _ = db
+    writer = Writer(Path(path))
+    message = HumanMessage("q", id="h1")
+    checkpoint_id = writer.put("m", 0, messages=[message])
+    writer.close()
+    with open_database(path) as database:
+        config = {
+            "configurable": {"thread_id": "m", "checkpoint_ns": "", "checkpoint_id": checkpoint_id}
+        }
+        found = database.full.get_tuple(config)
+        assert found.checkpoint["channel_values"]["messages"] == [message]
+        # the records-only reader skips messages without building them
+        [item] = list(database.checkpoints("m", ""))
+        assert item.checkpoint["channel_values"]["messages"] == [None]
+
+
 def test_since_stops_reading_at_the_first_older_run(db: tuple[str, dict[str, str]]) -> None:
     path, _ = db
     with open_database(path) as database:
@@ -181,6 +202,8 @@ def test_pages_of_checkpoints_and_of_threads(
         assert database.namespaces("a") == ["", "sub"]
         assert database.namespaces("nobody") == []
         assert len(list(database.checkpoints("a", "sub"))) == 7
+        for ns in ("", "sub"):  # each namespace read on its own
+            assert [e.record["run"] for e in database.run_ends("a", ns)[0]] == [1, 2, 3]
         ends, current = database.run_ends("c", "")
         assert [e.record["run"] for e in ends] == [1, 2, 3]
         assert current == {"run": 4, "model_calls": 1}
@@ -217,12 +240,15 @@ def test_a_checkpoint_it_cannot_decode_counts_the_thread_unreadable(tmp_path: Pa
     writer.close()
     writer = Writer(path, serde=Custom())
     writer.put("bad", 0, stop_record=R1, version="1")
+    writer.put("worse", 0, stop_record=R1, version="1")
     writer.close()
     with open_database(str(path)) as database:
         assert database.run_ends("bad", "") == ([], None)
         assert database.unreadable == 1
         assert [e.record for e in database.run_ends("ok", "")[0]] == [R1]
         assert database.unreadable == 1
+        assert database.run_ends("worse", "") == ([], None)
+        assert database.unreadable == 2
         assert database.location == str(path)
 
 

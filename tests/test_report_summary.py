@@ -282,3 +282,18 @@ def test_the_terminal_summary_suggests_no_tool_that_already_signals() -> None:
     assert out.getvalue().splitlines()[-1] == (
         "hard mode: stopped 5 of 5 runs, saving at least 5 model calls"
     )
+
+
+def test_the_terminal_summary_names_every_middleware_that_ended_runs() -> None:
+    runs = [
+        end("t", None, mode="hard", rule="none", ended_by=name)
+        for name in ("LimitA", "LimitB", "LimitB")
+    ]
+    document = {**summary(runs), "source": {"db": "x"}}  # threads and open runs not counted
+    out = io.StringIO()
+    render_summary(document, out)
+    lines = out.getvalue().splitlines()
+    assert lines[1] == (
+        "ended by another middleware, not the model's answer: 3 (LimitA 1, LimitB 2)"
+    )
+    assert "threads: -; open runs: -" in lines
