@@ -171,8 +171,10 @@ def test_since_stops_reading_at_the_first_older_run(db: tuple[str, dict[str, str
     with open_database(path) as database:
         ends, _ = database.run_ends("t", "", since=moment(4))
         assert [e.record["run"] for e in ends] == [2, 3]
+        ends, _ = database.run_ends("t", "", since=moment(5))
+        assert [e.record["run"] for e in ends] == [2, 3]  # run 2 was last seen open at 5
         ends, _ = database.run_ends("t", "", since=moment(7))
-        assert [e.record["run"] for e in ends] == [2, 3]  # run 3 ended at 7: not before it
+        assert [e.record["run"] for e in ends] == [3]  # run 3 ended at 7: not before it
         ends, _ = database.run_ends("t", "", since=moment(8))
         assert [e.record["run"] for e in ends] == []
         ends, _ = database.run_ends("t", "", since=moment(1))
