@@ -216,6 +216,26 @@ def test_pages_of_checkpoints_and_of_threads(
         assert len(list(database.threads())) == 5
 
 
+def test_a_record_in_the_oldest_checkpoint_is_a_run_too(tmp_path: Path) -> None:
+    path = tmp_path / "threads.sqlite"
+    writer = Writer(path)
+    first = writer.put("t", 3, ns="sub", stop_record=R1, version="1")
+    writer.close()
+    with open_database(str(path)) as database:
+        assert database.run_ends("t", "sub") == (
+            [
+                RunEnd(
+                    thread_id="t",
+                    checkpoint_ns="sub",
+                    ended_at=moment(3),
+                    record=R1,
+                    checkpoint_id=first,
+                )
+            ],
+            None,
+        )
+
+
 def test_an_open_run_without_a_record_and_odd_checkpoints(tmp_path: Path) -> None:
     path = tmp_path / "threads.sqlite"
     writer = Writer(path)
