@@ -40,7 +40,7 @@ class Writer:
         self.saver.setup()
         self.count = 0
 
-    def put(self, thread: str, minute: int, ns: str = "", **values: Any) -> str:
+    def put(self, thread: str, minute: int | None, ns: str = "", **values: Any) -> str:
         self.count += 1
         checkpoint_id = f"cp-{self.count:04d}"
         versions = {key: f"v-{id(value)}" for key, value in values.items()}
@@ -49,7 +49,7 @@ class Writer:
         checkpoint = {
             "v": 1,
             "id": checkpoint_id,
-            "ts": at(minute),
+            "ts": "" if minute is None else at(minute),  # "": a time it cannot read
             "channel_values": values,
             "channel_versions": versions,
             "versions_seen": {},
@@ -186,9 +186,9 @@ def test_pages_of_checkpoints_and_of_threads(
 ) -> None:
     path = tmp_path / "threads.sqlite"
     writer = Writer(path)
-    for thread in ("b", "a", "c"):
+    for thread in ("b", "c"):
         write_thread(writer, thread)
-    write_thread(writer, "a", ns="sub")
+    ids = {"": write_thread(writer, "a", ns=""), "sub": write_thread(writer, "a", ns="sub")}
     writer.put("d", 0, toolstop_run={"open": False})
     writer.close()
     monkeypatch.setattr(reader, "PAGE", 2)
@@ -205,7 +205,10 @@ def test_pages_of_checkpoints_and_of_threads(
         assert database.namespaces("nobody") == []
         assert len(list(database.checkpoints("a", "sub"))) == 7
         for ns in ("", "sub"):  # each namespace read on its own
-            assert [e.record["run"] for e in database.run_ends("a", ns)[0]] == [1, 2, 3]
+            ends = database.run_ends("a", ns)[0]
+            assert [e.checkpoint_id for e in ends] == [
+                ids[ns][step] for step in ("run 1 end", "run 2 open", "run 3 end")
+            ]
         ends, current = database.run_ends("c", "")
         assert [e.record["run"] for e in ends] == [1, 2, 3]
         assert current == {"run": 4, "model_calls": 1}
@@ -234,6 +237,20 @@ def test_a_record_in_the_oldest_checkpoint_is_a_run_too(tmp_path: Path) -> None:
             ],
             None,
         )
+
+
+def test_a_run_of_unknown_time_comes_last_and_odd_keys_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "threads.sqlite"
+    writer = Writer(path)
+    odd = {"run": 1, "by_number": {1: "int keys, as msgpack allows"}}
+    writer.put("t", None, stop_record=odd, version="1")
+    writer.put("t", 3, stop_record=R3, version="3")
+    writer.close()
+    with open_database(str(path)) as database:
+        ends, _ = database.run_ends("t", "")
+        assert [(e.record["run"], e.ended_at) for e in ends] == [(3, moment(3)), (1, None)]
+        assert ends[1].record == odd
+        assert database.unreadable == 0
 
 
 def test_an_open_run_without_a_record_and_odd_checkpoints(tmp_path: Path) -> None:
