@@ -253,3 +253,21 @@ def test_times_and_money_as_people_write_them() -> None:
     assert money(1) == "1.00"
     assert money(0.0042) == "0.0042"
     assert money(-2.5) == "-2.50"
+
+
+def test_a_tool_that_already_signals_is_not_suggested(tmp_path: Path) -> None:
+    polish = [
+        end("t", None, mode="polish", rule="completed", stopped=True, tools=["charge"],
+            model_calls=2, calls_by_tool={"charge": 1}, ended_after={"tools": {"charge": 1.0}})
+        for _ in range(5)
+    ]  # fmt: skip
+    document = {**summary(polish), "generated_at": None, "toolstop_version": "1"}
+    document["source"] = {"db": "x"}
+    assert [(e["tool"], e["verdict"], e["signals"]) for e in document["candidates"]] == [
+        ("charge", "candidate", True)
+    ]
+    page = rendered(document, tmp_path)
+    assert [text(p) for p in re.findall(r'<p class="lead">(.*?)</p>', page, re.S)] == [
+        "No tool's result is repeated as the final answer often enough to convert it yet: see "
+        "the verdicts below."
+    ]
