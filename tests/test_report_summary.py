@@ -297,3 +297,48 @@ def test_the_terminal_summary_names_every_middleware_that_ended_runs() -> None:
         "ended by another middleware, not the model's answer: 3 (LimitA 1, LimitB 2)"
     )
     assert "threads: -; open runs: -" in lines
+
+
+def drawn(document: dict[str, Any], path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The chart's matplotlib figure, kept from being closed so its bars can be read."""
+    plt = pytest.importorskip(
+        "matplotlib.pyplot", reason="the report chart needs the `bench` extra"
+    )
+    closed: list[Any] = []
+    monkeypatch.setattr(plt, "close", closed.append)
+    render_chart(document, path)
+    [figure] = closed
+    return figure
+
+
+def test_the_charts_bars_are_report_jsons_figures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    figure = drawn(summary(RUNS), tmp_path / "chart.png", monkeypatch)
+    runs, per_run, saved = figure.axes
+    assert [p.get_height() for p in runs.patches] == list(EXPECTED["runs_by_outcome"].values())
+    assert [p.get_height() for p in per_run.patches] == [2.0, 2.3333, 0.0]  # hard, never, polish
+    # what shadow mode would save, as a share of what shadow mode spent (3/7, 160/520, 20/72)
+    assert [round(p.get_height(), 2) for p in saved.patches] == [42.86, 30.77, 27.78]
+    assert [t.get_text() for t in saved.get_xticklabels()] == [
+        "model calls",
+        "input tokens",
+        "output tokens",
+    ]
+
+
+def test_the_chart_shows_the_top_six_tools_without_shadow_savings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = [
+        end("t", None, mode="hard", rule="none", model_calls=1, calls_by_tool={f"tool{i}": 1},
+            ended_after={"tools": {f"tool{i}": 0.9}})
+        for i in range(7)
+        for _ in range(i + 1)
+    ]  # fmt: skip
+    document = summary(runs)
+    figure = drawn(document, tmp_path / "chart.png", monkeypatch)
+    panel = figure.axes[2]
+    assert [p.get_width() for p in panel.patches] == [7, 6, 5, 4, 3, 2]
+    assert [t.get_text() for t in panel.get_yticklabels()] == [f"tool{i}" for i in range(6, 0, -1)]
+    assert [p.get_height() for p in figure.axes[1].patches] == [1.0]
