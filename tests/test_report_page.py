@@ -271,3 +271,46 @@ def test_a_tool_that_already_signals_is_not_suggested(tmp_path: Path) -> None:
         "No tool's result is repeated as the final answer often enough to convert it yet: see "
         "the verdicts below."
     ]
+
+
+def test_the_tool_to_convert_first_with_prices_and_the_per_tool_tables(tmp_path: Path) -> None:
+    five = [
+        end("t", f"2026-12-01T0{i}:00+00:00", mode="never", rule="none", model_calls=1,
+            input_tokens=10, output_tokens=2, calls_by_tool={"find": 1},
+            ended_after={"tools": {"find": 1.0}, "input_tokens": 1_000_000, "output_tokens": 0})
+        for i in range(5)
+    ]  # fmt: skip
+    stops = [
+        end("t", None, mode="hard", rule=rule, stopped=True, tools=[tool], model_calls=1)
+        for rule, tool in (("completed", "pay"), ("fatal", "pay"), ("fatal", "charge"))
+    ]
+    document = {
+        **with_prices(summary(five + stops), 3.0, 15.0),
+        "generated_at": None,
+        "toolstop_version": "1",
+        "source": {"db": "x"},
+    }
+    page = rendered(document, tmp_path)
+    leads = [text(p) for p in re.findall(r'<p class="lead">(.*?)</p>', page, re.S)]
+    assert leads[-1] == (
+        "Convert find first: 5 of its 5 runs ended right after it, with an answer that repeats "
+        "its result (median overlap 1.00). A stop there would save 5 model calls (62% of all 8 "
+        "model calls), 5,000,000 input and 0 output tokens, worth 15.00 at your prices."
+    )
+    assert 'data-metric="candidates.0.would_save.cost">15.00<' in page
+    stops_table = page[page.index("<h2>Stops by deciding tool") :].split("</table>")[0]
+    assert '<table class="wide">' in stops_table  # one card per row on a phone
+    assert re.findall(r"<tr>(.*?)</tr>", stops_table) == [
+        "<th></th><th>fatal</th><th>completed</th>",
+        '<td class="first">charge</td>'
+        '<td data-label="fatal" data-metric="stops_by_tool.charge.fatal">1</td>'
+        '<td data-label="completed"></td>',
+        '<td class="first">pay</td>'
+        '<td data-label="fatal" data-metric="stops_by_tool.pay.fatal">1</td>'
+        '<td data-label="completed" data-metric="stops_by_tool.pay.completed">1</td>',
+    ]
+    per_mode = page[page.index("<h2>Per mode</h2>") :].split("</table>")[0]
+    assert (
+        '<td data-label="model calls per run" data-metric="by_mode.hard.model_calls_per_run">'
+        in per_mode
+    )
