@@ -342,3 +342,15 @@ def test_the_chart_shows_the_top_six_tools_without_shadow_savings(
     assert [p.get_width() for p in panel.patches] == [7, 6, 5, 4, 3, 2]
     assert [t.get_text() for t in panel.get_yticklabels()] == [f"tool{i}" for i in range(6, 0, -1)]
     assert [p.get_height() for p in figure.axes[1].patches] == [1.0]
+
+
+def test_the_chart_shows_no_share_of_nothing_spent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shadow = [
+        end("t", None, mode="never", rule="none", would_stop="completed", tools=["pay"],
+            model_calls=2, input_tokens=100, output_tokens=0,
+            would_save={"model_calls": 1, "input_tokens": 50, "output_tokens": 0})
+    ]  # fmt: skip
+    figure = drawn(summary(shadow), tmp_path / "chart.png", monkeypatch)
+    assert [p.get_height() for p in figure.axes[2].patches] == [50.0, 50.0, 0.0]
