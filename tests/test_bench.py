@@ -591,9 +591,10 @@ def test_the_gc_throughput_figures_are_computed_from_their_bursts() -> None:
     for half in ("gc_on", "gc_off"):
         measured = stored[half]
         assert all(len(v) == measured["rounds"] for v in measured["seconds"].values())
-        assert measured["figures"] == throughput_figures(
-            measured["concurrent"], measured["seconds"]
-        )
+        recomputed = throughput_figures(measured["concurrent"], measured["seconds"])
+        for figures in recomputed.values():  # stored before `vs_floor` was reported
+            figures.pop("vs_floor", None)
+        assert measured["figures"] == recomputed
     assert set(stored["gc_on"]["seconds"]) == set(stored["gc_off"]["seconds"])
     page = " ".join((path.parent.parent / "benchmarks.md").read_text("utf-8").split())
     on, off = stored["gc_on"]["figures"], stored["gc_off"]["figures"]
