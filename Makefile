@@ -107,11 +107,12 @@ matrix: $(STAMP)
 ## Lint, typecheck, the whole suite and the version matrix.
 test: lint typecheck unit matrix
 
-# Mutation testing of the core with mutmut (docs/mutation.md; not part of `make test`: about 25
-# minutes on 2 cores). MUTANTS narrows it, e.g. `make mutation MUTANTS="toolstop.decision*"`;
-# a second run only retests what changed. `$(BIN)/mutmut browse` shows each survivor.
+# Mutation testing of the core and the tools around it with mutmut (docs/mutation.md; not part
+# of `make test`: the core alone takes about 25 minutes on 2 cores, everything some hours).
+# MUTANTS narrows it, e.g. `make mutation MUTANTS="toolstop.decision*"`; a second run only
+# retests what changed. `$(BIN)/mutmut browse` shows each survivor.
 MUTANTS ?=
-## Mutation testing of the core with mutmut (slow, not in make test).
+## Mutation testing of the core and its tools with mutmut (slow, not in make test).
 mutation: $(STAMP)
 	$(BIN)/mutmut run --max-children $${JOBS:-2} $(MUTANTS)
 	@echo "Survivors (and mutants that timed out); nothing listed: every mutant was killed:"

@@ -24,7 +24,7 @@ from helpers import CHROMIUM, layout
 from routers import ROUTERS
 from toolstop import StopPolicy
 from toolstop.cli import main
-from toolstop.report.candidates import verdict
+from toolstop.report.candidates import Candidates, verdict
 from toolstop.testing import ScriptedChatModel, call
 
 ORDER = "Order {id} ships Monday from the Berlin warehouse by express courier, tracking {id}-DE."
@@ -374,3 +374,113 @@ def test_the_page_lays_out_without_sideways_scrolling(
             assert text in (f"{value:.2f}", f"{value:.0%}", f"{value:.4f}"), path
         else:
             assert text == f"{value:,}", path
+
+
+# -- the ranking's arithmetic, on records written by hand ---------------------------------------
+def ended(
+    tools: dict[str, Any], calls: dict[str, Any] | None = None, **tokens: Any
+) -> dict[str, Any]:
+    """A schema-4 record of a run that ended right after `tools` (tool -> answer overlap)."""
+    return {
+        "calls_by_tool": calls or dict.fromkeys(tools, 1),
+        "ended_after": {"tools": tools, **tokens},
+    }
+
+
+def test_the_verdicts_sentences() -> None:
+    assert verdict(0, 0.9) == ("none", "no run ended right after it: converting saves nothing here")
+    assert verdict(5, None)[0] == "none"
+    assert verdict(1, 0.9) == ("few", "only 1 run(s) ended after it: too few to tell")
+    assert verdict(5, 0.9) == ("candidate", "the answer repeats its result: a stop candidate")
+    assert verdict(5, 0.1) == ("keep", "the model adds its own reasoning: keep the model")
+    assert verdict(5, 0.5) == (
+        "mixed",
+        "the answer partly repeats its result: convert only if that part suffices",
+    )
+
+
+def test_the_median_and_10th_percentile_are_nearest_rank_in_hundredths() -> None:
+    candidates = Candidates()
+    overlaps = [0.7, 0.1, 1.0, 0.4, 0.2, 0.9, 0.3, 0.6, 0.5, 0.8]  # ten runs, shuffled
+    for overlap in overlaps:
+        candidates.add(ended({"t": overlap}))
+    [entry] = candidates.document()
+    # nearest rank: the 5th and the 1st of the ten, in order
+    assert entry["answer_overlap"] == {"median": 0.5, "p10": 0.1}
+    five = Candidates()
+    for overlap in (0.2, 0.4, 0.6, 0.8, 1.0):  # the median of five is the 3rd
+        five.add(ended({"t": overlap}))
+    assert five.document()[0]["answer_overlap"] == {"median": 0.6, "p10": 0.2}
+    same = Candidates()
+    for _ in range(3):  # three runs in one bucket; overlaps outside 0..1 are clamped
+        same.add(ended({"t": 0.333}))
+    same.add(ended({"u": 7}))
+    same.add(ended({"v": -2}))
+    [t, u, v] = sorted(same.document(), key=lambda e: e["tool"])
+    assert t["answer_overlap"] == {"median": 0.33, "p10": 0.33}
+    assert u["answer_overlap"] == {"median": 1.0, "p10": 1.0}
+    assert v["answer_overlap"] == {"median": 0.0, "p10": 0.0}
+    weighted = Candidates()
+    for overlap in (0.2, 0.9, 0.9, 0.9):  # each run counts: the median is 0.9, not 0.2
+        weighted.add(ended({"t": overlap}))
+    assert weighted.document()[0]["answer_overlap"] == {"median": 0.9, "p10": 0.2}
+
+
+def test_odd_values_in_a_record_count_as_nothing() -> None:
+    candidates = Candidates()
+    candidates.add({"rule": "none"})  # a record before schema 4: not measured
+    candidates.add(
+        ended(
+            {"flag": True, "text": "0.9", "t": 0.9},
+            calls={"t": 1, "u": True, "v": "3", "w": 0},
+            input_tokens="120",
+            output_tokens=None,
+        )
+    )
+    candidates.add({"ended_after": None, "calls_by_tool": {"t": 2}})  # ended after no tool
+    candidates.add(ended({"t": 0.8}, input_tokens=100, output_tokens=False))
+    assert candidates.measured == 3
+    [entry] = candidates.document()
+    assert entry == {
+        "tool": "t",
+        "runs": 3,
+        "ended_runs": 2,
+        "would_save": {"model_calls": 2, "input_tokens": 100, "output_tokens": 0},
+        "answer_overlap": {"median": 0.8, "p10": 0.8},
+        "verdict": "few",
+        "why": "only 2 run(s) ended after it: too few to tell",
+        "signals": False,
+    }
+
+
+def test_the_order_of_the_candidates() -> None:
+    candidates = Candidates()
+    plan = {
+        "keep": (5, 0.1),
+        "mixed": (6, 0.4),
+        "few": (2, 0.9),
+        "cand_a": (5, 0.9),
+        "cand_b": (7, 0.7),
+    }
+    for name, (runs, overlap) in plan.items():
+        for _ in range(runs):
+            candidates.add(ended({name: overlap}, input_tokens=10, output_tokens=1))
+    candidates.add({"ended_after": {"tools": {}}, "calls_by_tool": {"idle": 1}})
+    for _ in range(5):  # as many runs as cand_a, more input tokens
+        candidates.add(ended({"cand_c": 0.95}, input_tokens=11, output_tokens=1))
+    for _ in range(6):  # more runs than cand_c; their records count no calls of it
+        candidates.add(ended({"cand_d": 0.8}, calls={"other": 0}))
+    document = candidates.document(signalling={"cand_b"})
+    assert [(e["tool"], e["verdict"], e["signals"]) for e in document] == [
+        ("cand_d", "candidate", False),
+        ("cand_c", "candidate", False),
+        ("cand_a", "candidate", False),
+        ("mixed", "mixed", False),
+        ("few", "few", False),
+        ("keep", "keep", False),
+        ("idle", "none", False),
+        ("cand_b", "candidate", True),
+    ]
+    assert (document[0]["runs"], document[0]["ended_runs"]) == (6, 6)
+    assert document[1]["would_save"] == {"model_calls": 5, "input_tokens": 55, "output_tokens": 5}
+    assert document[6]["answer_overlap"] == {"median": None, "p10": None}

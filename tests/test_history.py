@@ -209,3 +209,82 @@ def test_check_names_the_provider_whose_rule_a_router_breaks() -> None:
     assert all("(mistral (role order)" in b for b in history), history
     assert any("Unexpected role 'user' after role 'tool'" in b for b in history)
     assert all(b.endswith("mistral would reject the next turn") for b in history)
+
+
+def test_anthropic_hoists_system_messages_out_of_the_turn_order() -> None:
+    # langchain-anthropic moves a SystemMessage into the `system` parameter: between a tool use
+    # and its result it breaks nothing there, while OpenAI and Mistral see a message in between.
+    system_between = [Q, _asks("1"), SystemMessage("note"), _result("1"), ANSWER]
+    assert history_problems(system_between, "anthropic") == []
+    assert history_problems(system_between, "openai") == [
+        "openai (every tool call answered): message 2: tool calls ['1'] left unanswered",
+        "openai (no orphan tool message): message 3: ToolMessage '1' answers no tool call of "
+        "the assistant message before it",
+    ]
+    # ...and the check goes on after it: a later orphan result is still found.
+    later_orphan = [Q, SystemMessage("s"), _asks("1"), _result("1"), _result("7"), ANSWER]
+    assert history_problems(later_orphan, "anthropic") == [
+        "anthropic (no orphan tool result): message 4: ToolMessage '7' answers no tool use of "
+        "the assistant turn before it"
+    ]
+    # Two answers with only a system message between them are two assistant turns in a row.
+    assert history_problems(
+        [Q, AIMessage("a"), SystemMessage("s"), AIMessage("b")], "anthropic"
+    ) == [
+        "anthropic (alternating roles): message 3: an assistant turn right after an assistant turn"
+    ]
+    # The shared rules (no provider named) do not skip a system message either.
+    assert history_problems(system_between) == [
+        "message 2: tool calls ['1'] left unanswered",
+        "message 3: ToolMessage '1' answers no open call",
+    ]
+
+
+def test_a_thread_may_start_with_an_orphan_tool_message() -> None:
+    trimmed = [_result("1"), ANSWER]  # a history trimmed from the front
+    assert history_problems(trimmed) == ["message 0: ToolMessage '1' answers no open call"]
+
+
+def test_a_call_without_an_id_is_named_by_an_empty_id() -> None:
+    no_id = AIMessage(content="", tool_calls=[{"name": "t", "args": {}, "id": None}])
+    assert history_problems([Q, no_id], finished=False) == ["end: tool calls [''] left unanswered"]
+
+
+def test_mistral_counts_results_against_calls_at_the_end_of_a_running_thread() -> None:
+    end = "mistral (as many tool results as tool calls): end: {} tool results than calls"
+    assert history_problems([Q, _asks("1")], "mistral", finished=False) == [end.format("fewer")]
+    two_results = [Q, _asks("1"), _result("1"), _result("1")]
+    assert history_problems(two_results, "mistral", finished=False) == [end.format("more")]
+
+
+def test_mistral_names_a_role_it_has_no_name_for() -> None:
+    from langchain_core.messages import FunctionMessage
+
+    legacy = [Q, FunctionMessage(content="r", name="f"), ANSWER]
+    assert history_problems(legacy, "mistral") == [
+        "mistral (role order): message 1: rejected with \"Unexpected role 'function' after "
+        "role 'user'\""
+    ]
+
+
+def test_an_unknown_provider_among_known_ones_is_named_alone() -> None:
+    with pytest.raises(ValueError, match="unknown provider") as error:
+        history_problems(TWO_TURNS, ["openai", "gemini"])  # type: ignore[list-item]
+    assert str(error.value) == (
+        "unknown provider ['gemini']: use one of ['openai', 'anthropic', 'mistral'] or 'all'"
+    )
+
+
+def test_assert_valid_history_lists_every_problem_and_wants_a_finished_run() -> None:
+    with pytest.raises(AssertionError) as error:
+        assert_valid_history([*HALF_ANSWERED, _asks("5")])
+    assert str(error.value) == (
+        "invalid message history:\n"
+        "- message 3: tool calls ['2'] left unanswered\n"
+        "- end: tool calls ['5'] left unanswered\n"
+        "- end: the thread does not end on an AIMessage without tool calls"
+    )
+    running = [Q, _asks("1"), _result("1")]
+    with pytest.raises(AssertionError, match="does not end on an AIMessage"):
+        assert_valid_history(running)
+    assert_valid_history(running, finished=False)

@@ -304,3 +304,35 @@ def test_no_stream_event_is_built_when_nobody_streams_custom_events(
     assert built == []  # LangGraph's writer does nothing here: no event is built for it
     list(agent().stream({"messages": [HumanMessage("q")]}, stream_mode="custom"))
     assert len(built) == 2  # one per tool turn, when someone listens
+
+
+def test_nobody_listening_asks_opentelemetry_nothing(
+    router: Router, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without an SDK no run looks a provider up (OpenTelemetry's lookup reads the environment
+    on every call until one is set); once an SDK is set, the run end asks for it."""
+    from opentelemetry import metrics
+    from opentelemetry.metrics import _internal as metrics_internal
+
+    asked: list[str] = []
+    real_tracer_provider = trace.get_tracer_provider()
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
+    monkeypatch.setattr(metrics_internal, "_METER_PROVIDER", None)
+    monkeypatch.setattr(
+        trace, "get_tracer_provider", lambda: asked.append("tracer") or trace.ProxyTracerProvider()
+    )
+    monkeypatch.setattr(
+        metrics, "get_meter_provider", lambda: asked.append("meter") or metrics.NoOpMeterProvider()
+    )
+
+    def run() -> None:
+        model = ScriptedChatModel([call("lookup")])
+        tool = forced_tool("lookup", ("found", signal(Outcome.COMPLETED)))
+        agent = router.build(model, [tool], policy=None, checkpointer=None)
+        assert agent.invoke({"messages": [HumanMessage("q")]})["stop_record"]["stopped"]
+
+    run()
+    assert asked == []
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", real_tracer_provider)
+    run()
+    assert asked == ["tracer"]

@@ -23,12 +23,11 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import ExtendedModelResponse, PrivateStateAttr
 from langchain_core.messages import HumanMessage
-from langgraph.managed.is_last_step import RemainingStepsManager
 from langgraph.types import Command
 
 from toolstop import StopOnArtifact
 from toolstop.bench.overhead import _no_stop_tools
-from toolstop.middleware import RUN_KEY, STEPS_KEY
+from toolstop.middleware import RUN_KEY
 from toolstop.testing import ScriptedChatModel, call
 
 RUNS = 20
@@ -40,10 +39,6 @@ class RecordOnly(AgentState[Any]):
 
 class RecordAndRun(RecordOnly):
     toolstop_run: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
-
-
-class RecordRunAndSteps(RecordAndRun):
-    toolstop_remaining_steps: NotRequired[Annotated[int, PrivateStateAttr, RemainingStepsManager]]
 
 
 def _floor(schema: type | None = None, *, write_per_call: bool = False) -> AgentMiddleware:
@@ -67,9 +62,8 @@ CONFIGS: dict[str, Any] = {
     "floor (empty wrap_model_call + after_agent)": lambda: _floor(),
     "+ stop_record, written once per run": lambda: _floor(RecordOnly),
     "+ the private run channel": lambda: _floor(RecordAndRun),
-    "+ the managed step counter": lambda: _floor(RecordRunAndSteps),
     "+ the run state written on every model call": lambda: _floor(
-        RecordRunAndSteps, write_per_call=True
+        RecordAndRun, write_per_call=True
     ),
     "StopOnArtifact": StopOnArtifact,
 }
@@ -91,7 +85,7 @@ def _calls(middleware: Any) -> int:
 
 
 def main() -> dict[str, Any]:
-    assert set(RecordRunAndSteps.__annotations__) >= {"stop_record", RUN_KEY, STEPS_KEY}
+    assert set(RecordAndRun.__annotations__) >= {"stop_record", RUN_KEY}
     bare = _calls(list)
     counts = {name: _calls(lambda m=middleware: [m()]) for name, middleware in CONFIGS.items()}
     names = list(counts)

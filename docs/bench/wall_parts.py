@@ -78,7 +78,7 @@ BUILDERS: dict[str, Any] = {
     "empty wrap_model_call": _with(lambda: _floor(after_agent=False)),
     "+ empty after_agent": _with(lambda: _floor(after_agent=True)),
     "+ StopOnArtifact's state": _with(
-        lambda: state_calls._floor(state_calls.RecordRunAndSteps, write_per_call=True)
+        lambda: state_calls._floor(state_calls.RecordAndRun, write_per_call=True)
     ),
     "StopOnArtifact": _with(StopOnArtifact),
     PROTOTYPE: _with(WithoutEndNode),

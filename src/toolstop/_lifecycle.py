@@ -20,7 +20,7 @@ counted afresh. A run resumed after a human review (`Command(resume=...)`) is no
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, NotRequired
 
 from langchain_core.messages import (
@@ -51,9 +51,11 @@ __all__ = [
     "INTERRUPTED_TEXT",
     "RUN_KEY",
     "Aborted",
+    "Begun",
     "RunState",
     "afinish",
     "answered",
+    "begin",
     "begin_turn",
     "close_aborted",
     "ended_after",
@@ -321,6 +323,18 @@ def begin_turn(
     """
     if turn is None or not turn.results or (turn.id is not None and turn.id == run["turn"]):
         return None, run
+    return _decided(run, turn, policy, remaining_steps, loop_steps, delivered)
+
+
+def _decided(
+    run: RunState,
+    turn: Turn,
+    policy: StopPolicy,
+    remaining_steps: int | None,
+    loop_steps: int,
+    delivered: bool,
+) -> tuple[Decision, RunState]:
+    """`begin_turn` for a turn known to be pending."""
     record = run["record"]
     decision = decide_turn(
         turn,
@@ -333,6 +347,98 @@ def begin_turn(
     if decision.stop and delivered:
         record = stopped(record, decision)
     return decision, {**run, "record": record, "turn": turn.id}
+
+
+class Begun(NamedTuple):
+    """What a model request starts from (see `begin`).
+
+    Attributes:
+        decision: The decision on the run's pending tool turn (`None`: no turn to decide).
+        run: The run, with that turn folded into its record and marked as served.
+        turn: The pending tool turn as it is in the messages (`None` when there is none).
+        aborted: An earlier run of the thread this request closed, if any.
+        messages: The messages the model gets (the repaired ones after an aborted run).
+        needed: The steps a further tool turn needs from this model call (see `decide`).
+    """
+
+    decision: Decision | None
+    run: RunState
+    turn: Turn | None
+    aborted: Aborted | None
+    messages: list[AnyMessage]
+    needed: int
+
+
+def begin(
+    run: RunState | None,
+    previous: StopRecord | None,
+    messages: list[AnyMessage],
+    policy: StopPolicy,
+    *,
+    invocation: int | None,
+    remaining_steps: int | None,
+    loop_steps: int | Callable[[RunState], tuple[RunState, int]],
+    as_said: Callable[[Turn], Turn | None] | None = None,
+) -> Begun:
+    """Everything a router does when the model is next due, in one call.
+
+    Closes an earlier run that did not finish (`close_aborted`), opens the run or continues it
+    (`open_run`), and decides its pending tool turn and folds it into the record once
+    (`begin_turn`). The turn is read without its earlier turns (`current_turn(earlier=False)`)
+    unless it stops: only a stop's relay shows them, so a turn that goes on reads the messages
+    back to its own AIMessage only.
+
+    Args:
+        run: The run state in the graph.
+        previous: The thread's last finished record (`stop_record`), to number a new run.
+        messages: The thread's messages.
+        policy: The stop policy.
+        invocation: The current invocation (see `invocation_of`).
+        remaining_steps: LangGraph's remaining steps at this node.
+        loop_steps: The steps a further tool turn needs from this node, or a function of the
+            (open) run that returns it with the run (the middleware reads or measures its
+            graph's shape into the run).
+        as_said: What the tools said, given the turn in the messages (the middleware's view of
+            results a reviewer edited); the turn is decided as it returns it.
+    """
+    aborted = None
+    if run is not None and run["open"] and invocation != run.get("invocation"):
+        aborted = close_aborted(run, messages, invocation, policy)
+        if aborted is not None:
+            run, previous = {**run, "open": False}, aborted.record
+            if aborted.messages is not None:
+                messages = aborted.messages
+    since = run.get("start") if run is not None and run["open"] else None
+    turn = current_turn(messages, since=since, earlier=False)
+    if run is None or not run["open"]:
+        run = open_run(run, previous, policy, turn, messages=messages)
+    if isinstance(loop_steps, int):
+        needed = loop_steps
+    else:
+        run, needed = loop_steps(run)
+    decision = None
+    asking = turn.asking if turn is not None else None
+    if (
+        turn is not None
+        and turn.results
+        and (asking is None or asking.id is None or asking.id != run["turn"])
+    ):
+        said = as_said(turn) if as_said is not None else turn
+        decision, decided = (
+            _decided(run, said, policy, remaining_steps, needed, True)
+            if said is not None
+            else (None, run)
+        )
+        if decision is not None and decision.stop:  # its relay shows the run's earlier turns
+            turn = current_turn(messages, since=since)
+            said = as_said(turn) if as_said is not None and turn is not None else turn
+            decision, decided = begin_turn(
+                run, said, policy, remaining_steps=remaining_steps, loop_steps=needed
+            )
+        run = decided
+    if run.get("invocation") != invocation:
+        run = {**run, "invocation": invocation}
+    return Begun(decision, run, turn, aborted, messages, needed)
 
 
 def turn_event(decision: Decision | None, turn: Turn | None, run: RunState) -> None:
@@ -399,7 +505,11 @@ def answer_overlap(answer: str, source: str) -> float:
     if not words:
         return 0.0
     known = set(_WORD.findall(source.casefold()))
-    return round(sum(word in known for word in words) / len(words), 4)
+    found = 0
+    for word in words:
+        if word in known:
+            found += 1
+    return round(found / len(words), 4)
 
 
 def ended_after(run: RunState, turn: Turn | None, answer: BaseMessage | None) -> RunState:
@@ -437,12 +547,15 @@ def ended_after(run: RunState, turn: Turn | None, answer: BaseMessage | None) ->
         name = names.get(result.tool_call_id) or result.name or "?"
         by_tool.setdefault(name, []).append(_text(result.content))
     usage = answer.usage_metadata
-    found = EndedAfter(
-        tools={tool: answer_overlap(text, " ".join(parts)) for tool, parts in by_tool.items()},
-        input_tokens=usage["input_tokens"] if usage else 0,
-        output_tokens=usage["output_tokens"] if usage else 0,
-    )
-    return {**run, "record": StopRecord(**{**record, "ended_after": found})}
+    tools = {}
+    for tool, parts in by_tool.items():
+        tools[tool] = answer_overlap(text, parts[0] if len(parts) == 1 else " ".join(parts))
+    found: EndedAfter = {
+        "tools": tools,
+        "input_tokens": usage["input_tokens"] if usage else 0,
+        "output_tokens": usage["output_tokens"] if usage else 0,
+    }
+    return {**run, "record": {**record, "ended_after": found}}
 
 
 def finish(run: RunState, config: Any) -> tuple[StopRecord, RunState]:

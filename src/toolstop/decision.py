@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
@@ -112,6 +112,18 @@ The other invalid problems are not the signal's fault: a tool exception (`tool_e
 left without a result (`no_result`), a signal from an untrusted source (`untrusted`)."""
 
 
+_T = TypeVar("_T")
+
+
+def _frozen(cls: type[_T], fields: dict[str, Any]) -> _T:
+    """`cls(**fields)` for a frozen dataclass, built without its `__init__` (`fields` must name
+    every field). On the per-call path each turn makes several; its generated `__init__` sets
+    each field through `object.__setattr__`, which costs more than the rest of the decision."""
+    made = object.__new__(cls)
+    object.__setattr__(made, "__dict__", fields)
+    return made
+
+
 SIGNAL_KEYS = ("stop", "reason", "answer")
 """The artifact keys toolstop reads; every other key is the application's own."""
 
@@ -194,54 +206,71 @@ def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
     typo (`near_miss_key`), and an `answer` that is not text is `answer_not_text`.
     """
     name = tool or message.name or "?"
-    call_id = message.tool_call_id
+    read = _read(message)
+    if type(read) is tuple:
+        return _frozen(
+            CallSignal,
+            {
+                "tool": name,
+                "tool_call_id": message.tool_call_id,
+                "reason": read[0],
+                "stop": read[1],
+                "problem": None,
+            },
+        )
+    return _frozen(
+        CallSignal,
+        {
+            "tool": name,
+            "tool_call_id": message.tool_call_id,
+            "reason": None,
+            "stop": False,
+            "problem": read,
+        },
+    )
 
-    def invalid(problem: Problem) -> CallSignal:
-        return CallSignal(tool=name, tool_call_id=call_id, reason=None, stop=False, problem=problem)
 
+def _read(message: ToolMessage) -> tuple[Outcome, bool] | Problem:
+    """`read_signal`'s reading: `(reason, stop)` of a valid signal, or why it is invalid."""
     if getattr(message, "status", "success") == "error":
-        return invalid(Problem.REJECTED if _human_rejected(message) else Problem.TOOL_ERROR)
+        return Problem.REJECTED if _human_rejected(message) else Problem.TOOL_ERROR
     try:
         artifact = message.artifact
         if not isinstance(artifact, dict):  # no artifact, or the tool's own data
-            return invalid(Problem.UNSIGNALLED)
-        # The raw dict protocol: a dict subclass's overridden methods are never called.
-        if dict.get(artifact, "untrusted") is True:
-            return invalid(Problem.UNTRUSTED)
-        if dict.__contains__(artifact, "envelope_error"):
-            return invalid(Problem.MALFORMED_ENVELOPE)
-        if _near_miss(artifact):
-            return invalid(Problem.NEAR_MISS_KEY)
-        if not dict.__contains__(artifact, "stop"):
-            signals = dict.__contains__(artifact, "reason") or dict.__contains__(artifact, "answer")
-            return invalid(Problem.MISSING_STOP if signals else Problem.UNSIGNALLED)
-        stop = dict.__getitem__(artifact, "stop")
+            return Problem.UNSIGNALLED
+        if type(artifact) is not dict:
+            # The raw dict protocol: a dict subclass's overridden methods are never called
+            # (`dict.copy` copies the entries into a plain dict without calling any of them).
+            artifact = dict.copy(artifact)
+        if artifact.get("untrusted") is True:
+            return Problem.UNTRUSTED
+        if "envelope_error" in artifact:
+            return Problem.MALFORMED_ENVELOPE
+        for key in artifact:  # a key that is a signal key only with case and space ignored
+            if type(key) is str and key not in SIGNAL_KEYS and key.strip().lower() in SIGNAL_KEYS:
+                return Problem.NEAR_MISS_KEY
+        if "stop" not in artifact:
+            signals = "reason" in artifact or "answer" in artifact
+            return Problem.MISSING_STOP if signals else Problem.UNSIGNALLED
+        stop = artifact["stop"]
         if type(stop) is not bool:
-            return invalid(Problem.STOP_NOT_BOOL)
-        raw_reason = dict.get(artifact, "reason")
+            return Problem.STOP_NOT_BOOL
+        raw_reason = artifact.get("reason")
         if raw_reason is None:
             reason = Outcome.COMPLETED if stop else Outcome.TRANSIENT
-        elif isinstance(raw_reason, str) and str(raw_reason) in _REASONS:
-            reason = _REASONS[str(raw_reason)]
         else:
-            return invalid(Problem.UNKNOWN_REASON)
-        if dict.__contains__(artifact, "answer") and not _is_text(
-            dict.__getitem__(artifact, "answer")
-        ):
-            return invalid(Problem.ANSWER_NOT_TEXT)
+            # a str subclass is read as its plain text (its own __eq__/__hash__ never run)
+            known = _REASONS.get(str(raw_reason)) if isinstance(raw_reason, str) else None
+            if known is None:
+                return Problem.UNKNOWN_REASON
+            reason = known
+        if "answer" in artifact and not _is_text(artifact["answer"]):
+            return Problem.ANSWER_NOT_TEXT
     except Exception:  # hostile artifacts: __eq__/__hash__/__getitem__ that raise
-        return invalid(Problem.UNREADABLE)
+        return Problem.UNREADABLE
     if reason is Outcome.TRANSIENT and stop:
-        return invalid(Problem.TRANSIENT_WITH_STOP)
-    return CallSignal(tool=name, tool_call_id=call_id, reason=reason, stop=stop)
-
-
-def _near_miss(artifact: dict[Any, Any]) -> bool:
-    """True when a key is a signal key only with case and surrounding space ignored."""
-    for key in dict.keys(artifact):
-        if type(key) is str and key not in SIGNAL_KEYS and key.strip().lower() in SIGNAL_KEYS:
-            return True
-    return False
+        return Problem.TRANSIENT_WITH_STOP
+    return reason, stop
 
 
 def _is_text(value: Any) -> bool:
@@ -319,7 +348,13 @@ class Turn:
         return replace(self, results=tuple(change(m) for m in self.results), earlier=earlier)
 
 
-def current_turn(messages: Sequence[BaseMessage], *, since: str | None = None) -> Turn | None:
+def current_turn(
+    messages: Sequence[BaseMessage],
+    *,
+    since: str | None = None,
+    earlier: bool = True,
+    end: int | None = None,
+) -> Turn | None:
     """The tool turn at the end of `messages`, or `None` when there is none.
 
     Scans back to the last AIMessage for the turn. The turn exists when that AIMessage asked for
@@ -328,26 +363,37 @@ def current_turn(messages: Sequence[BaseMessage], *, since: str | None = None) -
     turns are read further back, never past the message whose id is `since` (the last message
     before the run began; without it, past the last HumanMessage), nor past an AIMessage with
     text or without tool calls.
+
+    Args:
+        messages: The thread's messages.
+        since: The id of the last message before the run began (see above).
+        earlier: False leaves `Turn.earlier` empty: only a stop shows earlier turns, so the
+            routers read them once a turn stops (`decide_turn` of a turn read without them
+            decides the same; only its relay lacks the earlier results).
+        end: Read `messages[:end]` (without copying them); all of them when `None`.
     """
     results: list[ToolMessage] = []
-    index = len(messages) - 1
+    index = (len(messages) if end is None else end) - 1
     while index >= 0:
         message = messages[index]
-        if isinstance(message, AIMessage):
+        # the exact types first: isinstance on a message class is slower
+        if type(message) is ToolMessage:
+            results.append(message)
+        elif type(message) is AIMessage or isinstance(message, AIMessage):
             if not message.tool_calls:
                 return None
             results.reverse()
-            earlier: tuple[Earlier, ...] = ()
-            if (message.id is None or message.id != since) and not _has_text(message):
-                earlier = _earlier(messages, index, since)
-            return Turn(asking=message, results=tuple(results), earlier=earlier)
-        if isinstance(message, ToolMessage):
+            found: tuple[Earlier, ...] = ()
+            if earlier and (message.id is None or message.id != since) and not _has_text(message):
+                found = _earlier(messages, index, since)
+            return _frozen(Turn, {"asking": message, "results": tuple(results), "earlier": found})
+        elif isinstance(message, ToolMessage):
             results.append(message)
         index -= 1
     if not results:
         return None
     results.reverse()
-    return Turn(asking=None, results=tuple(results))
+    return _frozen(Turn, {"asking": None, "results": tuple(results), "earlier": ()})
 
 
 def _has_text(message: AIMessage) -> bool:
@@ -386,8 +432,15 @@ def _signals(turn: Turn | None) -> tuple[CallSignal, ...]:
     calls = turn.asking.tool_calls if turn.asking is not None else []
     if not calls:
         return tuple(read_signal(m) for m in turn.results)
+    results = turn.results
+    if (
+        len(calls) == 1
+        and len(results) == 1
+        and results[0].tool_call_id == (calls[0].get("id") or "")
+    ):
+        return (read_signal(results[0], tool=calls[0]["name"]),)  # one call, its one result
     by_id: dict[str, ToolMessage] = {}
-    for m in turn.results:
+    for m in results:
         by_id.setdefault(m.tool_call_id, m)
     signals: list[CallSignal] = []
     for call in calls:
@@ -412,11 +465,12 @@ def _signals(turn: Turn | None) -> tuple[CallSignal, ...]:
 
 def _stopping(signals: tuple[CallSignal, ...], policy: StopPolicy) -> tuple[CallSignal, ...]:
     """The calls that stop the turn under the policy's parallel rule (empty: go on)."""
-    valid = [s for s in signals if s.valid]
     if policy.parallel == "all":
-        if signals and all(s.valid and s.stop for s in signals):
-            return signals
-        return ()
+        for s in signals:
+            if s.problem is not None or not s.stop:
+                return ()
+        return signals
+    valid = [s for s in signals if s.problem is None]
     if policy.parallel == "any":
         return tuple(s for s in valid if s.stop)
     if policy.parallel == "first":
@@ -601,9 +655,15 @@ def decide_turn(
     """`decide` for a turn already found with `current_turn` (the routers' entry point)."""
     policy = policy if policy is not None else StopPolicy()
     signals = _signals(turn)
-    transient = sum(1 for s in signals if _is_transient(s))
+    transient = 0
+    asks = False  # whether any call asks to stop (only such calls can decide a stop)
+    for s in signals:  # `_is_transient`, inline: this runs on every tool turn
+        if s.reason is Outcome.TRANSIENT or s.problem is Problem.TOOL_ERROR:
+            transient += 1
+        if s.stop:
+            asks = True
     rule = Rule.NONE
-    deciding = _stopping(signals, policy)
+    deciding = _stopping(signals, policy) if asks else ()
     if deciding:
         top = min(deciding, key=lambda s: policy.rank(s.reason.value if s.reason else ""))
         assert top.reason is not None  # deciding signals are valid
@@ -621,19 +681,25 @@ def decide_turn(
     out_of_steps = remaining_steps is not None and remaining_steps <= loop_steps
     if rule is Rule.NONE and signals and out_of_steps:
         rule = Rule.STEP_BUDGET
+    if rule is Rule.NONE:
+        return _frozen(
+            Decision,
+            {
+                "stop": False,
+                "rule": rule,
+                "would_stop": would_stop,
+                "narrate": False,
+                "signals": signals,
+                "deciding": deciding if would_stop is not None else (),
+                "transient_in_turn": transient,
+                "relay": None,
+                "relayed": (),
+            },
+        )
     narrate = rule in (Rule.COMPLETED, Rule.FATAL) and policy.mode == "polish"
     narrate = narrate or (
         rule in (Rule.RETRY_BUDGET, Rule.STEP_BUDGET) and policy.on_budget == "model"
     )
-    if rule is Rule.NONE:
-        return Decision(
-            stop=False,
-            rule=rule,
-            would_stop=would_stop,
-            signals=signals,
-            deciding=deciding if would_stop is not None else (),
-            transient_in_turn=transient,
-        )
     relay, relayed = _relay_for(rule, turn, deciding, policy)
     return Decision(
         stop=True,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, NotRequired, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired, TypeAlias
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -30,24 +30,21 @@ except ImportError as error:  # pragma: no cover - a broken langgraph / langgrap
 
 from toolstop._lifecycle import (
     RUN_KEY,
-    Aborted,
+    Begun,
     RunState,
     afinish,
     answered,
-    begin_turn,
-    close_aborted,
+    begin,
     ended_after,
     finish,
     invocation_of,
     last_answer,
-    open_run,
     plain_answer,
     relay_message,
     run_start,
-    served,
     turn_event,
 )
-from toolstop.decision import Decision, Turn, current_turn, decide
+from toolstop.decision import Decision, decide
 from toolstop.errors import ToolstopConfigError
 from toolstop.observe import apublish_run_end, publish_run_end
 from toolstop.policy import StopPolicy, resolve_policy
@@ -165,16 +162,6 @@ GRAPH_LOOP_STEPS = 2
 then `finalize` (or `polish`, or `agent` answering without tools)."""
 
 
-class _Begun(NamedTuple):
-    """What a node starts from: the turn's decision, the run, and an aborted run it closed."""
-
-    decision: Decision | None
-    run: RunState
-    turn: Turn | None
-    aborted: Aborted | None
-    messages: list[AnyMessage]
-
-
 class _Nodes:
     """The graph's nodes and its tools router, sharing one policy. Each is a thin shell."""
 
@@ -192,33 +179,24 @@ class _Nodes:
         self.name = name
         self.bound: Runnable[Any, Any] = model.bind_tools(list(tools))
 
-    def _begin(self, state: ReactState, config: RunnableConfig) -> _Begun:
+    def _begin(self, state: ReactState, config: RunnableConfig) -> Begun:
         """The run this node belongs to, with the tool turn just executed folded in.
 
         An earlier run that did not finish is closed first (see `close_aborted`); the messages
         are then the repaired ones, which the model gets and the node writes back.
         """
-        messages = state["messages"]
         remaining = state.get("remaining_steps")
-        invocation = invocation_of(remaining, config)
-        run = state.get("toolstop_run")
-        previous = state.get("stop_record")
-        aborted = close_aborted(run, messages, invocation, self.policy)
-        if aborted is not None and run is not None:
-            run, previous = {**run, "open": False}, aborted.record
-            messages = aborted.messages if aborted.messages is not None else messages
-        turn = current_turn(messages, since=run_start(run))
-        run = open_run(run, previous, self.policy, turn, messages=messages)
-        decision, run = begin_turn(
-            run,
-            turn,
+        return begin(
+            state.get("toolstop_run"),
+            state.get("stop_record"),
+            state["messages"],
             self.policy,
+            invocation=invocation_of(remaining, config),
             remaining_steps=remaining,
             loop_steps=GRAPH_LOOP_STEPS,
         )
-        return _Begun(decision, served(run, invocation), turn, aborted, messages)
 
-    def _stop(self, state: ReactState, config: RunnableConfig) -> tuple[_Begun, Decision]:
+    def _stop(self, state: ReactState, config: RunnableConfig) -> tuple[Begun, Decision]:
         begun = self._begin(state, config)
         decision = begun.decision
         if decision is None or not decision.stop:  # pragma: no cover - routers share `decide`
@@ -227,7 +205,7 @@ class _Nodes:
         turn_event(decision, begun.turn, begun.run)
         return begun, decision
 
-    def _messages(self, begun: _Begun) -> list[BaseMessage]:
+    def _messages(self, begun: Begun) -> list[BaseMessage]:
         return self.prompt + list(begun.messages)
 
     def _named(self, answer: BaseMessage) -> BaseMessage:
@@ -236,7 +214,7 @@ class _Nodes:
         return answer
 
     @staticmethod
-    def _update(begun: _Begun, run: RunState, answer: AIMessage) -> dict[str, Any]:
+    def _update(begun: Begun, run: RunState, answer: AIMessage) -> dict[str, Any]:
         """A node's update: the answer, the run, and what closing an aborted run wrote."""
         update: dict[str, Any] = {"messages": [answer], RUN_KEY: run}
         if begun.aborted is not None:
@@ -245,13 +223,13 @@ class _Nodes:
         return update
 
     def _end(
-        self, begun: _Begun, run: RunState, answer: AIMessage, config: RunnableConfig
+        self, begun: Begun, run: RunState, answer: AIMessage, config: RunnableConfig
     ) -> dict[str, Any]:
         record, run = finish(ended_after(run, begun.turn, answer), config)
         return {**self._update(begun, run, answer), "stop_record": record}
 
     async def _aend(
-        self, begun: _Begun, run: RunState, answer: AIMessage, config: RunnableConfig
+        self, begun: Begun, run: RunState, answer: AIMessage, config: RunnableConfig
     ) -> dict[str, Any]:
         record, run = await afinish(ended_after(run, begun.turn, answer), config)
         return {**self._update(begun, run, answer), "stop_record": record}

@@ -24,13 +24,17 @@ content or arguments, and a failing exporter never breaks a run.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
+_otel_metrics_internal: Any
 try:  # optional: OpenTelemetry is used when the application has it
     from opentelemetry import metrics as _otel_metrics
+    from opentelemetry.metrics import _internal as _otel_metrics_internal
 except ImportError:  # pragma: no cover - depends on the environment
     _otel_metrics = None  # type: ignore[assignment]
+    _otel_metrics_internal = None
 
 __all__ = ["MODEL_CALL_BUCKETS", "deciding_tools", "record_run_metrics"]
 
@@ -79,9 +83,33 @@ class _Instruments:
 _instruments = _Instruments(_otel_metrics.get_meter("toolstop")) if _otel_metrics else None
 
 
+def provider_may_be_set(api: Any, attribute: str, variable: str) -> bool:
+    """False when the OpenTelemetry API has certainly no provider (nobody listens).
+
+    Asking the API (`get_meter_provider()`, `get_tracer_provider()`) reads the environment on every
+    call until a provider is set; this reads the API's global instead (`attribute`), and the
+    environment variable that configures a provider (`variable`) as it was when toolstop was
+    imported. True when either says a provider may be set, or when the global is not where it
+    is expected (then the API decides).
+    """
+    found = getattr(api, attribute, _UNKNOWN)
+    return found is _UNKNOWN or found is not None or variable in _CONFIGURED
+
+
+_UNKNOWN = object()
+_CONFIGURED = frozenset(
+    name
+    for name in ("OTEL_PYTHON_METER_PROVIDER", "OTEL_PYTHON_TRACER_PROVIDER")
+    if name in os.environ
+)
+"""The provider variables set when toolstop was imported."""
+
+
 def _provider_set() -> bool:
     """True when the application set a MeterProvider (the API's default is a proxy)."""
-    if _otel_metrics is None:
+    if _otel_metrics is None or not provider_may_be_set(
+        _otel_metrics_internal, "_METER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER"
+    ):
         return False
     provider = _otel_metrics.get_meter_provider()
     name = type(provider).__name__

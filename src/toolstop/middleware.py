@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Annotated, Any, NamedTuple, NotRequired, cast
+from typing import Annotated, Any, NotRequired, cast
 
 from toolstop._compat import middleware_import_error
 
@@ -28,27 +28,25 @@ except ImportError as error:  # pragma: no cover - exercised in the legacy envir
 from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.config import get_config
-from langgraph.managed.is_last_step import RemainingStepsManager
 from langgraph.types import Command
 
 from toolstop._lifecycle import (
     RUN_KEY,
-    Aborted,
+    Begun,
     RunState,
     afinish,
     answered,
+    begin,
     begin_turn,
     close_aborted,
     ended_after,
     finish,
-    invocation_of,
     last_answer,
     open_run,
     plain_answer,
     relay_message,
     repair_history,
     run_start,
-    served,
     turn_event,
 )
 from toolstop.decision import Decision, Turn, current_turn
@@ -64,8 +62,9 @@ __all__ = ["StopOnArtifact", "StopOnArtifactState"]
 Handler = Callable[[ModelRequest], ModelResponse]
 AsyncHandler = Callable[[ModelRequest], Awaitable[ModelResponse]]
 
-STEPS_KEY = "toolstop_remaining_steps"
-"""LangGraph's managed remaining-steps value, under a name no other middleware uses."""
+_SCRATCHPAD = "__pregel_scratchpad"
+"""Where LangGraph keeps a task's step and its invocation's step limit (`step`, `stop`): what its
+managed `RemainingSteps` value reads, without a state key."""
 
 _LIMIT_KEYS = ("thread_model_call_count", "run_model_call_count")
 """`ModelCallLimitMiddleware`'s counters (it counts every answer of the model node)."""
@@ -80,25 +79,11 @@ _EDITS_KEY = "hitl_edited_tool_calls"
 class StopOnArtifactState(AgentState[Any]):
     """The agent state plus the run's `stop_record` (kept in checkpoints like any state key).
 
-    `toolstop_run` (the run in progress) and `toolstop_remaining_steps` (LangGraph's managed step
-    counter) are private: they are neither input nor output of the agent.
+    `toolstop_run` (the run in progress) is private: it is neither input nor output of the agent.
     """
 
     stop_record: NotRequired[StopRecord]
     toolstop_run: NotRequired[Annotated[RunState, PrivateStateAttr]]
-    toolstop_remaining_steps: NotRequired[Annotated[int, PrivateStateAttr, RemainingStepsManager]]
-
-
-class _Begun(NamedTuple):
-    """What a model call starts from (see `StopOnArtifact._begin`)."""
-
-    decision: Decision | None
-    run: RunState
-    turn: Turn | None
-    remaining: int | None
-    needed: int
-    config: Any
-    aborted: Aborted | None
 
 
 def _config() -> Any:
@@ -106,6 +91,23 @@ def _config() -> Any:
         return get_config()
     except RuntimeError:  # called outside a graph run
         return None
+
+
+def _steps(config: Any) -> tuple[int | None, int | None]:
+    """`(remaining steps, invocation)` of the running node, from LangGraph's scratchpad.
+
+    The remaining steps are what `RemainingSteps` gives a node; the invocation (its step limit,
+    the same for every node of one invocation) is what `toolstop._lifecycle.invocation_of`
+    computes from them. `(None, None)` outside a graph run.
+    """
+    try:
+        scratchpad = config["configurable"][_SCRATCHPAD]
+        step, stop = scratchpad.step, scratchpad.stop
+    except Exception:
+        return None, None
+    if type(step) is not int or type(stop) is not int:
+        return None, None
+    return stop - step, stop
 
 
 def _graph_shape(config: Any) -> tuple[int, int] | None:
@@ -119,14 +121,20 @@ def _graph_shape(config: Any) -> tuple[int, int] | None:
     try:
         read = config["configurable"]["__pregel_read"]
         channels = read.args[1]
-        names = [n for n in channels if isinstance(n, str) and n.startswith("branch:to:")]
+        if "branch:to:model" not in channels:
+            return None
+        before = after = ends = 0
+        for name in channels:  # one pass: it runs once per thread (the run keeps the shape)
+            if type(name) is not str or not name.startswith("branch:to:"):
+                continue
+            if name.endswith(".before_model"):
+                before += 1
+            elif name.endswith(".after_model"):
+                after += 1
+            elif name.endswith(".after_agent"):
+                ends += 1
     except Exception:
         return None
-    if "branch:to:model" not in names:
-        return None
-    before = sum(1 for n in names if n.endswith(".before_model"))
-    after = sum(1 for n in names if n.endswith(".after_model"))
-    ends = sum(1 for n in names if n.endswith(".after_agent"))
     return before + after + 2, after + ends
 
 
@@ -261,17 +269,15 @@ def _plain(data: Any) -> Any:
     return data
 
 
-def _first_ai(messages: list[BaseMessage]) -> tuple[int, AIMessage] | None:
-    for index, message in enumerate(messages):
-        if isinstance(message, AIMessage):
-            return index, message
-    return None
+def _has_limit(state: Mapping[str, Any]) -> bool:
+    """True when `ModelCallLimitMiddleware` counts this agent's model calls."""
+    return _LIMIT_KEYS[0] in state or _LIMIT_KEYS[1] in state
 
 
 def _limit_swallowed(message: BaseMessage, state: Mapping[str, Any]) -> bool:
     """True when `ModelCallLimitMiddleware` ended the run in place of the model node."""
     return (
-        any(key in state for key in _LIMIT_KEYS)
+        _has_limit(state)
         and isinstance(message, AIMessage)
         and not message.tool_calls
         and isinstance(message.content, str)
@@ -284,27 +290,34 @@ OTHER_MIDDLEWARE = "another middleware"
 
 
 def _ended_by(
-    messages: Sequence[BaseMessage], state: Mapping[str, Any], record: Any
+    messages: Sequence[BaseMessage],
+    state: Mapping[str, Any],
+    record: Any,
+    answer: str | None = None,
 ) -> dict[str, str]:
     """`ended_by` (and the limit's message) when another middleware ended the run: not a stop of
-    toolstop's, and not the model's own answer. Empty when the model answered or toolstop
-    stopped."""
+    toolstop's, and not the model's own answer (`answer`: the id of the run's last model
+    answer, when known). Empty when the model answered or toolstop stopped."""
     if record.get("stopped") or not messages:
         return {}
     last = messages[-1]
+    if answer is not None and last.id == answer and isinstance(last, AIMessage):
+        return {} if not last.tool_calls else {"ended_by": OTHER_MIDDLEWARE}
     if _limit_swallowed(last, state):
         return {"ended_by": "ModelCallLimitMiddleware", "ended_by_message": str(last.content)}
     if isinstance(last, ToolMessage) or (isinstance(last, AIMessage) and last.tool_calls):
         return {"ended_by": OTHER_MIDDLEWARE}  # tool calls or results the model never saw
     if isinstance(last, AIMessage):
-        start = max((i for i, m in enumerate(messages) if m.type == "human"), default=-1)
-        answers = [
-            m
-            for m in messages[start + 1 :]
-            if isinstance(m, AIMessage)
-            and not (m.response_metadata or {}).get("toolstop", {}).get("relay")
-        ]
-        if len(answers) > record.get("model_calls", 0):  # an answer no model call gave
+        start = len(messages) - 1
+        while start >= 0 and messages[start].type != "human":
+            start -= 1
+        answers = 0
+        for m in messages[start + 1 :]:
+            if isinstance(m, AIMessage) and not (m.response_metadata or {}).get("toolstop", {}).get(
+                "relay"
+            ):
+                answers += 1
+        if answers > record.get("model_calls", 0):  # an answer no model call gave
             return {"ended_by": OTHER_MIDDLEWARE}
         return {}
     if last.type == "human" and not record.get("model_calls"):
@@ -370,59 +383,52 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         self._checked_tools: object = None  # the tools list last checked for return_direct
 
     # -- the decision, shared by sync and async ---------------------------------------------
-    def _begin(self, request: ModelRequest) -> _Begun:
+    def _begin(self, request: ModelRequest) -> tuple[Begun, int | None, Any]:
+        """The run's state at this model call (see `toolstop._lifecycle.begin`), the steps left
+        and the node's config."""
         if request.tools is not self._checked_tools:  # once per agent, unless a hook swaps tools
             check_tools([t for t in request.tools if isinstance(t, BaseTool)], "StopOnArtifact")
             self._checked_tools = request.tools
         config = _config()
         state: Any = request.state
-        remaining = state.get(STEPS_KEY)
-        messages = state["messages"]
-        invocation = invocation_of(remaining, config)
+        remaining, invocation = _steps(config)
         run = state.get(RUN_KEY)
-        previous = state.get("stop_record")
-        aborted = close_aborted(run, messages, invocation, self.policy)
-        if aborted is not None and run is not None:
-            run, previous = {**run, "open": False}, aborted.record
-            messages = aborted.messages if aborted.messages is not None else messages
-        turn = current_turn(messages, since=run_start(run))
-        run = open_run(run, previous, self.policy, turn, messages=messages)
-        run, needed = _steps_needed(run, remaining, config)
-        decision, run = begin_turn(
+        loop = run.get("loop") if run is not None else None
+        tail = run.get("tail") if run is not None else None
+        begun = begin(
             run,
-            _as_the_tool_said(turn, state),
+            state.get("stop_record"),
+            state["messages"],
             self.policy,
+            invocation=invocation,
             remaining_steps=remaining,
-            loop_steps=needed,
+            # the shape is known once a run of the thread has read or measured it
+            loop_steps=loop + tail
+            if loop is not None and tail is not None and (remaining is None or remaining > tail)
+            else lambda run: _steps_needed(run, remaining, config),
+            as_said=(lambda turn: _as_the_tool_said(turn, state)) if _EDITS_KEY in state else None,
         )
-        return _Begun(decision, served(run, invocation), turn, remaining, needed, config, aborted)
+        return begun, remaining, config
 
     @staticmethod
-    def _repaired(request: ModelRequest, begun: _Begun) -> ModelRequest:
+    def _repaired(request: ModelRequest, begun: Begun) -> ModelRequest:
         """The request with the calls an aborted run left open answered (it is rarely needed)."""
         if begun.aborted is None or begun.aborted.messages is None:
             return request
         messages = repair_history(list(request.messages))
         return request if messages is None else request.override(messages=messages)
 
-    def _relay(
-        self,
-        request: ModelRequest,
-        decision: Decision,
-        run: RunState,
-        turn: Turn | None,
-        config: Any,
-    ) -> Any:
-        turn_event(decision, turn, run)
+    def _relay(self, request: ModelRequest, begun: Begun, decision: Decision, config: Any) -> Any:
+        turn_event(decision, begun.turn, begun.run)
         relay = relay_message(decision.relay, decision.rule, name=_agent_name(config))
-        update: dict[str, Any] = {RUN_KEY: run}
+        update: dict[str, Any] = {RUN_KEY: begun.run}
         state: Any = request.state
-        if any(key in state for key in _LIMIT_KEYS):
+        if _has_limit(state):
             # ModelCallLimitMiddleware counts every answer of the model node in `after_model`;
             # a relay is not a model call, so its count is taken back here.
             for key in _LIMIT_KEYS:
                 update[key] = state.get(key, 0) - 1
-        structured = _structured_response(request, decision, turn)
+        structured = _structured_response(request, decision, begun.turn)
         return ExtendedModelResponse(
             model_response=ModelResponse(result=[relay], structured_response=structured),
             command=Command(update=update),
@@ -431,25 +437,35 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
     def _answered(
         self,
         response: ModelResponse,
-        run: RunState,
+        begun: Begun,
         *,
         narrated: bool,
         remaining: int | None,
-        needed: int,
         config: Any,
-        aborted: Aborted | None = None,
     ) -> Any:
-        messages = list(response.result)
-        found = _first_ai(messages)
-        if found is not None:  # else nothing to account for (a middleware answered otherwise)
-            index, answer = found
+        messages = response.result
+        run = begun.run
+        index, answer = 0, None
+        for message in messages:  # the model's answer (the first AIMessage of the response)
+            if isinstance(message, AIMessage):
+                answer = message
+                break
+            index += 1
+        if answer is not None:  # else nothing to account for (a middleware answered otherwise)
+            given = answer
             # Calls answered in the same response (create_agent's structured-output tool) need
             # no tool turn.
-            answered_ids = frozenset(m.tool_call_id for m in messages if isinstance(m, ToolMessage))
+            answered_ids = (
+                frozenset(m.tool_call_id for m in messages if isinstance(m, ToolMessage))
+                if len(messages) > 1
+                else frozenset()
+            )
             if narrated:
                 answer = plain_answer(answer, answered_ids=answered_ids)
             calls = answer.tool_calls
-            if narrated or (calls and all(c.get("id") in answered_ids for c in calls)):
+            if narrated or (
+                calls and answered_ids and all(c.get("id") in answered_ids for c in calls)
+            ):
                 run = last_answer(
                     {**run, "record": count_model_call(run["record"], answer)}, answer
                 )
@@ -463,18 +479,26 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
                     answer,
                     self.policy,
                     remaining_steps=remaining,
-                    loop_steps=needed,
-                    name=_agent_name(config),
+                    loop_steps=begun.needed,
+                    # the name is only given to a step-budget answer: looked up only for one
+                    name=_agent_name(config)
+                    if calls and remaining is not None and remaining <= begun.needed
+                    else None,
                 )
-            messages[index] = answer
-        result = ModelResponse(result=messages, structured_response=response.structured_response)
+            if answer is not given:
+                messages = list(messages)
+                messages[index] = answer
+                response = ModelResponse(
+                    result=messages, structured_response=response.structured_response
+                )
         update: dict[str, Any] = {RUN_KEY: run}
+        aborted = begun.aborted
         if aborted is not None:
             update["stop_record"] = aborted.record
             if aborted.messages is not None:
                 # written after the model's answer: the whole repaired history, then the answer
-                update["messages"] = [*aborted.update(), *messages]
-        return ExtendedModelResponse(model_response=result, command=Command(update=update))
+                update["messages"] = [*aborted.update(), *response.result]
+        return ExtendedModelResponse(model_response=response, command=Command(update=update))
 
     @staticmethod
     def _narrating(request: ModelRequest) -> ModelRequest:
@@ -484,46 +508,38 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
     # -- hooks ------------------------------------------------------------------------------
     def wrap_model_call(self, request: ModelRequest, handler: Handler) -> Any:
         """Answer with the relay on a stop; otherwise call the model and account for it."""
-        begun = self._begin(request)
-        decision, run, turn = begun.decision, begun.run, begun.turn
+        begun, remaining, config = self._begin(request)
+        decision = begun.decision
         if begun.aborted is not None:
-            publish_run_end(begun.aborted.record, begun.config)
+            publish_run_end(begun.aborted.record, config)
         if decision is not None and decision.stop and not decision.narrate:
-            return self._relay(request, decision, run, turn, begun.config)
+            return self._relay(request, begun, decision, config)
         narrated = decision is not None and decision.narrate
-        request = self._repaired(request, begun)
+        if begun.aborted is not None:
+            request = self._repaired(request, begun)
         response = handler(self._narrating(request) if narrated else request)
-        turn_event(decision, turn, run)
+        if decision is not None:
+            turn_event(decision, begun.turn, begun.run)
         return self._answered(
-            response,
-            run,
-            narrated=narrated,
-            remaining=begun.remaining,
-            needed=begun.needed,
-            config=begun.config,
-            aborted=begun.aborted,
+            response, begun, narrated=narrated, remaining=remaining, config=config
         )
 
     async def awrap_model_call(self, request: ModelRequest, handler: AsyncHandler) -> Any:
         """Async twin of `wrap_model_call`."""
-        begun = self._begin(request)
-        decision, run, turn = begun.decision, begun.run, begun.turn
+        begun, remaining, config = self._begin(request)
+        decision = begun.decision
         if begun.aborted is not None:
-            await apublish_run_end(begun.aborted.record, begun.config)
+            await apublish_run_end(begun.aborted.record, config)
         if decision is not None and decision.stop and not decision.narrate:
-            return self._relay(request, decision, run, turn, begun.config)
+            return self._relay(request, begun, decision, config)
         narrated = decision is not None and decision.narrate
-        request = self._repaired(request, begun)
+        if begun.aborted is not None:
+            request = self._repaired(request, begun)
         response = await handler(self._narrating(request) if narrated else request)
-        turn_event(decision, turn, run)
+        if decision is not None:
+            turn_event(decision, begun.turn, begun.run)
         return self._answered(
-            response,
-            run,
-            narrated=narrated,
-            remaining=begun.remaining,
-            needed=begun.needed,
-            config=begun.config,
-            aborted=begun.aborted,
+            response, begun, narrated=narrated, remaining=remaining, config=config
         )
 
     def _ending(
@@ -534,9 +550,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         messages = state["messages"]
         update: dict[str, Any] = {}
         run = state.get(RUN_KEY)
-        aborted = close_aborted(
-            run, messages, invocation_of(state.get(STEPS_KEY), config), self.policy
-        )
+        aborted = close_aborted(run, messages, _steps(config)[1], self.policy)
         if aborted is not None and run is not None:
             run = {**run, "open": False}
             if aborted.messages is not None:
@@ -544,14 +558,16 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
                 update["messages"] = aborted.update()
         last = messages[-1] if messages else None
         answered = isinstance(last, AIMessage) and not last.tool_calls  # by anyone
-        turn = current_turn(messages[:-1] if answered else messages, since=run_start(run))
+        since = run_start(run)
+        end = len(messages) - 1 if answered else None
+        turn = current_turn(messages, since=since, earlier=False, end=end)
         if run is None or not run["open"]:
             # No model call in this run (refused before it): a tool turn in its messages came
             # with its input, and is not this run's to decide.
             previous = aborted.record if aborted is not None else state.get("stop_record")
             run = open_run(run, previous, self.policy, turn)
         swallowed = last is not None and _limit_swallowed(last, state)
-        decision, run = begin_turn(
+        decision, decided = begin_turn(
             run,
             _as_the_tool_said(turn, state),
             self.policy,
@@ -559,8 +575,19 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             loop_steps=0,
             delivered=swallowed,
         )
+        if decision is not None and decision.stop:  # its relay shows the run's earlier turns
+            turn = current_turn(messages, since=since, end=end)
+            decision, decided = begin_turn(
+                run,
+                _as_the_tool_said(turn, state),
+                self.policy,
+                remaining_steps=None,
+                loop_steps=0,
+                delivered=swallowed,
+            )
+        run = decided
         turn_event(decision, turn, run)
-        ended_by = _ended_by(messages, state, run["record"])
+        ended_by = _ended_by(messages, state, run["record"], run.get("answer"))
         if ended_by:
             run = cast(RunState, {**run, "record": {**run["record"], **ended_by}})
         if answered:

@@ -32,7 +32,7 @@ from langchain_core.messages import ToolMessage
 from langgraph.config import get_stream_writer
 
 from toolstop.decision import Decision, Turn
-from toolstop.metrics import record_run_metrics
+from toolstop.metrics import provider_may_be_set, record_run_metrics
 from toolstop.record import StopRecord
 
 try:  # optional: OpenTelemetry is used when the application has it
@@ -173,8 +173,10 @@ async def _acallback_event(record: StopRecord, config: Any) -> None:
 
 
 def _span_event(record: StopRecord) -> None:
-    if _otel_trace is None or isinstance(
-        _otel_trace.get_tracer_provider(), _otel_trace.ProxyTracerProvider
+    if (
+        _otel_trace is None
+        or not provider_may_be_set(_otel_trace, "_TRACER_PROVIDER", "OTEL_PYTHON_TRACER_PROVIDER")
+        or isinstance(_otel_trace.get_tracer_provider(), _otel_trace.ProxyTracerProvider)
     ):
         return  # no OpenTelemetry SDK configured: nobody records spans
     span = _otel_trace.get_current_span()

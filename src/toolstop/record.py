@@ -123,6 +123,13 @@ class StopRecord(TypedDict):
     interrupted)."""
 
 
+_OUTCOME_KEYS = {o: o.value for o in Outcome}
+"""Each outcome's key in `StopRecord.outcomes` (a plain string)."""
+
+_NO_OUTCOMES = {o.value: 0 for o in Outcome} | {"invalid": 0, "unsignalled": 0, "rejected": 0}
+"""`StopRecord.outcomes` of a run with no tool turn (copied into each new record)."""
+
+
 def new_record(policy: StopPolicy, *, run: int = 1) -> StopRecord:
     """A fresh record for run number `run` under `policy`."""
     return StopRecord(
@@ -139,7 +146,7 @@ def new_record(policy: StopPolicy, *, run: int = 1) -> StopRecord:
         relayed=[],
         on_budget=policy.on_budget,
         invalid_signals=[],
-        outcomes={o.value: 0 for o in Outcome} | {"invalid": 0, "unsignalled": 0, "rejected": 0},
+        outcomes=dict(_NO_OUTCOMES),
         transient_retries=0,
         tool_turns=0,
         model_calls=0,
@@ -154,8 +161,13 @@ def fold_turn(record: StopRecord, decision: Decision) -> StopRecord:
     """Return `record` with one tool turn's signals added (a new dict; `record` is not changed)."""
     updated = record.copy()
     outcomes = updated["outcomes"] = dict(record["outcomes"])
+    calls = updated["calls_by_tool"] = dict(record.get("calls_by_tool") or {})
     for signal in decision.signals:
-        if signal.problem is not None and signal.problem in PROBLEMS_NOT_INVALID:
+        calls[signal.tool] = calls.get(signal.tool, 0) + 1
+        if signal.problem is None and signal.reason is not None:  # a valid signal: the usual
+            key = _OUTCOME_KEYS[signal.reason]
+            outcomes[key] = outcomes.get(key, 0) + 1
+        elif signal.problem is not None and signal.problem in PROBLEMS_NOT_INVALID:
             outcomes[signal.problem.value] = outcomes.get(signal.problem.value, 0) + 1
         elif signal.problem is not None:
             outcomes["invalid"] = outcomes.get("invalid", 0) + 1
@@ -168,12 +180,7 @@ def fold_turn(record: StopRecord, decision: Decision) -> StopRecord:
                     tool=signal.tool, tool_call_id=signal.tool_call_id, problem=signal.problem.value
                 )
             )
-        elif signal.reason is not None:
-            outcomes[signal.reason.value] = outcomes.get(signal.reason.value, 0) + 1
     updated["tool_turns"] = record["tool_turns"] + 1
-    calls = updated["calls_by_tool"] = dict(record.get("calls_by_tool") or {})
-    for signal in decision.signals:
-        calls[signal.tool] = calls.get(signal.tool, 0) + 1
     if not decision.stop:
         updated["transient_retries"] = record["transient_retries"] + decision.transient_in_turn
     if decision.would_stop is not None and record["would_stop"] is None:

@@ -108,8 +108,18 @@ def _floor(*, after_agent: bool) -> Any:
 BARE = "create_agent"
 """The baseline every ratio is taken against (the hand-built graph when langchain is missing)."""
 
+FLOOR = "create_agent+empty wrap_model_call+after_agent"
+"""The floor of StopOnArtifact's design: the hooks it has, doing nothing (its `vs_floor`)."""
 
-def _builders(*, floors: bool = False) -> dict[str, Callable[[Any, list[Any]], Any]]:
+CHOSEN = "create_agent+StopOnArtifact"
+"""The configuration measured against `FLOOR`."""
+
+
+def _builders(
+    *, floors: bool = False, design_floor: bool = False
+) -> dict[str, Callable[[Any, list[Any]], Any]]:
+    """The configurations: bare, StopOnArtifact and the hand-built graph; `floors` adds the
+    empty-hook floors and the `before_model` jump, `design_floor` only `FLOOR`."""
     builders: dict[str, Callable[[Any, list[Any]], Any]] = {}
     if has_agents():
         from langchain.agents import create_agent
@@ -121,12 +131,9 @@ def _builders(*, floors: bool = False) -> dict[str, Callable[[Any, list[Any]], A
             builders["create_agent+empty wrap_model_call"] = lambda m, t: create_agent(
                 m, t, middleware=[_floor(after_agent=False)]
             )
-            builders["create_agent+empty wrap_model_call+after_agent"] = lambda m, t: create_agent(
-                m, t, middleware=[_floor(after_agent=True)]
-            )
-        builders["create_agent+StopOnArtifact"] = lambda m, t: create_agent(
-            m, t, middleware=[StopOnArtifact()]
-        )
+        if floors or design_floor:
+            builders[FLOOR] = lambda m, t: create_agent(m, t, middleware=[_floor(after_agent=True)])
+        builders[CHOSEN] = lambda m, t: create_agent(m, t, middleware=[StopOnArtifact()])
         if floors:
             builders["create_agent+before_model jump"] = lambda m, t: create_agent(
                 m, t, middleware=[_before_model_jump()]
@@ -140,13 +147,17 @@ def _baseline(names: Any) -> str:
 
 
 def wall_figures(samples_ms: dict[str, list[float]]) -> dict[str, Any]:
-    """Median per configuration and its ratio to the baseline's median, from the samples."""
+    """Median per configuration and its ratio to the baseline's median, from the samples;
+    StopOnArtifact's also to the floor of its design (`vs_floor`), when both were measured."""
     medians = {name: statistics.median(values) for name, values in samples_ms.items()}
     base = medians[_baseline(medians)]
-    return {
+    figures: dict[str, Any] = {
         name: {"median_ms": round(m, 4), "vs_create_agent": round(m / base, 4)}
         for name, m in medians.items()
     }
+    if FLOOR in medians and CHOSEN in medians:
+        figures[CHOSEN]["vs_floor"] = round(medians[CHOSEN] / medians[FLOOR], 4)
+    return figures
 
 
 def wall_per_run(
@@ -216,11 +227,12 @@ def decide_figures(samples_us: dict[str, list[float]]) -> dict[str, Any]:
 
 
 def throughput_figures(concurrent: int, seconds: dict[str, list[float]]) -> dict[str, Any]:
-    """Runs per second from the median round of each configuration, and its ratio to bare."""
+    """Runs per second from the median round of each configuration, and its ratio to bare;
+    StopOnArtifact's also to the floor of its design (`vs_floor`), when both were measured."""
     medians = {name: statistics.median(values) for name, values in seconds.items()}
     rates = {name: concurrent / elapsed for name, elapsed in medians.items()}
     base = rates[_baseline(rates)]
-    return {
+    figures: dict[str, Any] = {
         name: {
             "runs_per_s": round(rate, 1),
             "median_seconds": round(medians[name], 4),
@@ -228,19 +240,25 @@ def throughput_figures(concurrent: int, seconds: dict[str, list[float]]) -> dict
         }
         for name, rate in rates.items()
     }
+    if FLOOR in rates and CHOSEN in rates:
+        figures[CHOSEN]["vs_floor"] = round(rates[CHOSEN] / rates[FLOOR], 4)
+    return figures
 
 
-def throughput(concurrent: int, rounds: int = 5, *, floors: bool = False) -> dict[str, Any]:
+def throughput(
+    concurrent: int, rounds: int = 5, *, floors: bool = False, design_floor: bool = True
+) -> dict[str, Any]:
     """`concurrent` simultaneous `ainvoke` calls on one compiled agent per configuration.
 
     The configurations take turns for `rounds` rounds (order rotated each round, garbage
-    collected before each burst, so no agent pays for another's); `seconds` keeps every burst's
-    time, the figures are from each configuration's median burst. `floors` adds the empty-hook
-    configurations of the wall-time table.
+    collected before each burst, so no agent pays for another's; the collector stays on during
+    the bursts); `seconds` keeps every burst's time, the figures are from each configuration's
+    median burst. `design_floor` measures the floor of StopOnArtifact's design beside it,
+    `floors` all the configurations of the wall-time table.
     """
     agents = {
         name: build(SimulatedChatModel(tool_names=("search",)), _no_stop_tools())
-        for name, build in _builders(floors=floors).items()
+        for name, build in _builders(floors=floors, design_floor=design_floor).items()
     }
     names = list(agents)
 

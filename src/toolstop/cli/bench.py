@@ -209,6 +209,13 @@ def _print_overhead(figures: dict[str, Any], out: TextIO) -> None:
     for name, values in wall["figures"].items():
         median, ratio = values["median_ms"], values["vs_create_agent"]
         print(f"  {name:48s} {median:8.3f} ms  {ratio:.3f}x", file=out)
+    chosen = wall["figures"].get("create_agent+StopOnArtifact", {})
+    if "vs_floor" in chosen:
+        print(
+            f"  StopOnArtifact vs the floor of its design (empty wrap_model_call+after_agent): "
+            f"{chosen['vs_floor']:.3f}x (target <= 1.030x)",
+            file=out,
+        )
     scaling = figures["decide_scaling"]["figures"]
     print(
         f"  decide(): {scaling['10_messages_us']} us at 10 messages, "
@@ -220,6 +227,13 @@ def _print_overhead(figures: dict[str, Any], out: TextIO) -> None:
         ratio, runs = values["vs_create_agent"], values["runs_per_s"]
         print(
             f"  {throughput['concurrent']} concurrent, {name:28s} {runs:8.1f} runs/s  {ratio:.3f}x",
+            file=out,
+        )
+    chosen = throughput["figures"].get("create_agent+StopOnArtifact", {})
+    if "vs_floor" in chosen:
+        print(
+            f"  {throughput['concurrent']} concurrent, StopOnArtifact vs the floor of its design: "
+            f"{chosen['vs_floor']:.3f}x its runs/s (target >= 0.950x)",
             file=out,
         )
     profiled = figures["calls_per_run"]

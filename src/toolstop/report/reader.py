@@ -251,7 +251,10 @@ class Database:
                 }
         if held is not None:
             ends.append(self._end(thread_id, checkpoint_ns, held))
-        ends.extend(_interrupted(thread_id, checkpoint_ns, opened, ends, in_progress))
+        for end in _interrupted(thread_id, checkpoint_ns, opened, ends, in_progress):
+            # a run last seen open before `since` ended before it, like a record older than it
+            if since is None or end.ended_at is None or end.ended_at >= since:
+                ends.append(end)
         ends.sort(key=lambda end: (end.ended_at is None, end.ended_at or datetime.min))
         return ends, in_progress
 
