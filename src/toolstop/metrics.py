@@ -31,9 +31,11 @@ from typing import Any
 _otel_metrics_internal: Any
 try:  # optional: OpenTelemetry is used when the application has it
     from opentelemetry import metrics as _otel_metrics
-    from opentelemetry.metrics import _internal as _otel_metrics_internal
 except ImportError:  # pragma: no cover - depends on the environment
     _otel_metrics = None  # type: ignore[assignment]
+try:  # where the API keeps its provider; without it the API is asked on every run
+    from opentelemetry.metrics import _internal as _otel_metrics_internal
+except ImportError:  # pragma: no cover - depends on the OpenTelemetry version
     _otel_metrics_internal = None
 
 __all__ = ["MODEL_CALL_BUCKETS", "deciding_tools", "record_run_metrics"]
