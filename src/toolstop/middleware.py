@@ -560,7 +560,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         answered = isinstance(last, AIMessage) and not last.tool_calls  # by anyone
         since = run_start(run)
         end = len(messages) - 1 if answered else None
-        turn = current_turn(messages, since=since, earlier=False, end=end)
+        turn = current_turn(messages, since=since, end=end)  # once per run: read it whole
         if run is None or not run["open"]:
             # No model call in this run (refused before it): a tool turn in its messages came
             # with its input, and is not this run's to decide.
@@ -575,16 +575,6 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             loop_steps=0,
             delivered=swallowed,
         )
-        if decision is not None and decision.stop:  # its relay shows the run's earlier turns
-            turn = current_turn(messages, since=since, end=end)
-            decision, decided = begin_turn(
-                run,
-                _as_the_tool_said(turn, state),
-                self.policy,
-                remaining_steps=None,
-                loop_steps=0,
-                delivered=swallowed,
-            )
         run = decided
         turn_event(decision, turn, run)
         ended_by = _ended_by(messages, state, run["record"], run.get("answer"))
