@@ -436,9 +436,7 @@ def begin(
                 run, said, policy, remaining_steps=remaining_steps, loop_steps=needed
             )
         run = decided
-    if run.get("invocation") != invocation:
-        run = {**run, "invocation": invocation}
-    return Begun(decision, run, turn, aborted, messages, needed)
+    return Begun(decision, served(run, invocation), turn, aborted, messages, needed)
 
 
 def turn_event(decision: Decision | None, turn: Turn | None, run: RunState) -> None:
