@@ -70,6 +70,17 @@ def test_the_graphs_shape_is_read_from_its_channels() -> None:
     assert _graph_shape(None) is None
 
 
+def test_the_shape_read_last_is_reused_only_for_the_same_channels() -> None:
+    # Graphs of several shapes in one process: each read answers for its own channels.
+    wider = [*HOOKS, "branch:to:Audit.before_model"]
+    for _ in range(2):
+        assert _graph_shape(_config(HOOKS)) == (5, 2)
+        assert _graph_shape(_config(HOOKS)) == (5, 2)  # the remembered shape
+        assert _graph_shape(_config(wider)) == (6, 2)
+        assert _graph_shape(_config(["branch:to:model"])) == (2, 0)
+        assert _graph_shape(_config(["branch:to:agent"])) is None
+
+
 def test_the_steps_a_turn_needs_come_from_the_graphs_shape_once_per_run() -> None:
     run: Any = {"open": True}
     read, needed = _steps_needed(run, 20, _config(HOOKS))

@@ -118,9 +118,13 @@ def _graph_shape(config: Any) -> tuple[int, int] | None:
     Reads LangGraph's private channel map; `None` when that is not possible (the run then
     measures its loop instead).
     """
+    global _known_shape
     try:
         read = config["configurable"]["__pregel_read"]
         channels = read.args[1]
+        known = _known_shape
+        if known is not None and channels.keys() == known[0]:
+            return known[1]  # the same graph (or one of the same nodes) as the last one read
         if "branch:to:model" not in channels:
             return None
         before = after = ends = 0
@@ -133,9 +137,15 @@ def _graph_shape(config: Any) -> tuple[int, int] | None:
                 after += 1
             elif name.endswith(".after_agent"):
                 ends += 1
+        shape = before + after + 2, after + ends
+        _known_shape = frozenset(channels), shape
     except Exception:
         return None
-    return before + after + 2, after + ends
+    return shape
+
+
+_known_shape: tuple[frozenset[Any], tuple[int, int]] | None = None
+"""The channel names of the graph whose shape was read last, and that shape."""
 
 
 def _steps_needed(run: RunState, remaining: int | None, config: Any) -> tuple[RunState, int]:
@@ -560,7 +570,10 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         answered = isinstance(last, AIMessage) and not last.tool_calls  # by anyone
         since = run_start(run)
         end = len(messages) - 1 if answered else None
-        turn = current_turn(messages, since=since, end=end)  # once per run: read it whole
+        turn = current_turn(messages, since=since, end=end, earlier=False)
+        if turn is not None and (run is None or turn.id is None or turn.id != run["turn"]):
+            # a turn no model call decided: a stop's relay shows its earlier turns
+            turn = current_turn(messages, since=since, end=end)
         if run is None or not run["open"]:
             # No model call in this run (refused before it): a tool turn in its messages came
             # with its input, and is not this run's to decide.

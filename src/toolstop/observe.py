@@ -65,6 +65,10 @@ def _does_nothing(_: Any) -> None:
 _NOTHING = _does_nothing.__code__.co_code
 """The bytecode of a function that does nothing: LangGraph's writer when nobody streams "custom"."""
 
+_silent: list[Any] = [None]
+"""The code object last found to do nothing (LangGraph makes a new writer per invocation from
+one code object, so one identity check answers every later call)."""
+
 
 def _stream_writer() -> Any:
     """The graph's custom-stream writer, or `None` when nobody streams custom events.
@@ -77,7 +81,12 @@ def _stream_writer() -> Any:
     except Exception:  # outside a graph run
         return None
     code = getattr(writer, "__code__", None)
-    if code is not None and code.co_code == _NOTHING and not code.co_names:
+    if code is None:
+        return writer
+    if code is _silent[0]:
+        return None
+    if code.co_code == _NOTHING and not code.co_names:  # reading co_code copies the bytecode
+        _silent[0] = code
         return None
     return writer
 
