@@ -204,6 +204,9 @@ def test_a_transcript_holds_the_run_without_ids() -> None:
         "tool_results", "final", "relay_is_tool_content", "history_problems", "stop_record",
     ]  # fmt: skip
     # no model of the check's own (a real model): no calls, no script
+    orphan = {"messages": [HumanMessage("q"), tool_message(), AIMessage("a")]}
+    problems = transcript_of(s, GRAPH, [], orphan, None)["history_problems"]
+    assert [p.split(" ", 1)[0] for p in problems] == ["openai", "anthropic", "mistral", "mistral"]
     bare = transcript_of(s, GRAPH, [], {}, None)
     assert "model_calls" not in bare
     assert "script" not in bare
@@ -290,20 +293,28 @@ class Agent:
         self.checkpointer = checkpointer
         self.error = error
         self.runs: list[tuple[Any, Any]] = []
+        self.ways: list[str] = []  # how each run was made: invoke or ainvoke
+        self.asked: list[Any] = []  # the config each get_state was given
 
     def invoke(self, inputs: Any, config: Any) -> dict[str, Any]:
+        self.ways.append("invoke")
+        return self._run(inputs, config)
+
+    def _run(self, inputs: Any, config: Any) -> dict[str, Any]:
         self.runs.append((inputs, config))
         if self.error is not None:
             raise self.error
         return dict(self.state, run=len(self.runs))
 
     async def ainvoke(self, inputs: Any, config: Any) -> dict[str, Any]:
-        return self.invoke(inputs, config)
+        self.ways.append("ainvoke")
+        return self._run(inputs, config)
 
     def get_state(self, config: Any) -> Any:
+        self.asked.append(config)
         pending = len(self.runs) <= self.interrupts
         interrupts = [SimpleNamespace(value=self.value)] if pending else []
-        tasks = [SimpleNamespace(name=f"{self.node}.after_model", interrupts=interrupts)]
+        tasks = [SimpleNamespace(name=f"{self.node}.after_model.1", interrupts=interrupts)]
         return SimpleNamespace(tasks=[SimpleNamespace(name="other", interrupts=[]), *tasks])
 
     async def aget_state(self, config: Any) -> Any:
@@ -344,7 +355,11 @@ def test_every_interrupt_is_answered_until_the_run_ends(run_async: bool) -> None
     assert transcript["path"] == []
     assert transcript["final"]["relay"] is True
     config = agent.runs[0][1]
+    assert config["configurable"]["thread_id"].startswith("toolstop-check-s.hard-")
     assert all(c is config for _, c in agent.runs)
+    assert len(agent.asked) == 3
+    assert all(c is config for c in agent.asked)
+    assert agent.ways == ["ainvoke" if run_async else "invoke"] * 3
 
 
 @pytest.mark.parametrize("run_async", [False, True])
@@ -357,6 +372,8 @@ def test_a_review_that_asks_again_forever_is_given_up_after_twenty_answers(
     assert resumes(agent) == [{"decisions": [{"type": "approve"}]}] * 20
     assert transcript["waiting_for"] == "MyReview"
     assert transcript["interrupts"] == ["MyReview"] * 20
+    assert len(agent.asked) == 21
+    assert all(c is agent.runs[0][1] for c in agent.asked)
     assert transcript["final"]["relay"] is True  # the last state is the transcript's
     assert invariant_breaches(scenario(), transcript)[0] == (
         "the run was still waiting at a human-review interrupt from MyReview after 20 answers: "
@@ -406,6 +423,7 @@ def test_a_run_gets_its_own_thread_callbacks_limit_and_middleware() -> None:
     assert thread.startswith("toolstop-check-own-run.hard-")
     assert len(thread) == 36
     assert int(thread[-8:], 16) >= 0
+    assert agent.ways == ["invoke"]  # synchronous unless asked
     assert config == {
         "configurable": {"thread_id": thread},
         "callbacks": [handler],
@@ -728,6 +746,7 @@ def test_each_differing_field_is_explained_in_the_goldens_order() -> None:
         "extra differs: expected None, got 1",
     ]
     assert compare(expected, {**expected, "router": "r", "description": "d"}) == []
+    assert compare({"path": ["a"]}, {"path": ["a"], "router": "r", "description": "d"}) == []
 
 
 def test_each_kind_of_difference_has_its_sentence() -> None:
@@ -742,6 +761,10 @@ def test_each_kind_of_difference_has_its_sentence() -> None:
     assert explain("model_calls", 1, None) == (
         "expected 1 model calls, got None (a missing model call: the run stopped too early)"
     )
+    extra, missing = "an extra model call: the router", "a missing model call: the run"
+    assert extra in explain("model_calls", 0, 1)
+    assert missing in explain("model_calls", 0, None)
+    assert missing in explain("model_calls", None, 0)
     assert explain("model_calls", [{"saw": ["a"]}], [{"saw": ["b"]}]) == (
         "the model calls saw different messages or tools than expected"
     )
@@ -757,6 +780,9 @@ def test_each_kind_of_difference_has_its_sentence() -> None:
     )
     assert explain("stop_record", {"b": 1, "a": 1}, {"rule": "completed"}) == (
         "the stop record differs in a, b, rule (rule None expected, 'completed' recorded)"
+    )
+    assert explain("stop_record", {"rule": "fatal"}, {"rule": "completed", "run": 1}) == (
+        "the stop record differs in rule, run (rule 'fatal' expected, 'completed' recorded)"
     )
     assert explain("stop_record", None, {"rule": "x"}) == (
         "expected stop_record None, got {'rule': 'x'}"
@@ -852,12 +878,12 @@ def test_check_runs_every_scenario_on_every_router_it_applies_to(tmp_path: Path)
     built: dict[str, list[Any]] = {"one": [], "two": []}
     one = Router(
         name="one",
-        build=lambda model, tools, **kw: built["one"].append(kw) or Agent(FINISHED),
+        build=lambda model, tools, **kw: built["one"].append(model) or Agent(FINISHED),
         model_node="m", stop_node="s", polish_node="p", skips=("x",),
     )  # fmt: skip
     two = Router(
         name="two",
-        build=lambda model, tools, **kw: built["two"].append(kw) or Agent(FINISHED),
+        build=lambda model, tools, **kw: built["two"].append(model) or Agent(FINISHED),
         model_node="m", stop_node="s", polish_node="p", takes_middleware=True,
     )  # fmt: skip
     golden = run_scenario(plain, one)
@@ -866,27 +892,30 @@ def test_check_runs_every_scenario_on_every_router_it_applies_to(tmp_path: Path)
     write_golden({**golden, "path": ["not read"]}, plain, "one", tmp_path)
     seen: list[CheckResult] = []
     results = check(
-        iter([plain, limited, skipped]),
+        iter([limited, skipped, plain]),
         [one, two],
         golden_for={"one": "theirs"},
         directory=tmp_path,
         on_result=seen.append,
     )
     assert [(r.router, r.scenario.name) for r in results] == [
-        ("one", "plain"), ("two", "plain"), ("two", "limited"), ("two", "x"),
+        ("one", "plain"), ("two", "limited"), ("two", "x"), ("two", "plain"),
     ]  # fmt: skip
     assert seen == results
     assert len(built["one"]) == 2
     assert len(built["two"]) == 3
     assert results[0].passed
     assert results[0].expected == golden
-    assert results[1].breaches == ["expected path old, got "]  # an agent of its own: no path
-    assert results[1].expected is not None
-    assert results[1].expected["path"] == ["old"]
-    assert results[2].expected is None
-    assert results[2].breaches[-1].startswith("no golden")
-    # a model of one's own: invariants only, nothing expected
-    real = check([plain], [one], directory=tmp_path, model=object())
+    assert results[3].breaches == ["expected path old, got "]  # an agent of its own: no path
+    assert results[3].expected is not None
+    assert results[3].expected["path"] == ["old"]
+    assert results[1].expected is None
+    assert results[1].breaches[-1].startswith("no golden")
+    assert all(isinstance(m, ScriptedChatModel) for m in built["one"] + built["two"])
+    # a model of one's own decides: invariants only, nothing expected
+    model = object()
+    real = check([plain], [one], directory=tmp_path, model=model)
+    assert built["one"][-1] is model
     assert real[0].expected is None
     assert real[0].passed
 
@@ -940,6 +969,12 @@ def test_a_run_through_astream_is_the_same_run() -> None:
     scenario = SCENARIOS["retryable-then-success.hard"]
     assert run_scenario(scenario, GRAPH, run_async=True) == load_golden(scenario, "graph")
     assert run_scenario(scenario, GRAPH, checkpointer=True) == load_golden(scenario, "graph")
+
+
+@needs_agents
+def test_a_review_through_astream_is_the_same_run() -> None:
+    scenario = SCENARIOS["review-edit.hard"]
+    assert run_scenario(scenario, MIDDLEWARE, run_async=True) == load_golden(scenario, "middleware")
 
 
 def test_the_check_compares_with_the_shipped_goldens_by_default() -> None:
