@@ -417,7 +417,7 @@ OVERHEAD_ROWS = {
 """docs/benchmarks.md's overhead table: configuration in overhead.json -> its row label."""
 
 
-OVERHEAD_RUNS = range(13, 18)
+OVERHEAD_RUNS = range(18, 23)
 """The five consecutive runs docs/benchmarks.md quotes (docs/bench/overhead-runs/)."""
 
 
