@@ -499,6 +499,17 @@ def test_a_per_tool_table_leaves_a_rule_blank_and_labels_it(tmp_path: Path) -> N
     )
 
 
+def test_a_table_writes_a_fraction_as_the_sentences_do(tmp_path: Path) -> None:
+    # thousands separated like the counts beside it, two decimals
+    modes = {"never": {"runs": 2, "model_calls_per_run": 1234.5}}
+    page = rendered(report(by_mode=modes, hard_share=0.0), tmp_path)
+    assert (
+        '<td data-label="model calls per run" data-metric="by_mode.never.model_calls_per_run">'
+        "1,234.50</td>"
+    ) in line(page, "<h2>Per mode</h2>")
+    assert '<td data-label="" data-metric="hard_share">0.00</td>' in page
+
+
 CANDIDATES_NOTE = (
     "Tools that do not signal yet come first: stop candidates, then mixed, too few runs to tell, "
     "keep the model, nothing to save; within each, by the model calls converting would save, "
