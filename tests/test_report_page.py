@@ -314,3 +314,435 @@ def test_the_tool_to_convert_first_with_prices_and_the_per_tool_tables(tmp_path:
         '<td data-label="model calls per run" data-metric="by_mode.hard.model_calls_per_run">'
         in per_mode
     )
+
+
+# A report.json written by hand, section by section, and the page's markup checked line by line:
+# each section of the page is one line of its body, and its markup (the `data-label` and classes
+# that lay a wide table out as one card per row on a phone, `data-metric` on every figure) is what
+# a reader's browser shows.
+
+
+def report(**extra: Any) -> dict[str, Any]:
+    """The smallest report.json the page renders: no savings, no candidates, one mode."""
+    return {
+        "runs": 1234,
+        "first_run_ended": "2026-11-30T10:00:00+00:00",
+        "last_run_ended": "2026-12-01T23:30:00+00:00",
+        "stopped": 2,
+        "hard_share": 0.25,
+        "model_calls": 2000,
+        "input_tokens": 30000,
+        "output_tokens": 4000,
+        "invalid": 1,
+        "unsignalled": 1500,
+        "would_save": {
+            "runs": 0, "model_calls": 0, "input_tokens": 0, "output_tokens": 0,
+            "share_of_shadow_model_calls": None,
+        },
+        "hard_mode": {
+            "runs": 0, "stopped": 0, "model_calls_saved": 0,
+            "input_tokens_saved_estimate": None, "output_tokens_saved_estimate": None,
+        },
+        "stops_by_tool": {},
+        "would_stop_by_tool": {},
+        "candidates": [],
+        "candidate_runs": 0,
+        "by_day": [],
+        "runs_by_outcome": {},
+        "by_mode": {"hard": {"runs": 1234, "model_calls_per_run": 1.5}},
+        "tool_calls": {},
+        "invalid_by_tool": {},
+        "namespaces": {"root": 1234},
+        "model_calls_per_run": {},
+        "generated_at": None,
+        "toolstop_version": "1",
+        "source": {"db": "x"},
+        "threads": 1200,
+        "open_runs": 0,
+        **extra,
+    }  # fmt: skip
+
+
+def line(page: str, start: str) -> str:
+    """The one line of the page's body that starts with `start` (a section is one line)."""
+    found = [row for row in page.splitlines() if row.startswith(start)]
+    assert len(found) == 1, (start, found)
+    return found[0]
+
+
+def leads(page: str) -> list[str]:
+    return [text(p) for p in re.findall(r'<p class="lead">(.*?)</p>', page, re.S)]
+
+
+def candidate(tool: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "tool": tool, "runs": 6, "ended_runs": 5,
+        "would_save": {"model_calls": 5, "input_tokens": 1500, "output_tokens": 20},
+        "answer_overlap": {"median": 1.0, "p10": 0.9},
+        "verdict": "candidate", "why": "the answer repeats its result: a stop candidate",
+        "signals": False, **extra,
+    }  # fmt: skip
+
+
+def test_the_threads_table_cell_by_cell(tmp_path: Path) -> None:
+    document = report(namespaces={"nested": 3, "root": 5}, unreadable_threads=2)
+    assert line(rendered(document, tmp_path), "<h2>Threads and open runs</h2>") == (
+        "<h2>Threads and open runs</h2><table><thead><tr><th></th><th></th></tr></thead><tbody>"
+        '<tr><td>threads with finished runs</td><td data-label="" data-metric="threads">1,200'
+        "</td></tr>"
+        "<tr><td>runs still open (in progress or abandoned)</td>"
+        '<td data-label="" data-metric="open_runs">0</td></tr>'
+        "<tr><td>runs of nested agents (subgraphs)</td>"
+        '<td data-label="" data-metric="namespaces.nested">3</td></tr>'
+        '<tr><td>unreadable threads</td><td data-label="" data-metric="unreadable_threads">2'
+        "</td></tr></tbody></table>"
+    )
+    # a log: its runs still open are not known, and a sentence carries no data-metric
+    log = report(source={"log": "runs.jsonl"}, threads=7, open_runs=None)
+    assert line(rendered(log, tmp_path), "<h2>Threads and open runs</h2>").endswith(
+        '<tr><td>threads with finished runs</td><td data-label="" data-metric="threads">7</td>'
+        "</tr><tr><td>runs still open (in progress or abandoned)</td>"
+        '<td data-label="">not known from a log</td></tr></tbody></table>'
+    )
+    # a database whose figures are missing: dashes, untagged, never "not known from a log"
+    bare = report()
+    del bare["threads"], bare["open_runs"]
+    assert line(rendered(bare, tmp_path), "<h2>Threads and open runs</h2>").endswith(
+        '<tr><td>threads with finished runs</td><td data-label="">-</td></tr>'
+        '<tr><td>runs still open (in progress or abandoned)</td><td data-label="">-</td></tr>'
+        "</tbody></table>"
+    )
+
+
+def test_the_headline_figures_cell_by_cell(tmp_path: Path) -> None:
+    figures = line(rendered(report(), tmp_path), '<h2>In figures</h2><table id="headline">')
+    rows = [
+        ("runs", "runs", "1,234"),
+        ("runs toolstop stopped", "stopped", "2"),
+        ("hard-mode share of runs", "hard_share", "0.25"),
+        ("model calls", "model_calls", "2,000"),
+        ("input tokens", "input_tokens", "30,000"),
+        ("output tokens", "output_tokens", "4,000"),
+        ("model calls a stop would save (shadow, tools that signal today)",
+         "would_save.model_calls", "0"),
+        ("invalid signals (tool calls)", "invalid", "1"),
+        ("unsignalled tool calls", "unsignalled", "1,500"),
+    ]  # fmt: skip
+    expected = "".join(
+        f'<tr><td>{label}</td><td data-label="" data-metric="{path}">{value}</td></tr>'
+        for label, path, value in rows
+    )
+    assert figures == f'<h2>In figures</h2><table id="headline">{expected}</table>'
+
+
+def test_the_count_tables_cell_by_cell(tmp_path: Path) -> None:
+    document = report(
+        model_calls_per_run={"1": 1000, "12": 3},
+        tool_calls={"unsignalled": 1500, "valid": 2},
+        runs_by_outcome={"completed": 4},
+    )
+    page = rendered(document, tmp_path)
+    assert line(page, "<h2>Model calls per run</h2>") == (
+        "<h2>Model calls per run</h2><table><thead><tr><th></th><th>runs</th></tr></thead><tbody>"
+        '<tr><td>1</td><td data-label="runs" data-metric="model_calls_per_run.1">1,000</td></tr>'
+        '<tr><td>12</td><td data-label="runs" data-metric="model_calls_per_run.12">3</td></tr>'
+        "</tbody></table>"
+    )
+    assert line(page, "<h2>Tool calls by signal</h2>") == (
+        "<h2>Tool calls by signal</h2><table><thead><tr><th></th><th>tool calls</th></tr>"
+        "</thead><tbody><tr><td>unsignalled</td>"
+        '<td data-label="tool calls" data-metric="tool_calls.unsignalled">1,500</td></tr>'
+        '<tr><td>valid</td><td data-label="tool calls" data-metric="tool_calls.valid">2</td></tr>'
+        "</tbody></table>"
+    )
+    assert line(page, "<h2>Runs by outcome").endswith(
+        '<tr><td>completed</td><td data-label="runs" data-metric="runs_by_outcome.completed">4'
+        "</td></tr></tbody></table>"
+    )
+    # no other middleware ended a run (report.json has no `ended_by` then)
+    assert line(page, "<h2>Runs another middleware") == (
+        "<h2>Runs another middleware ended (rule none, not the model&#x27;s answer)</h2>"
+        "<p>None.</p>"
+    )
+    assert line(page, "<h2>Invalid signals by tool</h2>") == (
+        "<h2>Invalid signals by tool</h2><p>None.</p>"
+    )
+
+
+def test_a_per_tool_table_leaves_a_rule_blank_and_labels_it(tmp_path: Path) -> None:
+    document = report(
+        stops_by_tool={"charge": {"fatal": 2}, "pay": {"retry_budget": 1, "fatal": 1}},
+        by_mode={"hard": {"runs": 1234, "model_calls_per_run": 1.5}},
+    )
+    page = rendered(document, tmp_path)
+    assert line(page, "<h2>Stops by deciding tool") == (
+        '<h2>Stops by deciding tool (hard and polish mode)</h2><table class="wide"><thead><tr>'
+        "<th></th><th>fatal</th><th>retry budget</th></tr></thead><tbody>"
+        '<tr><td class="first">charge</td>'
+        '<td data-label="fatal" data-metric="stops_by_tool.charge.fatal">2</td>'
+        '<td data-label="retry budget"></td></tr>'
+        '<tr><td class="first">pay</td>'
+        '<td data-label="fatal" data-metric="stops_by_tool.pay.fatal">1</td>'
+        '<td data-label="retry budget" data-metric="stops_by_tool.pay.retry_budget">1</td></tr>'
+        "</tbody></table>"
+    )
+    assert line(page, "<h2>Per mode</h2>") == (
+        '<h2>Per mode</h2><table class="wide"><thead><tr><th></th><th>runs</th>'
+        "<th>model calls per run</th></tr></thead><tbody>"
+        '<tr><td class="first">hard</td>'
+        '<td data-label="runs" data-metric="by_mode.hard.runs">1,234</td>'
+        '<td data-label="model calls per run" data-metric="by_mode.hard.model_calls_per_run">'
+        "1.50</td></tr></tbody></table>"
+    )
+    assert line(page, "<h2>Would-be stops") == (
+        "<h2>Would-be stops by deciding tool (shadow mode)</h2><p>None.</p>"
+    )
+
+
+def test_a_table_writes_a_fraction_as_the_sentences_do(tmp_path: Path) -> None:
+    # thousands separated like the counts beside it, two decimals
+    modes = {"never": {"runs": 2, "model_calls_per_run": 1234.5}}
+    page = rendered(report(by_mode=modes, hard_share=0.0), tmp_path)
+    assert (
+        '<td data-label="model calls per run" data-metric="by_mode.never.model_calls_per_run">'
+        "1,234.50</td>"
+    ) in line(page, "<h2>Per mode</h2>")
+    assert '<td data-label="" data-metric="hard_share">0.00</td>' in page
+
+
+CANDIDATES_NOTE = (
+    "Tools that do not signal yet come first: stop candidates, then mixed, too few runs to tell, "
+    "keep the model, nothing to save; within each, by the model calls converting would save, "
+    "then by input tokens. Tools that already signal a stop come last, in the same order: there "
+    "is nothing to convert. Ended after it: runs whose final answer the model wrote right after "
+    "this tool's result; a stop there would have relayed the result instead, saving that call. "
+    "Overlap: the share of the answer's words found in the result (1 = the answer repeats it). A "
+    "median of 0.6 or more reads as a stop candidate, below 0.3 as the model's own reasoning. A "
+    "heuristic: words are not meaning, only the final call is counted, and a run ending after "
+    "parallel calls counts for each of their tools. Measured on 7 runs whose records carry it."
+)
+
+
+def test_the_candidates_table_cell_by_cell(tmp_path: Path) -> None:
+    few = candidate(
+        "charge", ended_runs=1, verdict="few", answer_overlap={"median": None, "p10": None},
+        why="only 1 run(s) ended after it: too few to tell",
+        would_save={"model_calls": 1, "input_tokens": 10, "output_tokens": 1},
+    )  # fmt: skip
+    document = report(
+        candidates=[candidate("find"), candidate("lookup"), few],
+        candidate_runs=7,
+        # each signals in one mode only: hard for charge, shadow for lookup
+        stops_by_tool={"charge": {"fatal": 1}},
+        would_stop_by_tool={"lookup": {"completed": 1}},
+    )
+    page = rendered(document, tmp_path)
+    # the first tool that signals in neither mode is the one to convert
+    assert line(page, '<div class="answer">') == (
+        '<div class="answer"><p class="lead">Convert <b>find</b> first: '
+        '<b data-metric="candidates.0.ended_runs">5</b> of its '
+        '<b data-metric="candidates.0.runs">6</b> runs ended right after it, with an answer '
+        "that repeats its result (median overlap "
+        '<b data-metric="candidates.0.answer_overlap.median">1.00</b>). A stop there would save '
+        '<b data-metric="candidates.0.would_save.model_calls">5</b> model calls (0% of all '
+        '2,000 model calls), <b data-metric="candidates.0.would_save.input_tokens">1,500</b> '
+        'input and <b data-metric="candidates.0.would_save.output_tokens">20</b> output '
+        "tokens.</p></div>"
+    )
+    section = line(page, "<h2>Tools worth converting</h2>")
+    table, note = section.split("</table>")
+    assert table.split("<tbody>")[0] == (
+        '<h2>Tools worth converting</h2><table class="wide"><thead><tr><th>tool</th>'
+        "<th>runs</th><th>ended after it</th><th>calls saved</th><th>input tokens</th>"
+        "<th>output tokens</th><th>overlap median</th><th>overlap p10</th><th>verdict</th>"
+        "</tr></thead>"
+    )
+    rows = re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1])
+    assert rows[0] == (
+        '<td class="first">1. find</td>'
+        '<td data-label="runs" data-metric="candidates.0.runs">6</td>'
+        '<td data-label="ended after it" data-metric="candidates.0.ended_runs">5</td>'
+        '<td data-label="calls saved" data-metric="candidates.0.would_save.model_calls">5</td>'
+        '<td data-label="input tokens" data-metric="candidates.0.would_save.input_tokens">'
+        "1,500</td>"
+        '<td data-label="output tokens" data-metric="candidates.0.would_save.output_tokens">'
+        "20</td>"
+        '<td data-label="overlap median" data-metric="candidates.0.answer_overlap.median">'
+        "1.00</td>"
+        '<td data-label="overlap p10" data-metric="candidates.0.answer_overlap.p10">0.90</td>'
+        '<td data-label="verdict" class="why">the answer repeats its result: a stop candidate'
+        "</td>"
+    )
+    firsts = [re.findall(r'<td class="first">(.*?)</td>', row) for row in rows]
+    assert firsts == [
+        ["1. find"], ["2. lookup (signals already)"], ["3. charge (signals already)"],
+    ]  # fmt: skip
+    assert cells(rows[2]) == (
+        "3. charge (signals already) 6 1 1 10 1 - - only 1 run(s) ended after it: too few to tell"
+    )
+    assert note.startswith("<p>")
+    assert note.endswith("</p>")
+    assert text(note) == CANDIDATES_NOTE
+    assert '<b data-metric="candidate_runs">7</b>' in note
+
+
+def test_the_candidates_table_with_money(tmp_path: Path) -> None:
+    priced = candidate(
+        "find", would_save={"model_calls": 5, "input_tokens": 1500, "output_tokens": 20,
+                            "cost": 0.0048},
+    )  # fmt: skip
+    document = report(
+        candidates=[priced],
+        prices={"input_per_million": 3.0, "output_per_million": 15.0},
+    )
+    table = line(rendered(document, tmp_path), "<h2>Tools worth converting</h2>")
+    assert "<th>output tokens</th><th>money (at your prices)</th><th>overlap median</th>" in table
+    assert (
+        '<td data-label="output tokens" data-metric="candidates.0.would_save.output_tokens">20'
+        '</td><td data-label="money (at your prices)" data-metric="candidates.0.would_save.cost">'
+        '0.0048</td><td data-label="overlap median"'
+    ) in table
+
+
+def test_the_days_table_cell_by_cell(tmp_path: Path) -> None:
+    def day(name: str, saved: int) -> dict[str, Any]:
+        return {
+            "day": name, "runs": 1000, "stopped": 1, "model_calls": 2000, "input_tokens": 5,
+            "output_tokens": 9, "would_save_model_calls": saved, "would_save_input_tokens": 7,
+            "would_save_output_tokens": 9,
+        }  # fmt: skip
+
+    page = rendered(report(by_day=[day("2026-11-30", 0), day("2026-12-01", 2)]), tmp_path)
+    days = line(page, "<h2>Runs and savings per day</h2>")
+    assert days.split("<tbody>")[0] == (
+        '<h2>Runs and savings per day</h2><table class="wide"><thead><tr><th>day</th>'
+        "<th>runs</th><th>stopped</th><th>model calls</th><th>input tokens</th>"
+        "<th>calls a stop would save (signalling tools)</th>"
+        "<th>input tokens a stop would save (same)</th></tr></thead>"
+    )
+    expected = "".join(
+        f'<tr><td class="first">{name}</td>'
+        f'<td data-label="runs" data-metric="by_day.{i}.runs">1,000</td>'
+        f'<td data-label="stopped" data-metric="by_day.{i}.stopped">1</td>'
+        f'<td data-label="model calls" data-metric="by_day.{i}.model_calls">2,000</td>'
+        f'<td data-label="input tokens" data-metric="by_day.{i}.input_tokens">5</td>'
+        f'<td data-label="calls a stop would save (signalling tools)" '
+        f'data-metric="by_day.{i}.would_save_model_calls">{saved}</td>'
+        f'<td data-label="input tokens a stop would save (same)" '
+        f'data-metric="by_day.{i}.would_save_input_tokens">7</td></tr>'
+        for i, (name, saved) in enumerate([("2026-11-30", 0), ("2026-12-01", 2)])
+    )
+    assert days.split("<tbody>")[1] == f"{expected}</tbody></table>"
+    # no day would have saved: the savings columns go, a sentence says why
+    page = rendered(report(by_day=[day("2026-11-30", 0), day("2026-12-01", 0)]), tmp_path)
+    table, note = line(page, "<h2>Runs and savings per day</h2>").split("</table>")
+    assert re.findall(r"<tr>(.*?)</tr>", table)[1] == (
+        '<td class="first">2026-11-30</td>'
+        '<td data-label="runs" data-metric="by_day.0.runs">1,000</td>'
+        '<td data-label="stopped" data-metric="by_day.0.stopped">1</td>'
+        '<td data-label="model calls" data-metric="by_day.0.model_calls">2,000</td>'
+        '<td data-label="input tokens" data-metric="by_day.0.input_tokens">5</td>'
+    )
+    assert note == (
+        "<p>What a stop would save is left out: no shadow-mode run would have stopped on any "
+        "day, since only tools that already signal can stop a run. What converting the others "
+        "would save is in the table above.</p>"
+    )
+
+
+def test_one_day_and_one_mode_leave_no_trace(tmp_path: Path) -> None:
+    page = rendered(report(by_day=[{"day": "2026-11-30"}]), tmp_path)
+    body = page.split("<body>\n")[1]
+    # the days (one day: no table) and the chart (none) take an empty line each
+    assert "</p>\n\n\n<h2>In figures</h2>" in body
+    # the note on comparing modes is not written for one mode
+    per_mode = line(page, "<h2>Per mode</h2>")
+    assert f"{per_mode}\n\n<h2>Tool calls by signal</h2>" in body
+
+
+def test_two_modes_bring_the_note_on_comparing_them(tmp_path: Path) -> None:
+    modes = {"hard": {"runs": 2}, "never": {"runs": 3}}
+    note = line(rendered(report(by_mode=modes), tmp_path), '<p class="note">')
+    assert note == (
+        '<p class="note">Do not compare the modes\' averages: each mode served other '
+        "questions at other times (after a switch, the later mode's runs may be longer or "
+        "shorter for reasons of their own). What a stop saves is measured within shadow-mode "
+        "runs, above.</p>"
+    )
+
+
+def test_the_chart_is_inlined_and_the_cards_styled(tmp_path: Path) -> None:
+    chart = tmp_path / "chart.png"
+    chart.write_bytes(b"\x89PNG")
+    path = tmp_path / "report.html"
+    render_html(report(), chart, path)
+    page = path.read_text(encoding="utf-8")
+    assert line(page, "<img") == (
+        '<img id="chart" alt="runs by rule (shadow runs by the rule that would have stopped '
+        'them), model calls per run by mode, what shadow mode would save" '
+        'src="data:image/png;base64,iVBORw==">'
+    )
+    style = page.split("<style>")[1].split("</style>")[0]
+    # the page's own style follows the shared one: wide tables as cards on a narrow screen
+    assert style.rstrip().endswith(
+        "  table.wide td.why::before { float: none; display: block; }\n}"
+    )
+    assert "table.wide td::before { content: attr(data-label);" in style
+
+
+def test_the_answer_without_a_share_an_estimate_or_a_tool_to_convert(tmp_path: Path) -> None:
+    # shadow savings, but no shadow-mode call counted to share them out of; nothing stopped
+    shadow = report(
+        would_save={"runs": 2, "model_calls": 3, "input_tokens": 1600, "output_tokens": 20,
+                    "share_of_shadow_model_calls": None},
+        candidates=[candidate("think", verdict="keep")],
+    )  # fmt: skip
+    page = rendered(shadow, tmp_path)
+    assert line(page, '<div class="answer">') == (
+        '<div class="answer"><p class="lead">In shadow mode, hard mode would have saved '
+        '<b data-metric="would_save.model_calls">3</b> model calls, '
+        '<b data-metric="would_save.input_tokens">1,600</b> input tokens and '
+        '<b data-metric="would_save.output_tokens">20</b> output tokens, in '
+        '<b data-metric="would_save.runs">2</b> runs whose tools signalled a stop.</p></div>'
+    )
+    # hard-mode stops, no shadow-mode savings to estimate their tokens from
+    hard = report(
+        hard_mode={"runs": 3, "stopped": 2, "model_calls_saved": 2,
+                   "input_tokens_saved_estimate": None, "output_tokens_saved_estimate": None},
+        candidates=[candidate("think", verdict="keep")],
+    )  # fmt: skip
+    assert leads(rendered(hard, tmp_path)) == [
+        "Hard mode saved at least 2 model calls: it stopped 2 of its 3 runs without calling the "
+        "model again."
+    ]
+    both = report(would_save=shadow["would_save"], hard_mode=hard["hard_mode"], candidates=[])
+    answer = line(rendered(both, tmp_path), '<div class="answer">')
+    assert answer.count('</p><p class="lead">') == 1
+    assert answer.startswith('<div class="answer"><p class="lead">In shadow mode')
+    assert answer.endswith("without calling the model again.</p></div>")
+
+
+def test_the_tool_to_convert_when_no_model_call_was_counted(tmp_path: Path) -> None:
+    document = report(model_calls=0, candidates=[candidate("find")])
+    assert leads(rendered(document, tmp_path)) == [
+        "Convert find first: 5 of its 6 runs ended right after it, with an answer that repeats "
+        "its result (median overlap 1.00). A stop there would save 5 model calls, 1,500 input "
+        "and 20 output tokens."
+    ]
+
+
+def test_no_money_is_written_for_a_saving_without_a_cost(tmp_path: Path) -> None:
+    document = report(
+        prices={"input_per_million": 1500.0, "output_per_million": 0.5},
+        would_save={"runs": 1, "model_calls": 1, "input_tokens": 10, "output_tokens": 1,
+                    "share_of_shadow_model_calls": 0.5, "cost": None},
+    )  # fmt: skip
+    page = rendered(document, tmp_path)
+    assert leads(page) == [
+        "In shadow mode, hard mode would have saved 1 model calls (50% of the shadow-mode "
+        "calls), 10 input tokens and 1 output tokens, in 1 runs whose tools signalled a stop."
+    ]
+    meta = text(re.search(r'<p class="meta">(.*?)</p>', page, re.S)[1])  # type: ignore[index]
+    assert meta.endswith(
+        "Money at your prices: 1,500.00 per million input tokens, 0.50 per million output tokens."
+    )

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from toolstop._page import cell, inline_png, page
+from toolstop._page import inline_png, page
 from toolstop.report.candidates import REASONS, REPEATS
 
 __all__ = ["render_html", "when"]
@@ -99,7 +99,7 @@ def _b(path: str, value: Any, text: str | None = None) -> str:
 def _td(path: str | None, value: Any, label: str, css: str = "", text: str | None = None) -> str:
     metric = f' data-metric="{html.escape(path)}"' if path else ""
     klass = f' class="{css}"' if css else ""
-    shown = (_n(value) if isinstance(value, int) else cell(value)) if text is None else text
+    shown = _n(value) if text is None else text
     return f'<td data-label="{html.escape(label)}"{klass}{metric}>{html.escape(shown)}</td>'
 
 
