@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, NotRequired
+from typing import Any, NamedTuple, NotRequired, TypeGuard
 
 from langchain_core.messages import (
     AIMessage,
@@ -64,6 +64,7 @@ __all__ = [
     "last_answer",
     "left_open_calls",
     "open_run",
+    "pending",
     "plain_answer",
     "relay_message",
     "repair_history",
@@ -296,6 +297,18 @@ def open_run(
     )
 
 
+def pending(turn: Turn | None, run: RunState | None) -> TypeGuard[Turn]:
+    """True when `turn` has results that `run` has not folded into its record yet.
+
+    A turn is folded once: `run["turn"]` is the id of the last one folded (a model call retried
+    by other middleware, or the run's end, sees the same turn again).
+    """
+    if turn is None or not turn.results:
+        return False
+    asking = turn.asking  # `turn.id`, without the property call (this runs on every model call)
+    return run is None or asking is None or asking.id is None or asking.id != run["turn"]
+
+
 def begin_turn(
     run: RunState,
     turn: Turn | None,
@@ -321,7 +334,7 @@ def begin_turn(
         already folded); otherwise the decision and the run with the turn folded in (and its
         record marked stopped when the decision stops).
     """
-    if turn is None or not turn.results or (turn.id is not None and turn.id == run["turn"]):
+    if not pending(turn, run):
         return None, run
     return _decided(run, turn, policy, remaining_steps, loop_steps, delivered)
 
@@ -417,12 +430,7 @@ def begin(
     else:
         run, needed = loop_steps(run)
     decision = None
-    asking = turn.asking if turn is not None else None
-    if (
-        turn is not None
-        and turn.results
-        and (asking is None or asking.id is None or asking.id != run["turn"])
-    ):
+    if pending(turn, run):
         said = as_said(turn) if as_said is not None else turn
         decision, decided = (
             _decided(run, said, policy, remaining_steps, needed, True)

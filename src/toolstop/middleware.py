@@ -43,6 +43,7 @@ from toolstop._lifecycle import (
     finish,
     last_answer,
     open_run,
+    pending,
     plain_answer,
     relay_message,
     repair_history,
@@ -571,7 +572,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         since = run_start(run)
         end = len(messages) - 1 if answered else None
         turn = current_turn(messages, since=since, end=end, earlier=False)
-        if turn is not None and (run is None or turn.id is None or turn.id != run["turn"]):
+        if pending(turn, run):
             # a turn no model call decided: a stop's relay shows its earlier turns
             turn = current_turn(messages, since=since, end=end)
         if run is None or not run["open"]:

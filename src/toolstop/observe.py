@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
+from types import CodeType
 from typing import Any
 
 from langchain_core.messages import ToolMessage
@@ -65,7 +66,7 @@ def _does_nothing(_: Any) -> None:
 _NOTHING = _does_nothing.__code__.co_code
 """The bytecode of a function that does nothing: LangGraph's writer when nobody streams "custom"."""
 
-_silent: list[Any] = [None]
+_silent: CodeType | None = None
 """The code object last found to do nothing (LangGraph makes a new writer per invocation from
 one code object, so one identity check answers every later call)."""
 
@@ -76,6 +77,7 @@ def _stream_writer() -> Any:
     Outside `stream_mode="custom"` LangGraph hands out a writer that does nothing; building an
     event for it would be work nobody receives, so it counts as no writer.
     """
+    global _silent
     try:
         writer = get_stream_writer()
     except Exception:  # outside a graph run
@@ -83,10 +85,10 @@ def _stream_writer() -> Any:
     code = getattr(writer, "__code__", None)
     if code is None:
         return writer
-    if code is _silent[0]:
+    if code is _silent:
         return None
     if code.co_code == _NOTHING and not code.co_names:  # reading co_code copies the bytecode
-        _silent[0] = code
+        _silent = code
         return None
     return writer
 
