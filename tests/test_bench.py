@@ -317,27 +317,31 @@ def test_overhead_json_is_computed_from_its_measurements(tmp_path: Path) -> None
             "create_agent",
             "create_agent+empty wrap_model_call",
             "create_agent+empty wrap_model_call+after_agent",
+            "create_agent+empty hooks+toolstop's state",
             "create_agent+StopOnArtifact",
             "create_agent+before_model jump",
         }
     assert set(samples) == set(wall["figures"]) == expected_names
     assert all(len(values) == wall["runs"] == 3 for values in samples.values())
     base = statistics.median(samples[wall["baseline"]])
-    floor, chosen = (
+    floor, state, chosen = (
         "create_agent+empty wrap_model_call+after_agent",
+        "create_agent+empty hooks+toolstop's state",
         "create_agent+StopOnArtifact",
     )
     for name, figures in wall["figures"].items():
         median = statistics.median(samples[name])
         expected = {"median_ms": round(median, 4), "vs_create_agent": round(median / base, 4)}
-        if name == chosen:  # and against the floor of its design, measured in the same run
+        if name in (chosen, state):  # and against the floor of the design, in the same run
             expected["vs_floor"] = round(median / statistics.median(samples[floor]), 4)
+        if name == chosen:  # and against that floor with toolstop's state
+            expected["vs_floor_with_state"] = round(median / statistics.median(samples[state]), 4)
         assert figures == expected
     assert wall["figures"][wall["baseline"]]["vs_create_agent"] == 1.0
 
     concurrent = stored["concurrent_throughput"]
     seconds = concurrent["seconds"]
-    routers = {"hand-built graph"} | ({"create_agent", floor, chosen} & set(samples))
+    routers = {"hand-built graph"} | ({"create_agent", floor, state, chosen} & set(samples))
     assert set(seconds) == set(concurrent["figures"]) == routers
     assert all(len(values) == concurrent["rounds"] == 3 for values in seconds.values())
 
@@ -350,8 +354,10 @@ def test_overhead_json_is_computed_from_its_measurements(tmp_path: Path) -> None
             "median_seconds": round(statistics.median(seconds[name]), 4),
             "vs_create_agent": round(rate_of(name) / rate_of(concurrent["baseline"]), 4),
         }
-        if name == chosen:
+        if name in (chosen, state):
             expected["vs_floor"] = round(rate_of(name) / rate_of(floor), 4)
+        if name == chosen:
+            expected["vs_floor_with_state"] = round(rate_of(name) / rate_of(state), 4)
         assert figures == expected
 
     scaling = stored["decide_scaling"]
@@ -376,7 +382,7 @@ def test_overhead_json_is_computed_from_its_measurements(tmp_path: Path) -> None
         }
     assert profiled["figures"]["hand-built graph"]["toolstop_calls_per_run"] > 0
     if "create_agent" in samples:  # the bench's own tool and empty hooks are not toolstop's
-        for name in ("create_agent", "create_agent+empty wrap_model_call+after_agent"):
+        for name in ("create_agent", floor, state):
             assert profiled["figures"][name]["toolstop_calls_per_run"] == 0
 
     rss = stored["rss"]
@@ -399,6 +405,14 @@ def test_overhead_json_is_computed_from_its_measurements(tmp_path: Path) -> None
         assert (
             "4 concurrent, StopOnArtifact vs the floor of its design: "
             f"{concurrent['figures'][chosen]['vs_floor']:.3f}x its runs/s (target >= 0.950x)"
+        ) in text.getvalue()
+        assert (
+            "StopOnArtifact vs that floor with toolstop's state: "
+            f"{wall['figures'][chosen]['vs_floor_with_state']:.3f}x (toolstop's own work)"
+        ) in text.getvalue()
+        assert (
+            "4 concurrent, StopOnArtifact vs that floor with toolstop's state: "
+            f"{concurrent['figures'][chosen]['vs_floor_with_state']:.3f}x its runs/s"
         ) in text.getvalue()
 
 

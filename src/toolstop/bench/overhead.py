@@ -105,11 +105,59 @@ def _floor(*, after_agent: bool) -> Any:
     return EmptyWrapAndEnd()
 
 
+def _state_floor() -> Any:
+    """The floor of the design plus the state StopOnArtifact keeps, written as it writes it.
+
+    Empty hooks, but the agent declares `StopOnArtifactState` (the public `stop_record`, the
+    private run channel); every model call writes the run channel with the model's answer (one
+    `Command`), and the run's end writes both keys. Nothing is read, decided or published:
+    against `FLOOR` it is what the state costs LangGraph, against `CHOSEN` what toolstop's
+    own work costs.
+    """
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain.agents.middleware.types import ExtendedModelResponse
+    from langgraph.types import Command
+
+    from toolstop._lifecycle import RUN_KEY
+    from toolstop.middleware import StopOnArtifactState
+    from toolstop.policy import StopPolicy
+    from toolstop.record import new_record
+
+    record = new_record(StopPolicy())
+
+    class StateOnly(AgentMiddleware):  # type: ignore[type-arg]
+        state_schema = StopOnArtifactState
+
+        @staticmethod
+        def _written(request: Any, response: Any) -> Any:
+            run = request.state.get(RUN_KEY) or {"open": True, "record": record, "turn": None}
+            update = {RUN_KEY: {**run, "remaining": None}}
+            return ExtendedModelResponse(model_response=response, command=Command(update=update))
+
+        def wrap_model_call(self, request: Any, handler: Any) -> Any:
+            return self._written(request, handler(request))
+
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            return self._written(request, await handler(request))
+
+        def after_agent(self, state: Any, runtime: Any) -> dict[str, Any]:
+            run = state.get(RUN_KEY) or {"record": record}
+            return {"stop_record": run["record"], RUN_KEY: {**run, "open": False}}
+
+        async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any]:
+            return self.after_agent(state, runtime)
+
+    return StateOnly()
+
+
 BARE = "create_agent"
 """The baseline every ratio is taken against (the hand-built graph when langchain is missing)."""
 
 FLOOR = "create_agent+empty wrap_model_call+after_agent"
 """The floor of StopOnArtifact's design: the hooks it has, doing nothing (its `vs_floor`)."""
+
+FLOOR_WITH_STATE = "create_agent+empty hooks+toolstop's state"
+"""`FLOOR` plus the state StopOnArtifact keeps, written as it writes it (see `_state_floor`)."""
 
 CHOSEN = "create_agent+StopOnArtifact"
 """The configuration measured against `FLOOR`."""
@@ -125,7 +173,8 @@ def _builders(
     *, floors: bool = False, design_floor: bool = False
 ) -> dict[str, Callable[[Any, list[Any]], Any]]:
     """The configurations: bare, StopOnArtifact and the hand-built graph; `floors` adds the
-    empty-hook floors and the `before_model` jump, `design_floor` only `FLOOR`."""
+    empty-hook floors and the `before_model` jump, `design_floor` only `FLOOR` and
+    `FLOOR_WITH_STATE`."""
     builders: dict[str, Callable[[Any, list[Any]], Any]] = {}
     if has_agents():
         from langchain.agents import create_agent
@@ -139,6 +188,9 @@ def _builders(
             )
         if floors or design_floor:
             builders[FLOOR] = lambda m, t: create_agent(m, t, middleware=[_floor(after_agent=True)])
+            builders[FLOOR_WITH_STATE] = lambda m, t: create_agent(
+                m, t, middleware=[_state_floor()]
+            )
         builders[CHOSEN] = lambda m, t: create_agent(m, t, middleware=[StopOnArtifact()])
         if floors:
             builders["create_agent+before_model jump"] = lambda m, t: create_agent(
@@ -155,16 +207,28 @@ def _baseline(names: Any) -> str:
 def wall_figures(samples_ms: dict[str, list[float]]) -> dict[str, Any]:
     """Median per configuration and its ratio to the baseline's median, from the samples.
 
-    StopOnArtifact's is also taken to the floor of its design (`vs_floor`), when both ran."""
+    StopOnArtifact's is also taken to the floor of its design (`vs_floor`) and to that floor
+    with toolstop's state (`vs_floor_with_state`), when they ran."""
     medians = {name: statistics.median(values) for name, values in samples_ms.items()}
     base = medians[_baseline(medians)]
     figures: dict[str, Any] = {
         name: {"median_ms": round(m, 4), "vs_create_agent": round(m / base, 4)}
         for name, m in medians.items()
     }
-    if FLOOR in medians and CHOSEN in medians:
-        figures[CHOSEN]["vs_floor"] = round(medians[CHOSEN] / medians[FLOOR], 4)
+    _to_floors(figures, medians)
     return figures
+
+
+def _to_floors(figures: dict[str, Any], values: dict[str, float]) -> None:
+    """Add the ratios to the floor of the design (`vs_floor`: StopOnArtifact's and the state's)
+    and StopOnArtifact's to that floor with toolstop's state (`vs_floor_with_state`), from
+    `values` (median times, or rates), for the configurations that ran."""
+    if FLOOR in values:
+        for name in (CHOSEN, FLOOR_WITH_STATE):
+            if name in values:
+                figures[name]["vs_floor"] = round(values[name] / values[FLOOR], 4)
+    if FLOOR_WITH_STATE in values and CHOSEN in values:
+        figures[CHOSEN]["vs_floor_with_state"] = round(values[CHOSEN] / values[FLOOR_WITH_STATE], 4)
 
 
 def wall_per_run(
@@ -236,7 +300,8 @@ def decide_figures(samples_us: dict[str, list[float]]) -> dict[str, Any]:
 def throughput_figures(concurrent: int, seconds: dict[str, list[float]]) -> dict[str, Any]:
     """Runs per second from the median round of each configuration, and its ratio to bare.
 
-    StopOnArtifact's is also taken to the floor of its design (`vs_floor`), when both ran."""
+    StopOnArtifact's is also taken to the floor of its design (`vs_floor`) and to that floor
+    with toolstop's state (`vs_floor_with_state`), when they ran."""
     medians = {name: statistics.median(values) for name, values in seconds.items()}
     rates = {name: concurrent / elapsed for name, elapsed in medians.items()}
     base = rates[_baseline(rates)]
@@ -248,8 +313,7 @@ def throughput_figures(concurrent: int, seconds: dict[str, list[float]]) -> dict
         }
         for name, rate in rates.items()
     }
-    if FLOOR in rates and CHOSEN in rates:
-        figures[CHOSEN]["vs_floor"] = round(rates[CHOSEN] / rates[FLOOR], 4)
+    _to_floors(figures, rates)
     return figures
 
 
@@ -261,7 +325,8 @@ def throughput(
     The configurations take turns for `rounds` rounds (order rotated each round, garbage
     collected before each burst, so no agent pays for another's; the collector stays on during
     the bursts); `seconds` keeps every burst's time, the figures are from each configuration's
-    median burst. `design_floor` measures the floor of StopOnArtifact's design beside it,
+    median burst. `design_floor` measures the floor of StopOnArtifact's design (with and
+    without toolstop's state) beside it,
     `floors` all the configurations of the wall-time table.
     """
     agents = {

@@ -218,6 +218,12 @@ def _print_overhead(figures: dict[str, Any], out: TextIO) -> None:
             f"{chosen['vs_floor']:.3f}x (target <= {TARGET_VS_FLOOR:.3f}x)",
             file=out,
         )
+    if "vs_floor_with_state" in chosen:
+        print(
+            f"  StopOnArtifact vs that floor with toolstop's state: "
+            f"{chosen['vs_floor_with_state']:.3f}x (toolstop's own work)",
+            file=out,
+        )
     scaling = figures["decide_scaling"]["figures"]
     print(
         f"  decide(): {scaling['10_messages_us']} us at 10 messages, "
@@ -236,6 +242,12 @@ def _print_overhead(figures: dict[str, Any], out: TextIO) -> None:
         print(
             f"  {throughput['concurrent']} concurrent, StopOnArtifact vs the floor of its design: "
             f"{chosen['vs_floor']:.3f}x its runs/s (target >= {TARGET_THROUGHPUT_VS_FLOOR:.3f}x)",
+            file=out,
+        )
+    if "vs_floor_with_state" in chosen:
+        print(
+            f"  {throughput['concurrent']} concurrent, StopOnArtifact vs that floor with "
+            f"toolstop's state: {chosen['vs_floor_with_state']:.3f}x its runs/s",
             file=out,
         )
     profiled = figures["calls_per_run"]
