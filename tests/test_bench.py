@@ -407,6 +407,10 @@ def test_overhead_json_is_computed_from_its_measurements(tmp_path: Path) -> None
             f"{concurrent['figures'][chosen]['vs_floor']:.3f}x its runs/s (target >= 0.950x)"
         ) in text.getvalue()
         assert (
+            "that floor with toolstop's state vs the floor: "
+            f"{wall['figures'][state]['vs_floor']:.3f}x (what the state costs)"
+        ) in text.getvalue()
+        assert (
             "StopOnArtifact vs that floor with toolstop's state: "
             f"{wall['figures'][chosen]['vs_floor_with_state']:.3f}x (toolstop's own work)"
         ) in text.getvalue()
@@ -414,6 +418,31 @@ def test_overhead_json_is_computed_from_its_measurements(tmp_path: Path) -> None
             "4 concurrent, StopOnArtifact vs that floor with toolstop's state: "
             f"{concurrent['figures'][chosen]['vs_floor_with_state']:.3f}x its runs/s"
         ) in text.getvalue()
+
+
+def test_the_floor_with_state_writes_what_stop_on_artifact_writes() -> None:
+    """The bench's floor with toolstop's state writes the keys StopOnArtifact writes, node by
+    node: the run with every model call's answer, the record and the run at the end."""
+    pytest.importorskip("langchain.agents")
+    from langchain_core.messages import HumanMessage
+
+    from toolstop.bench.overhead import CHOSEN, FLOOR_WITH_STATE, _builders, _no_stop_tools
+    from toolstop.testing import ScriptedChatModel, call
+
+    def written(name: str) -> list[tuple[str, set[str]]]:
+        model = ScriptedChatModel([call("search"), call("search"), "answer"])
+        agent = _builders(design_floor=True)[name](model, _no_stop_tools())
+        chunks = agent.stream({"messages": [HumanMessage("q")]}, stream_mode="updates")
+        return [
+            (node.rpartition(".")[2], set(update or {}))
+            for chunk in chunks
+            for node, update in chunk.items()
+        ]
+
+    floor = written(FLOOR_WITH_STATE)
+    assert floor == written(CHOSEN)
+    assert [keys for node, keys in floor if node == "model"] == [{"messages", "toolstop_run"}] * 3
+    assert floor[-1] == ("after_agent", {"stop_record", "toolstop_run"})
 
 
 OVERHEAD_ROWS = {
@@ -424,6 +453,9 @@ OVERHEAD_ROWS = {
     "create_agent+empty wrap_model_call+after_agent": (
         "+ empty `wrap_model_call` and `after_agent` hooks (the floor of StopOnArtifact's design)"
     ),
+    "create_agent+empty hooks+toolstop's state": (
+        "+ the same empty hooks carrying toolstop's state (written as StopOnArtifact writes it)"
+    ),
     "create_agent+StopOnArtifact": "+ `StopOnArtifact` (`wrap_model_call` + `after_agent`, chosen)",
     "create_agent+before_model jump": "+ `before_model` jump (the common alternative)",
     "hand-built graph": "hand-built graph",
@@ -431,7 +463,7 @@ OVERHEAD_ROWS = {
 """docs/benchmarks.md's overhead table: configuration in overhead.json -> its row label."""
 
 
-OVERHEAD_RUNS = range(18, 23)
+OVERHEAD_RUNS = range(23, 28)
 """The five consecutive runs docs/benchmarks.md quotes (docs/bench/overhead-runs/)."""
 
 
@@ -469,14 +501,16 @@ def test_the_overhead_table_is_the_stored_runs() -> None:
             f"({min(ratios):.3f}-{max(ratios):.3f}x"
         )
         assert row in page, row
-    chosen = "create_agent+StopOnArtifact"
+    chosen, state = "create_agent+StopOnArtifact", "create_agent+empty hooks+toolstop's state"
     for number, run in zip(OVERHEAD_RUNS, runs, strict=True):
         wall = run["wall_per_run_no_stop"]["figures"]
         concurrent = run["concurrent_throughput"]["figures"]
         graph = wall["hand-built graph"]["vs_create_agent"]
         row = (
             f"| {number} | {wall[chosen]['vs_floor']:.3f}x | "
-            f"{concurrent[chosen]['vs_floor']:.3f}x | {graph:.3f}x |"
+            f"{concurrent[chosen]['vs_floor']:.3f}x | {graph:.3f}x | "
+            f"{wall[state]['vs_floor']:.3f}x | {wall[chosen]['vs_floor_with_state']:.3f}x | "
+            f"{concurrent[chosen]['vs_floor_with_state']:.3f}x |"
         )
         assert row in page, row
 

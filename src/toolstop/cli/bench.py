@@ -218,6 +218,13 @@ def _print_overhead(figures: dict[str, Any], out: TextIO) -> None:
             f"{chosen['vs_floor']:.3f}x (target <= {TARGET_VS_FLOOR:.3f}x)",
             file=out,
         )
+    state = wall["figures"].get("create_agent+empty hooks+toolstop's state", {})
+    if "vs_floor" in state:
+        print(
+            f"  that floor with toolstop's state vs the floor: {state['vs_floor']:.3f}x "
+            "(what the state costs)",
+            file=out,
+        )
     if "vs_floor_with_state" in chosen:
         print(
             f"  StopOnArtifact vs that floor with toolstop's state: "
@@ -234,7 +241,7 @@ def _print_overhead(figures: dict[str, Any], out: TextIO) -> None:
     for name, values in throughput["figures"].items():
         ratio, runs = values["vs_create_agent"], values["runs_per_s"]
         print(
-            f"  {throughput['concurrent']} concurrent, {name:28s} {runs:8.1f} runs/s  {ratio:.3f}x",
+            f"  {throughput['concurrent']} concurrent, {name:41s} {runs:8.1f} runs/s  {ratio:.3f}x",
             file=out,
         )
     chosen = throughput["figures"].get("create_agent+StopOnArtifact", {})
