@@ -19,12 +19,14 @@ from toolstop._lifecycle import (
     Aborted,
     afinish,
     answered,
+    begin,
     begin_turn,
     close_aborted,
     finish,
     invocation_of,
     left_open_calls,
     open_run,
+    pending,
     plain_answer,
     relay_message,
     repair_history,
@@ -56,6 +58,43 @@ def test_a_new_run_never_decides_the_turn_it_was_invoked_with() -> None:
     decision, _ = begin_turn(fresh, turn, StopPolicy(), remaining_steps=None, loop_steps=2)
     assert decision is not None
     assert decision.rule is Rule.COMPLETED  # the same turn, decided when it is the run's own
+
+
+def test_a_turn_is_pending_while_it_has_results_the_run_has_not_folded() -> None:
+    turn = current_turn(_stopping_turn())
+    assert turn is not None
+    run = open_run(None, None, StopPolicy(), None)
+    assert pending(turn, run)  # the run has folded no turn yet
+    assert pending(turn, None)  # no run yet: nothing folded
+    assert not pending(turn, {**run, "turn": "ai-1"})  # folded once, never again
+    assert pending(turn, {**run, "turn": "ai-0"})  # an earlier turn was folded, not this one
+    assert not pending(None, run)
+    asked = current_turn(_stopping_turn()[:2])  # the calls, no result yet
+    assert asked is not None
+    assert asked.results == ()
+    assert not pending(asked, run)
+    unasked = current_turn([_stopping_turn()[2]])  # results without an AIMessage
+    assert unasked is not None
+    assert unasked.asking is None
+    assert pending(unasked, {**run, "turn": None})
+    no_id = current_turn(
+        [HumanMessage("q"), *(m.model_copy(update={"id": None}) for m in _stopping_turn()[1:])]
+    )
+    assert no_id is not None
+    assert no_id.id is None
+    assert pending(no_id, {**run, "turn": None})  # a turn without an id cannot be known as folded
+
+
+def test_a_model_call_after_calls_without_results_decides_nothing() -> None:
+    """A hook sent the model back before the tools ran (`jump_to: "model"`): no turn to fold."""
+    policy = StopPolicy()
+    messages = _stopping_turn()[:2]
+    begun = begin(None, None, messages, policy, invocation=None, remaining_steps=None, loop_steps=2)
+    assert begun.decision is None
+    assert begun.run["record"]["tool_turns"] == 0
+    assert (
+        begun.run["record"]["outcomes"] == open_run(None, None, policy, None)["record"]["outcomes"]
+    )
 
 
 def test_a_new_run_is_numbered_after_the_last_and_keeps_the_measured_loop() -> None:
