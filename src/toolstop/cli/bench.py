@@ -201,7 +201,12 @@ def _overhead_only(folder: Path, out: TextIO) -> int:
 
 
 def _print_overhead(figures: dict[str, Any], out: TextIO) -> None:
-    from toolstop.bench.overhead import TARGET_THROUGHPUT_VS_FLOOR, TARGET_VS_FLOOR
+    from toolstop.bench.overhead import (
+        CHOSEN,
+        FLOOR_WITH_STATE,
+        TARGET_THROUGHPUT_VS_FLOOR,
+        TARGET_VS_FLOOR,
+    )
 
     wall = figures["wall_per_run_no_stop"]
     print(
@@ -211,14 +216,14 @@ def _print_overhead(figures: dict[str, Any], out: TextIO) -> None:
     for name, values in wall["figures"].items():
         median, ratio = values["median_ms"], values["vs_create_agent"]
         print(f"  {name:48s} {median:8.3f} ms  {ratio:.3f}x", file=out)
-    chosen = wall["figures"].get("create_agent+StopOnArtifact", {})
+    chosen = wall["figures"].get(CHOSEN, {})
     if "vs_floor" in chosen:
         print(
             f"  StopOnArtifact vs the floor of its design (empty wrap_model_call+after_agent): "
             f"{chosen['vs_floor']:.3f}x (target <= {TARGET_VS_FLOOR:.3f}x)",
             file=out,
         )
-    state = wall["figures"].get("create_agent+empty hooks+toolstop's state", {})
+    state = wall["figures"].get(FLOOR_WITH_STATE, {})
     if "vs_floor" in state:
         print(
             f"  that floor with toolstop's state vs the floor: {state['vs_floor']:.3f}x "
@@ -244,7 +249,7 @@ def _print_overhead(figures: dict[str, Any], out: TextIO) -> None:
             f"  {throughput['concurrent']} concurrent, {name:41s} {runs:8.1f} runs/s  {ratio:.3f}x",
             file=out,
         )
-    chosen = throughput["figures"].get("create_agent+StopOnArtifact", {})
+    chosen = throughput["figures"].get(CHOSEN, {})
     if "vs_floor" in chosen:
         print(
             f"  {throughput['concurrent']} concurrent, StopOnArtifact vs the floor of its design: "
