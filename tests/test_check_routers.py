@@ -188,31 +188,33 @@ class Agent:
         return self.invoke(inputs, config)
 
 
+def _run(asynchronous: bool, agent: Any, *args: Any, **kwargs: Any) -> Any:
+    """`run_agent`, or `arun_agent` on a fresh event loop."""
+    if asynchronous:
+        return asyncio.run(arun_agent(agent, *args, **kwargs))
+    return run_agent(agent, *args, **kwargs)
+
+
 @pytest.mark.parametrize("asynchronous", [False, True])
 def test_a_run_is_its_node_path_and_its_last_values(asynchronous: bool) -> None:
-    def go(agent: Any, *args: Any, **kwargs: Any) -> Any:
-        if asynchronous:
-            return asyncio.run(arun_agent(agent, *args, **kwargs))
-        return run_agent(agent, *args, **kwargs)
-
-    path, state = go(graph(), "hello")
+    path, state = _run(asynchronous, graph(), "hello")
     assert path == ["a", "b"]
     assert [m.content for m in state["messages"]] == ["hello"]
     assert isinstance(state["messages"][0], HumanMessage)
     assert state["n"] == 10
     assert type(state) is dict
-    path, state = go(graph())
+    path, state = _run(asynchronous, graph())
     assert state["messages"][0].content == "q"
     # an agent of one's own is invoked with the same input and config; no path
     own, config = Agent(), {"configurable": {"thread_id": "x"}}
-    assert go(own, "hi", config) == ([], {"answer": 42})
-    assert go(own) == ([], {"answer": 42})
+    assert _run(asynchronous, own, "hi", config) == ([], {"answer": 42})
+    assert _run(asynchronous, own) == ([], {"answer": 42})
     (first, first_config), (second, second_config) = own.seen
     assert [m.content for m in first["messages"]] == ["hi"]
     assert first_config is config
     assert second["messages"][0].content == "q"
     assert second_config is None
-    assert go(own, config=config, resume={"ok": 1}) == ([], {"answer": 42})
+    assert _run(asynchronous, own, config=config, resume={"ok": 1}) == ([], {"answer": 42})
     resumed = own.seen[-1][0]
     assert isinstance(resumed, Command)
     assert resumed.resume == {"ok": 1}
@@ -234,16 +236,11 @@ def interrupting(checkpointer: Any) -> Any:
 
 @pytest.mark.parametrize("asynchronous", [False, True])
 def test_an_interrupted_run_is_resumed_with_the_answer(asynchronous: bool) -> None:
-    def go(agent: Any, *args: Any, **kwargs: Any) -> Any:
-        if asynchronous:
-            return asyncio.run(arun_agent(agent, *args, **kwargs))
-        return run_agent(agent, *args, **kwargs)
-
     agent, config = interrupting(InMemorySaver()), {"configurable": {"thread_id": "t"}}
-    path, state = go(agent, "start", config)
+    path, state = _run(asynchronous, agent, "start", config)
     assert path == ["__interrupt__"]
     assert [m.content for m in state["messages"]] == ["start"]
-    path, state = go(agent, config=config, resume="yes")
+    path, state = _run(asynchronous, agent, config=config, resume="yes")
     assert path == ["ask"]
     assert [m.content for m in state["messages"]] == ["yes"]  # no reducer: replaced
 
