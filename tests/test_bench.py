@@ -521,18 +521,29 @@ def test_the_overhead_table_is_the_stored_runs() -> None:
         assert row in page, row
 
 
-def test_the_state_profile_is_computed_from_its_counts(monkeypatch: pytest.MonkeyPatch) -> None:
-    """docs/bench/state_calls.py: each part of StopOnArtifact's state adds work, as stored."""
-    pytest.importorskip("langchain.agents")
+BENCH_DOCS = Path(__file__).parent.parent / "docs" / "bench"
+"""Where the scripts behind docs/benchmarks.md's breakdowns live, each beside its JSON."""
+
+
+def _bench_script(name: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """docs/bench/NAME.py as a module, registered under NAME for the test (its TypedDicts and
+    dataclasses resolve through `sys.modules`)."""
     import importlib.util
 
-    path = Path(__file__).parent.parent / "docs" / "bench" / "state_calls.py"
-    spec = importlib.util.spec_from_file_location("state_calls", path)
+    spec = importlib.util.spec_from_file_location(name, BENCH_DOCS / f"{name}.py")
     assert spec is not None
     assert spec.loader is not None
     script = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "state_calls", script)  # its TypedDicts resolve through it
+    monkeypatch.setitem(sys.modules, name, script)
     spec.loader.exec_module(script)
+    return script
+
+
+def test_the_state_profile_is_computed_from_its_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/bench/state_calls.py: each part of StopOnArtifact's state adds work, as stored."""
+    pytest.importorskip("langchain.agents")
+    path = BENCH_DOCS / "state_calls.py"
+    script = _bench_script("state_calls", monkeypatch)
     monkeypatch.setattr(script, "RUNS", 2)
     fresh = script.main()
     stored = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
@@ -555,25 +566,46 @@ def test_the_state_profile_is_computed_from_its_counts(monkeypatch: pytest.Monke
     ) in quoted
 
 
+def test_the_state_instructions_are_computed_from_their_counts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/bench/state_instructions.py: it counts the configurations of state_calls.py, each of
+    which it can run; its figures come from its counts, as stored; the benchmarks page quotes them.
+    """
+    pytest.importorskip("langchain.agents")
+    folder = BENCH_DOCS
+    script = _bench_script("state_instructions", monkeypatch)
+    monkeypatch.setitem(sys.modules, "state_calls", None)  # the script loads it; undone after
+    names = [script.BARE, *script._state_calls().CONFIGS]
+    for name in names:
+        script.run(name, 2)  # the scripted model fails unless every run used its four steps
+    stored = json.loads((folder / "state_instructions.json").read_text(encoding="utf-8"))
+    per_run = stored["instructions_per_run"]
+    assert list(per_run) == [str(seed) for seed in script.SEEDS]
+    assert stored["figures"] == script.figures(per_run)
+    page = (Path(__file__).parent.parent / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    for seed, counts in per_run.items():
+        assert list(counts) == names
+        added = stored["figures"][seed]["points_added"]
+        assert all(points > 0 for points in added.values())  # every part costs something
+        vs_floor = stored["figures"][seed]["vs_floor"]
+        cells = " | ".join(f"{vs_floor[name]:.4f}x" for name in names[2:])
+        own = added[names[-1]]
+        assert f"| {seed} | {cells} | {own:.2f} |" in page, (seed, cells, own)
+
+
 def test_the_wall_parts_are_computed_from_their_samples(monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/bench/wall_parts.py: its figures and points come from its samples, as stored; the
     prototype without the `after_agent` node has no such node and still writes its record."""
     pytest.importorskip("langchain.agents")
-    import importlib.util
-
     from langchain_core.messages import HumanMessage
 
     from toolstop.bench.overhead import _no_stop_tools, wall_figures
     from toolstop.testing import ScriptedChatModel, call
 
-    folder = Path(__file__).parent.parent / "docs" / "bench"
-    spec = importlib.util.spec_from_file_location("wall_parts", folder / "wall_parts.py")
-    assert spec is not None
-    assert spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "wall_parts", script)
+    folder = BENCH_DOCS
     monkeypatch.syspath_prepend(str(folder))
-    spec.loader.exec_module(script)
+    script = _bench_script("wall_parts", monkeypatch)
     fresh = script.main(runs=2, repeats=1)
     stored = json.loads((folder / "wall_parts.json").read_text(encoding="utf-8"))
     assert len(stored["repeats"]) == script.REPEATS
@@ -600,17 +632,10 @@ def test_the_tool_error_counts_include_the_tool_threads(monkeypatch: pytest.Monk
     cProfile count of the calling thread saw no cost for a wrap_tool_call hook); the stored
     figures follow from the stored counts and docs/routers.md and composition.md quote them."""
     pytest.importorskip("langchain.agents")
-    import importlib.util
     import threading
 
-    folder = Path(__file__).parent.parent / "docs" / "bench"
-    spec = importlib.util.spec_from_file_location(
-        "tool_error_calls", folder / "tool_error_calls.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    folder = BENCH_DOCS
+    script = _bench_script("tool_error_calls", monkeypatch)
 
     def nothing() -> None:
         pass
