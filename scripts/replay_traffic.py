@@ -1,0 +1,284 @@
+"""Replay recorded tool-calling conversations through an unchanged agent in shadow mode.
+
+    python scripts/replay_traffic.py tests/fixtures/traffic/SET/conversations.jsonl \\
+        --db /tmp/traffic.sqlite [--report DIR] [--limit N]
+
+Each line of the JSONL file is one conversation in OpenAI chat format (`{"id", "messages"}`,
+with `tool_calls` on assistant messages, `tool` messages answering them by `tool_call_id`, and
+the provider's `usage` where the source has it). Each conversation is replayed on its own thread
+of a SQLite checkpointer (thread id = the conversation's id) through an unchanged
+`langchain.agents.create_agent` with `StopOnArtifact(StopPolicy(mode="never"))`:
+
+- the model is a scripted model that answers with the recorded assistant messages, in order;
+- each tool is a stand-in that returns the recorded result for the call id it is given;
+- each user message starts one run (`agent.invoke`), which ends at the model's next answer
+  without tool calls.
+
+Usage: `ScriptedChatModel` puts langchain-core's approximate token counts on every answer; the
+replay's model puts the recorded `usage` back (prompt and completion tokens) where the line has
+one, so the records' token counts are the provider's.
+
+Then the records are checked against an independent count from the JSONL file: per
+conversation, the runs (user messages) and model calls (assistant messages) must equal what the
+records say. With `--report DIR`, `toolstop report --db DB --out DIR` runs on the database.
+Prints a JSON summary; exits 1 when a count differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
+from pydantic import BaseModel, ConfigDict, PrivateAttr
+
+from toolstop.testing import ScriptedChatModel
+
+__all__ = [
+    "RecordedChatModel",
+    "expected_counts",
+    "load_conversations",
+    "main",
+    "recorded_counts",
+    "replay",
+    "replay_conversation",
+    "runs_of",
+]
+
+
+def load_conversations(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
+    """The conversations of a JSONL file (the first `limit` of them)."""
+    conversations = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        conversation = json.loads(line)
+        if not isinstance(conversation, dict) or not isinstance(conversation.get("messages"), list):
+            msg = f"{path}:{number}: not a conversation ({{'messages': [...]}})"
+            raise ValueError(msg)
+        conversations.append(conversation)
+        if limit is not None and len(conversations) >= limit:
+            break
+    return conversations
+
+
+def runs_of(messages: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """The conversation cut into runs: a user message, then what the agent did until it answered.
+
+    Raises:
+        ValueError: the shape cannot be replayed: a message before the first user message, a
+            run without an answer, a run that does not end with an answer without tool calls,
+            or a tool result for a call that was not made.
+    """
+    runs: list[list[Mapping[str, Any]]] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "system":
+            continue
+        if role == "user":
+            runs.append([message])
+            continue
+        if not runs:
+            msg = f"a {role} message comes before the first user message"
+            raise ValueError(msg)
+        runs[-1].append(message)
+    for number, run in enumerate(runs):
+        last = run[-1]
+        if last.get("role") != "assistant" or last.get("tool_calls"):
+            msg = f"run {number} does not end with an answer without tool calls"
+            raise ValueError(msg)
+        called = {c["id"] for m in run for c in m.get("tool_calls") or ()}
+        answered = [m.get("tool_call_id") for m in run if m.get("role") == "tool"]
+        if sorted(called) != sorted(answered):  # type: ignore[type-var]
+            msg = f"run {number}: the tool results do not answer the calls one to one"
+            raise ValueError(msg)
+    return runs
+
+
+def expected_counts(conversation: Mapping[str, Any]) -> dict[str, int]:
+    """Runs and model calls counted from the JSONL alone (not from toolstop)."""
+    messages = conversation["messages"]
+    return {
+        "runs": sum(1 for m in messages if m.get("role") == "user"),
+        "model_calls": sum(1 for m in messages if m.get("role") == "assistant"),
+        "tool_calls": sum(len(m.get("tool_calls") or ()) for m in messages),
+    }
+
+
+def _usage(raw: Any) -> UsageMetadata | None:
+    if not isinstance(raw, Mapping):
+        return None
+    prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
+    if not isinstance(prompt, int) or not isinstance(completion, int):
+        return None
+    return UsageMetadata(
+        input_tokens=prompt, output_tokens=completion, total_tokens=prompt + completion
+    )
+
+
+def _ai_message(message: Mapping[str, Any]) -> AIMessage:
+    calls = [
+        ToolCall(
+            name=c["function"]["name"],
+            args=json.loads(c["function"].get("arguments") or "{}"),
+            id=c["id"],
+            type="tool_call",
+        )
+        for c in message.get("tool_calls") or ()
+    ]
+    return AIMessage(content=message.get("content") or "", tool_calls=calls)
+
+
+class RecordedChatModel(ScriptedChatModel):
+    """The scripted model, answering with the recorded usage instead of an approximation."""
+
+    _usages: list[UsageMetadata | None] = PrivateAttr(default_factory=list)
+
+    def __init__(self, recorded: Sequence[Mapping[str, Any]], **kwargs: Any) -> None:
+        super().__init__([_ai_message(m) for m in recorded], **kwargs)
+        self._usages = [_usage(m.get("usage")) for m in recorded]
+
+    def _answer(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None,
+        kwargs: dict[str, Any],
+        *,
+        streamed: bool,
+    ) -> AIMessage:
+        position = self._script.position
+        response = super()._answer(messages, stop, kwargs, streamed=streamed)
+        recorded = self._usages[position] if position < len(self._usages) else None
+        if recorded is not None:  # the provider's figures, not the approximation
+            response.usage_metadata = recorded
+        return response
+
+
+class _AnyArguments(BaseModel):
+    """Whatever arguments the recorded call had, plus the call id."""
+
+    model_config = ConfigDict(extra="allow")
+    tool_call_id: Annotated[str, InjectedToolCallId]
+
+
+def _stand_ins(messages: Iterable[Mapping[str, Any]]) -> list[BaseTool]:
+    """One stand-in per tool name: it returns the recorded result of the call id it is given."""
+    results = {m["tool_call_id"]: m.get("content") or "" for m in messages if m["role"] == "tool"}
+    names = sorted(
+        {c["function"]["name"] for m in messages for c in m.get("tool_calls") or ()}  # type: ignore[union-attr]
+    )
+
+    def recorded(tool_call_id: str, **_: Any) -> str:
+        return str(results[tool_call_id])
+
+    return [
+        StructuredTool(
+            name=name,
+            description=f"The recorded results of {name}.",
+            args_schema=_AnyArguments,
+            func=recorded,
+        )
+        for name in names
+    ]
+
+
+def replay_conversation(conversation: Mapping[str, Any], checkpointer: Any) -> None:
+    """Replay one conversation on its own thread (thread id = its `id`)."""
+    from langchain.agents import create_agent
+
+    from toolstop import StopOnArtifact, StopPolicy
+
+    messages = list(conversation["messages"])
+    runs = runs_of(messages)
+    model = RecordedChatModel([m for m in messages if m.get("role") == "assistant"])
+    agent = create_agent(
+        model,
+        _stand_ins(messages),
+        middleware=[StopOnArtifact(StopPolicy(mode="never"))],
+        checkpointer=checkpointer,
+    )
+    config: RunnableConfig = {"configurable": {"thread_id": str(conversation["id"])}}
+    for run in runs:
+        question = HumanMessage(content=run[0].get("content") or "")
+        agent.invoke({"messages": [question]}, config)
+    model.assert_complete()
+
+
+def recorded_counts(db: str) -> dict[str, dict[str, int]]:
+    """Per thread, the runs and model calls the stop records of `db` say."""
+    from toolstop.report.reader import open_database
+
+    counts: dict[str, dict[str, int]] = {}
+    with open_database(db) as database:
+        for thread_id, checkpoint_ns in database.threads():
+            if checkpoint_ns:
+                continue
+            ends, _ = database.run_ends(thread_id, checkpoint_ns)
+            tally = counts.setdefault(thread_id, {"runs": 0, "model_calls": 0, "tool_calls": 0})
+            for end in ends:
+                tally["runs"] += 1
+                tally["model_calls"] += int(end.record.get("model_calls") or 0)
+                calls = end.record.get("calls_by_tool") or {}
+                tally["tool_calls"] += sum(int(v) for v in calls.values())
+    return counts
+
+
+def replay(conversations: Sequence[Mapping[str, Any]], db: Path) -> dict[str, Any]:
+    """Replay `conversations` into a fresh SQLite file `db`; compare the records' counts."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    ids = [str(c["id"]) for c in conversations]
+    if len(set(ids)) != len(ids):
+        msg = "conversation ids repeat: each conversation needs its own thread"
+        raise ValueError(msg)
+    db.unlink(missing_ok=True)
+    with SqliteSaver.from_conn_string(str(db)) as saver:
+        for conversation in conversations:
+            replay_conversation(conversation, saver)
+    recorded = recorded_counts(str(db))
+    differences = []
+    totals = {"runs": 0, "model_calls": 0, "tool_calls": 0}
+    for conversation in conversations:
+        expected = expected_counts(conversation)
+        got = recorded.get(str(conversation["id"]), {})
+        for key, value in expected.items():
+            totals[key] += value
+            if got.get(key) != value:
+                differences.append(
+                    {"id": conversation["id"], key: {"jsonl": value, "records": got.get(key)}}
+                )
+    return {
+        "conversations": len(conversations),
+        "expected": totals,
+        "threads_recorded": len(recorded),
+        "differences": differences,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Replay, check the counts, optionally run `toolstop report`; print a JSON summary."""
+    parser = argparse.ArgumentParser(prog="python scripts/replay_traffic.py")
+    parser.add_argument("conversations", type=Path, help="a JSONL file, one conversation a line")
+    parser.add_argument("--db", type=Path, required=True, help="the SQLite file to write (anew)")
+    parser.add_argument("--report", type=Path, help="run `toolstop report` into this folder")
+    parser.add_argument("--limit", type=int, help="replay only the first N conversations")
+    args = parser.parse_args(argv)
+    summary = replay(load_conversations(args.conversations, args.limit), args.db)
+    code = 1 if summary["differences"] else 0
+    if args.report is not None:
+        from toolstop.cli import main as toolstop
+
+        code = toolstop(["report", "--db", str(args.db), "--out", str(args.report)]) or code
+    print(json.dumps(summary, indent=2))
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""The recorded-traffic fixture: it parses, it replays exactly, and its labels name real calls.
+
+tests/fixtures/traffic/<set>/conversations.jsonl is real recorded tool-calling traffic (see the
+set's README.md); scripts/replay_traffic.py replays it through an unchanged `create_agent` in
+shadow mode. The counts these tests compare against are taken from the JSONL here, not from the
+replay script."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures" / "traffic"
+SETS = sorted(p for p in FIXTURES.iterdir() if (p / "conversations.jsonl").exists())
+LABELS = ("convert", "convert_with_answer", "keep", "cut_short")
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _count(conversation: dict[str, Any]) -> dict[str, int]:
+    """Runs (user turns), model calls (assistant messages), tool calls: from the JSONL alone."""
+    roles = Counter(m["role"] for m in conversation["messages"])
+    calls = sum(len(m.get("tool_calls") or ()) for m in conversation["messages"])
+    return {"runs": roles["user"], "model_calls": roles["assistant"], "tool_calls": calls}
+
+
+def test_there_is_a_set_with_its_licence_and_readme() -> None:
+    assert SETS
+    for folder in SETS:
+        assert (folder / "README.md").exists()
+        assert "MIT License" in (folder / "LICENSE.md").read_text()
+
+
+@pytest.mark.parametrize("folder", SETS, ids=[p.name for p in SETS])
+def test_the_conversations_parse_as_openai_chat(folder: Path) -> None:
+    conversations = _lines(folder / "conversations.jsonl")
+    assert len(conversations) >= 60
+    assert len({c["id"] for c in conversations}) == len(conversations)
+    assert (folder / "conversations.jsonl").stat().st_size < 500_000
+    for conversation in conversations:
+        messages = conversation["messages"]
+        assert messages[0]["role"] == "user"
+        assert messages[-1]["role"] == "assistant"
+        assert not messages[-1].get("tool_calls")
+        open_calls: set[str] = set()
+        for message in messages:
+            assert message["role"] in ("user", "assistant", "tool")
+            if message["role"] == "user":
+                assert not open_calls  # every call was answered before the user spoke again
+            for call in message.get("tool_calls") or ():
+                assert call["type"] == "function"
+                assert isinstance(json.loads(call["function"]["arguments"]), dict)
+                open_calls.add(call["id"])
+            if message["role"] == "tool":
+                open_calls.remove(message["tool_call_id"])
+        assert not open_calls
+
+
+@pytest.mark.parametrize("folder", SETS, ids=[p.name for p in SETS])
+def test_the_labels_refer_to_real_calls(folder: Path) -> None:
+    conversations = {c["id"]: c for c in _lines(folder / "conversations.jsonl")}
+    labels = _lines(folder / "labels.jsonl")
+    assert len(labels) >= 50
+    assert len({(x["conversation"], x["call_id"]) for x in labels}) == len(labels)
+    for label in labels:
+        assert label["label"] in LABELS
+        assert label["reason"].strip()
+        messages = conversations[label["conversation"]]["messages"]
+        # the run the call belongs to: from the user message before it to the next one
+        position = next(
+            i
+            for i, m in enumerate(messages)
+            for c in m.get("tool_calls") or ()
+            if c["id"] == label["call_id"]
+        )
+        call = next(c for c in messages[position]["tool_calls"] if c["id"] == label["call_id"])
+        assert call["function"]["name"] == label["tool"]
+        end = next(
+            (i for i in range(position, len(messages)) if messages[i]["role"] == "user"),
+            len(messages),
+        )
+        same_turn = [c["id"] for c in messages[position]["tool_calls"]]
+        later = [
+            c for m in messages[position + 1 : end] for c in m.get("tool_calls") or ()
+        ] + same_turn[same_turn.index(label["call_id"]) + 1 :]
+        # cut_short says: more tool calls followed in the same run
+        assert (label["label"] == "cut_short") == bool(later), label
+
+
+def _replay_and_compare(conversations: list[dict[str, Any]], tmp_path: Path) -> None:
+    from replay_traffic import recorded_counts, replay
+
+    summary = replay(conversations, tmp_path / "traffic.sqlite")
+    assert summary["differences"] == []
+    recorded = recorded_counts(str(tmp_path / "traffic.sqlite"))
+    assert set(recorded) == {c["id"] for c in conversations}
+    for conversation in conversations:
+        assert recorded[conversation["id"]] == _count(conversation), conversation["id"]
+
+
+@pytest.mark.parametrize("folder", SETS, ids=[p.name for p in SETS])
+def test_a_replay_records_what_the_jsonl_holds(folder: Path, tmp_path: Path) -> None:
+    conversations = _lines(folder / "conversations.jsonl")
+    # a few of each domain: reads, writes, errors, several runs a thread
+    subset = {c.get("domain"): c for c in conversations}
+    _replay_and_compare(list(subset.values()), tmp_path)
+
+
+def test_the_replay_keeps_the_recorded_usage(tmp_path: Path) -> None:
+    from replay_traffic import replay
+    from toolstop.report.reader import open_database
+
+    conversation = {
+        "id": "one",
+        "messages": [
+            {"role": "user", "content": "Where is order 7?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "order", "arguments": '{"id": 7}'},
+                    }
+                ],
+                "usage": {"prompt_tokens": 1234, "completion_tokens": 5, "total_tokens": 1239},
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": '{"status": "shipped"}'},
+            {
+                "role": "assistant",
+                "content": "Order 7 has shipped.",
+                "usage": {"prompt_tokens": 2000, "completion_tokens": 7, "total_tokens": 2007},
+            },
+        ],
+    }
+    assert replay([conversation], tmp_path / "one.sqlite")["differences"] == []
+    with open_database(str(tmp_path / "one.sqlite")) as database:
+        (ends, _) = database.run_ends("one", "")
+    record = ends[0].record
+    # the recorded figures, not langchain-core's approximation of a few dozen tokens
+    assert (record["input_tokens"], record["output_tokens"]) == (3234, 12)
+    assert record["ended_after"]["input_tokens"] == 2000
+
+
+def test_a_conversation_that_cannot_be_replayed_is_refused() -> None:
+    from replay_traffic import runs_of
+
+    with pytest.raises(ValueError, match="does not end with an answer"):
+        runs_of([{"role": "user", "content": "hi"}])
+    with pytest.raises(ValueError, match="before the first user message"):
+        runs_of([{"role": "assistant", "content": "hello"}])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("folder", SETS, ids=[p.name for p in SETS])
+def test_the_whole_set_replays_exactly(folder: Path, tmp_path: Path) -> None:
+    _replay_and_compare(_lines(folder / "conversations.jsonl"), tmp_path)
+
+
+def test_the_script_replays_then_reports(tmp_path: Path) -> None:
+    from replay_traffic import main
+
+    path = SETS[0] / "conversations.jsonl"
+    out = tmp_path / "report"
+    db = tmp_path / "t.sqlite"
+    assert main([str(path), "--db", str(db), "--limit", "3", "--report", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    counts = [_count(c) for c in _lines(path)[:3]]
+    assert report["threads"] == 3
+    assert report["runs"] == sum(c["runs"] for c in counts)
+    assert report["model_calls"] == sum(c["model_calls"] for c in counts)
