@@ -20,7 +20,10 @@ one, so the records' token counts are the provider's.
 
 Then the records are checked against an independent count from the JSONL file: per
 conversation, the runs (user messages) and model calls (assistant messages) must equal what the
-records say. With `--report DIR`, `toolstop report --db DB --out DIR` runs on the database.
+records say. With `--report DIR`, `toolstop report --db DB --out DIR` runs on the database; with
+`--labels FILE` as well (the hand-judged pairs of the set, `labels.jsonl`), the summary gets an
+`agreement` table: per judged tool, the advice the labels give (`judged_advice`) beside the
+report's (`candidates[].advice` where the report has it, else its `verdict`).
 Prints a JSON summary; exits 1 when a count differs.
 """
 
@@ -29,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -43,7 +47,9 @@ from toolstop.testing import ScriptedChatModel
 
 __all__ = [
     "RecordedChatModel",
+    "agreement",
     "expected_counts",
+    "judged_advice",
     "load_conversations",
     "main",
     "recorded_counts",
@@ -262,6 +268,48 @@ def replay(conversations: Sequence[Mapping[str, Any]], db: Path) -> dict[str, An
     }
 
 
+CUT_SHORT_SHARE = 0.1
+"""A tool cut short in at least this share of its judged pairs is advised `cut_short`."""
+
+
+def judged_advice(labels: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per tool: the counts of each label and the advice they give.
+
+    `cut_short` when at least 1 in 10 pairs was cut short; otherwise `convert` when most pairs
+    were `convert`, `convert_with_answer` when most were `convert` or `convert_with_answer`,
+    else `keep`; `too_few` under 5 pairs.
+    """
+    counts: dict[str, Counter[str]] = {}
+    for label in labels:
+        counts.setdefault(str(label["tool"]), Counter())[str(label["label"])] += 1
+    judged = {}
+    for tool, count in sorted(counts.items()):
+        pairs = sum(count.values())
+        if pairs < 5:
+            advice = "too_few"
+        elif count["cut_short"] >= CUT_SHORT_SHARE * pairs:
+            advice = "cut_short"
+        elif count["convert"] * 2 > pairs:
+            advice = "convert"
+        elif (count["convert"] + count["convert_with_answer"]) * 2 > pairs:
+            advice = "convert_with_answer"
+        else:
+            advice = "keep"
+        judged[tool] = {"pairs": pairs, "labels": dict(count), "judged": advice}
+    return judged
+
+
+def agreement(report: Mapping[str, Any], labels: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The judged advice per tool beside the report's, and how many tools agree."""
+    candidates = {c.get("tool"): c for c in report.get("candidates") or ()}
+    tools = judged_advice(labels)
+    for tool, row in tools.items():
+        candidate = candidates.get(tool) or {}
+        row["report"] = candidate.get("advice") or candidate.get("verdict")
+    agreeing = sum(1 for row in tools.values() if row["report"] == row["judged"])
+    return {"tools": tools, "agreeing": agreeing, "judged_tools": len(tools)}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Replay, check the counts, optionally run `toolstop report`; print a JSON summary."""
     parser = argparse.ArgumentParser(prog="python scripts/replay_traffic.py")
@@ -269,13 +317,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--db", type=Path, required=True, help="the SQLite file to write (anew)")
     parser.add_argument("--report", type=Path, help="run `toolstop report` into this folder")
     parser.add_argument("--limit", type=int, help="replay only the first N conversations")
+    parser.add_argument("--labels", type=Path, help="hand-judged pairs: compare with the report")
     args = parser.parse_args(argv)
+    if args.labels is not None and args.report is None:
+        parser.error("--labels needs --report")
     summary = replay(load_conversations(args.conversations, args.limit), args.db)
     code = 1 if summary["differences"] else 0
     if args.report is not None:
         from toolstop.cli import main as toolstop
 
         code = toolstop(["report", "--db", str(args.db), "--out", str(args.report)]) or code
+        if args.labels is not None:
+            report = json.loads((args.report / "report.json").read_text())
+            labels = [json.loads(x) for x in args.labels.read_text().splitlines() if x.strip()]
+            summary["agreement"] = agreement(report, labels)
     print(json.dumps(summary, indent=2))
     return code
 

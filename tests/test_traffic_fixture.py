@@ -176,3 +176,63 @@ def test_the_script_replays_then_reports(tmp_path: Path) -> None:
     assert report["threads"] == 3
     assert report["runs"] == sum(c["runs"] for c in counts)
     assert report["model_calls"] == sum(c["model_calls"] for c in counts)
+
+
+def _docs_table() -> dict[str, tuple[int, int, int, int, int, str]]:
+    page = (Path(__file__).parent.parent / "docs" / "advisor-validation.md").read_text()
+    rows = {}
+    for line in page.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 8 and cells[1].isdigit():
+            pairs, *counts = (int(c) for c in cells[1:6])
+            rows[cells[0]] = (pairs, *counts, cells[6].split()[0])
+    return rows
+
+
+def test_the_docs_table_is_what_the_labels_say() -> None:
+    from replay_traffic import judged_advice
+
+    folder = FIXTURES / "tau2_student_domains"
+    judged = judged_advice(_lines(folder / "labels.jsonl"))
+    expected = {
+        tool: (
+            row["pairs"],
+            *(row["labels"].get(label, 0) for label in LABELS),
+            row["judged"],
+        )
+        for tool, row in judged.items()
+    }
+    assert _docs_table() == expected
+
+
+def test_judged_advice_follows_the_rules() -> None:
+    from replay_traffic import judged_advice
+
+    def pairs(**labels: int) -> list[dict[str, str]]:
+        return [{"tool": "t", "label": k} for k, n in labels.items() for _ in range(n)]
+
+    def advice(**labels: int) -> str:
+        return str(judged_advice(pairs(**labels))["t"]["judged"])
+
+    assert advice(convert=4) == "too_few"
+    assert advice(convert=9, cut_short=1) == "cut_short"  # 1 in 10 is enough
+    assert advice(convert=10, cut_short=1) == "convert"  # under 1 in 10
+    assert advice(convert=3, convert_with_answer=3, keep=4) == "convert_with_answer"
+    assert advice(convert_with_answer=5, keep=5) == "keep"  # a tie is not most
+    assert advice(convert=6, keep=4) == "convert"
+
+
+def test_agreement_prefers_the_reports_advice_over_its_verdict() -> None:
+    from replay_traffic import agreement
+
+    labels = [{"tool": "a", "label": "keep"}] * 5 + [{"tool": "b", "label": "convert"}] * 5
+    report = {
+        "candidates": [
+            {"tool": "a", "verdict": "keep"},
+            {"tool": "b", "verdict": "candidate", "advice": "convert"},
+        ]
+    }
+    result = agreement(report, labels)
+    assert [result["tools"][t]["report"] for t in ("a", "b")] == ["keep", "convert"]
+    assert (result["agreeing"], result["judged_tools"]) == (2, 2)
+    assert agreement({"candidates": []}, labels)["agreeing"] == 0
