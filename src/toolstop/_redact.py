@@ -117,9 +117,10 @@ _USERINFO = re.compile(r"(\b[a-z][a-z0-9+.\-]*://[^\s/:@]*:)\S+(@)", re.IGNORECA
 
 
 def mask_secrets(text: str) -> str:
-    """`text` (an exception's message, say) with what looks like a secret shown as `***`: API keys
-    by their provider's prefix, `api_key=...` / `token: ...` / `password=...` values, bearer
-    tokens and the password of any URL in it.
+    """`text` (an exception's message, say) with what looks like a secret shown as `***`.
+
+    API keys by their provider's prefix, `api_key=...` / `token: ...` / `password=...` values,
+    bearer tokens and the password of any URL in it.
 
     Deliberately broad: a word that only looks like a key is masked too. Not handled: a secret
     with no recognisable prefix or label (nothing tells it from other text)."""
@@ -130,14 +131,18 @@ def mask_secrets(text: str) -> str:
 
 
 def printable(text: str) -> str:
-    """`text` with every character a terminal would act on (newlines, escape sequences, bidi
-    controls) written as its Python escape (`\\n`, `\\x1b`, `\\u202e`): one line, shown as it is."""
+    """`text` on one line, every character a terminal would act on written as its escape.
+
+    Newlines, escape sequences and bidi controls become `\\n`, `\\x1b`, `\\u202e`; the rest
+    (accents included) is shown as it is."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def shown_error(error: BaseException, limit: int = 300) -> str:
-    """`Type: message` of `error`, safe to print: secrets masked, controls escaped, at most
-    `limit` characters of the message."""
+    """`Type: message` of `error`, safe to print.
+
+    Secrets masked (`mask_secrets`), controls escaped (`printable`), at most `limit` characters
+    of the message."""
     text = printable(mask_secrets(str(error)))
     if len(text) > limit:
         text = f"{text[:limit]}..."
