@@ -266,8 +266,9 @@ def test_bench_runs_the_async_agent_over_a_real_client(
     status = reply(None, ("order_status", {"order_id": "o-1"}))
     pay = reply(None, ("pay", {"request": {"order_id": "o-3", "amount": 20}}))
     script = [
-        *(status, "answer", status, status, "narration"),  # never, hard, polish
-        *(pay, "answer", pay, pay, "narration"),
+        *(status, "answer", status, status, "narration"),  # the warm-up: never, hard, polish
+        *(status, "answer", status, status, "narration"),  # question 1: never, hard, polish
+        *(pay, pay, "narration", pay, "answer"),  # question 2: hard, polish, never
     ]
     out = shipped / "bench-out"
     with LoopbackProvider(script) as provider:

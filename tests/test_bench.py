@@ -99,15 +99,24 @@ def test_headline_ratios_and_table(result: Any) -> None:
         assert config["wall_ms_per_query"] == pytest.approx(1000 * config["wall_s"] / 30, abs=0.01)
     for router, ratios in document["headline"].items():
         hard, never = configs[f"{router}-hard"], configs[f"{router}-never"]
+        wall = round(hard["wall_s"] / never["wall_s"], 4)
+        # one repeat: the spread is that repeat's own ratio
+        assert (hard["wall_s_by_repeat"], never["wall_s_by_repeat"]) == (
+            [hard["wall_s"]],
+            [never["wall_s"]],
+        )
         assert ratios == {
             "model_calls_hard_vs_never": round(hard["model_calls"] / never["model_calls"], 4),
             "input_tokens_hard_vs_never": round(hard["input_tokens"] / never["input_tokens"], 4),
-            "wall_time_hard_vs_never": round(hard["wall_s"] / never["wall_s"], 4),
+            "wall_time_hard_vs_never": wall,
+            "wall_time_hard_vs_never_spread": [wall, wall],
         }
-        pairs = ", ".join(
-            f"{k.removesuffix('_hard_vs_never').replace('_', ' ')} {v}" for k, v in ratios.items()
+        pairs = (
+            f"model calls {ratios['model_calls_hard_vs_never']}, "
+            f"input tokens {ratios['input_tokens_hard_vs_never']}"
         )
-        assert f"{router}, hard vs never: {pairs}" in lines
+        at = lines.index(f"{router}, hard vs never: {pairs}")
+        assert lines[at + 1] == f"  wall time {wall} ({wall}-{wall} over 1 repeat)"
 
 
 def test_the_benchmarks_page_quotes_the_committed_bench_json() -> None:
@@ -156,6 +165,7 @@ def test_the_table_fits_100_columns(result: Any) -> None:
         ("--parallel", "1.5", "--parallel must be between 0 and 1, got 1.5"),
         ("--latency-ms", "-1", "--latency-ms must be 0 or more, got -1.0"),
         ("--payload-kb", "0", "--payload-kb must be more than 0, got 0.0"),
+        ("--repeat", "0", "--repeat must be at least 1, got 0"),
     ],
 )
 def test_a_number_out_of_range_is_named(
@@ -163,6 +173,30 @@ def test_a_number_out_of_range_is_named(
 ) -> None:
     assert main(["bench", flag, value, "--out", str(tmp_path)], out=io.StringIO()) == 2
     assert capsys.readouterr().err == f"toolstop bench: {message}\n"
+
+
+def test_repeats_give_each_wall_time_ratio_its_spread(tmp_path: Path) -> None:
+    document, text = bench(tmp_path, "--queries", "4", "--repeat", "3")
+    configs = by_name(document)
+    assert document["settings"]["repeat"] == 3
+    page = (tmp_path / "report.html").read_text()
+    lines = text.splitlines()
+    for config in document["configs"]:
+        assert config["queries"] == 12  # every query, three times; the warm-up not counted
+        assert len(config["wall_s_by_repeat"]) == 3
+        assert sum(config["wall_s_by_repeat"]) == pytest.approx(config["wall_s"], abs=1e-3)
+    for router, ratios in document["headline"].items():
+        hard, never = configs[f"{router}-hard"], configs[f"{router}-never"]
+        each = [
+            round(h / n, 4)
+            for h, n in zip(hard["wall_s_by_repeat"], never["wall_s_by_repeat"], strict=True)
+        ]
+        low, high = min(each), max(each)
+        assert ratios["wall_time_hard_vs_never_spread"] == [low, high]
+        wall = ratios["wall_time_hard_vs_never"]
+        assert f"  wall time {wall} ({low}-{high} over 3 repeats)" in lines
+        spread = f"({low:.2f}-{high:.2f} over 3 repeats)"
+        assert f'<span data-spread="wall_time_hard_vs_never">{spread}</span>' in page
 
 
 def test_deterministic_for_a_seed(tmp_path: Path, result: Any) -> None:
@@ -282,7 +316,7 @@ def test_bench_with_a_real_client_over_http(
         if f"{router}-{behaviour}" in {c.name for c in available_configs()}
         for step in steps
     ]
-    with LoopbackProvider(script) as provider:
+    with LoopbackProvider(script * 2) as provider:  # the warm-up, then the query counted
         model = ["--model", "openai:gpt-loopback", "--base-url", provider.base_url]
         shape = ["--queries", "1", "--mix", "1/0/0", "--parallel", "0"]
         argv = ["bench", *shape, "--out", str(tmp_path), *model]

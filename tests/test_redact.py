@@ -11,7 +11,15 @@ hypothesis = pytest.importorskip("hypothesis", reason="needs hypothesis (dev ext
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from toolstop._redact import driver_error, mask_password, redact, without_password  # noqa: E402
+from toolstop._redact import (  # noqa: E402
+    driver_error,
+    mask_password,
+    mask_secrets,
+    printable,
+    redact,
+    shown_error,
+    without_password,
+)
 
 # Every character a password may hold unencoded, the URL's own delimiters among them.
 PASSWORD = st.text(alphabet="ABCXYZ0123456789@/?#:%!$&'()*+,;=[]~-._", min_size=1, max_size=24)
@@ -81,3 +89,31 @@ def test_a_well_formed_password_keeps_the_drivers_reason() -> None:
     assert driver_error("password authentication failed for p@ss", url) == (
         "password authentication failed for ***"
     )
+
+
+SECRETS = [
+    ("Incorrect API key provided: sk-proj-abcdefghijklmnop1234", "sk-proj-abcdefghijklmnop1234"),
+    ("groq said gsk_ABCDEFGHIJKLMNOPQRSTUV", "gsk_ABCDEFGHIJKLMNOPQRSTUV"),
+    ("upstream refused: api_key=hunter2-hunter2", "hunter2-hunter2"),
+    ('{"token": "abc.def.ghi"}', "abc.def.ghi"),
+    ("headers: Authorization: Bearer eyJhbGciOi.JIUzI1", "eyJhbGciOi.JIUzI1"),
+    ("could not connect to postgresql://app:s3cr@t@db:5432/x", "s3cr@t"),
+    ("password=correct horse", "correct"),
+]
+
+
+@pytest.mark.parametrize(("text", "secret"), SECRETS, ids=[s[1][:12] for s in SECRETS])
+def test_an_errors_secret_is_masked(text: str, secret: str) -> None:
+    masked = mask_secrets(text)
+    assert secret not in masked
+    assert "***" in masked
+
+
+def test_an_error_is_shown_on_one_line_with_its_controls_escaped() -> None:
+    error = RuntimeError("line one\nline two \x1b[2J\u202egnp.exe \u00e9t\u00e9")
+    assert shown_error(error) == (
+        "RuntimeError: line one\\nline two \\x1b[2J\\u202egnp.exe \u00e9t\u00e9"
+    )
+    assert printable("plain text, accents: \u00e9") == "plain text, accents: \u00e9"
+    assert shown_error(ValueError()) == "ValueError"
+    assert shown_error(ValueError("x" * 400), limit=10) == f"ValueError: {'x' * 10}..."

@@ -7,6 +7,7 @@ last `@` is masked. When in doubt it masks more, never less.
 
 from __future__ import annotations
 
+import re
 from urllib.parse import quote, unquote
 
 __all__ = [
@@ -14,7 +15,10 @@ __all__ = [
     "is_postgres",
     "malformed_userinfo",
     "mask_password",
+    "mask_secrets",
+    "printable",
     "redact",
+    "shown_error",
     "without_password",
 ]
 
@@ -97,3 +101,49 @@ def driver_error(text: str, uri: str) -> str:
             f"{quote(delimiter, safe='')})"
         )
     return mask_password(text, uri)
+
+
+_KEY = re.compile(
+    r"\b(?:sk|pk|rk|gsk|xai|hf|ghp|gho|ghs|github_pat|glpat|AKIA|AIza)[-_]?[A-Za-z0-9_\-]{12,}"
+)
+"""A provider's API key as it is written (OpenAI `sk-...`, Groq `gsk_...`, GitHub, AWS, Google)."""
+
+_ASSIGNED = re.compile(
+    r"(?i)\b((?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password|passwd"
+    r"|authorization)[\"']?\s*[=:]\s*[\"']?(?:bearer\s+)?)[^\s\"',;&}]+"
+)
+_BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/\-]+=*")
+_USERINFO = re.compile(r"(\b[a-z][a-z0-9+.\-]*://[^\s/:@]*:)\S+(@)", re.IGNORECASE)
+
+
+def mask_secrets(text: str) -> str:
+    """`text` (an exception's message, say) with what looks like a secret shown as `***`.
+
+    API keys by their provider's prefix, `api_key=...` / `token: ...` / `password=...` values,
+    bearer tokens and the password of any URL in it.
+
+    Deliberately broad: a word that only looks like a key is masked too. Not handled: a secret
+    with no recognisable prefix or label (nothing tells it from other text)."""
+    text = _USERINFO.sub(rf"\g<1>{MASK}\g<2>", text)
+    text = _ASSIGNED.sub(rf"\g<1>{MASK}", text)
+    text = _BEARER.sub(rf"\g<1>{MASK}", text)
+    return _KEY.sub(MASK, text)
+
+
+def printable(text: str) -> str:
+    """`text` on one line, every character a terminal would act on written as its escape.
+
+    Newlines, escape sequences and bidi controls become `\\n`, `\\x1b`, `\\u202e`; the rest
+    (accents included) is shown as it is."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def shown_error(error: BaseException, limit: int = 300) -> str:
+    """`Type: message` of `error`, safe to print.
+
+    Secrets masked (`mask_secrets`), controls escaped (`printable`), at most `limit` characters
+    of the message."""
+    text = printable(mask_secrets(str(error)))
+    if len(text) > limit:
+        text = f"{text[:limit]}..."
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__

@@ -1,15 +1,18 @@
 """`toolstop bench --agent`: your agent, your tools, your questions, under never / hard / polish.
 
-Every question runs through `FACTORY(model, tools, StopPolicy(mode=...))` once per mode,
-interleaved question by question in one process, with your real tools. Model calls and tokens
-are counted from the model's callbacks (provider-reported `usage_metadata`), as the simulated
-bench counts them; the rules come from each run's `stop_record`. One question's error is
-recorded and the run goes on.
+Every question runs through `FACTORY(model, tools, StopPolicy(mode=...))` once per mode (and
+per `--repeat`), interleaved question by question in one process, with your real tools, after
+one warm-up run per mode that is not counted. Model calls and tokens are counted from the
+model's callbacks (provider-reported `usage_metadata`), as the simulated bench counts them; the
+rules come from each run's `stop_record`. One question's error is recorded and the run goes
+on. A run whose tool results signalled a stop but that kept no `stop_record` is `unrouted`: the
+agent has no toolstop router.
 
 The agent runs as shipped: through `ainvoke` when it works only in async code (a tool written
 with `async def`, a middleware with only `awrap_model_call`), found from the tools or from the
-first run that says so; a run that pauses at your own human review is resumed on the bench's
-own in-memory checkpointer with every call approved (`reviews` counts them). A tool call that
+first run that says so, every async run on the bench's one event loop (`agent_runs`); a run
+that pauses at your own human review is resumed on the bench's own in-memory checkpointer with
+every call approved (`reviews` counts them). A tool call that
 ended in an error (`status="error"`: an exception the agent sent back to the model) is counted
 per mode in `tool_errors`: savings measured over failing tools are no savings.
 
@@ -21,6 +24,7 @@ mechanics, not your model.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -35,8 +39,11 @@ from langchain_core.tools import BaseTool
 from pydantic import Field
 
 from toolstop._check.factory import AgentFactory
-from toolstop._check.routers import in_new_loop, resumable
-from toolstop.bench.workload import CallCounter, RunTotals
+from toolstop._redact import mask_secrets, printable, shown_error
+from toolstop.bench.agent_runs import Failed, Runner, async_only, with_saver
+from toolstop.bench.runner import rotated
+from toolstop.bench.workload import RunTotals
+from toolstop.decision import read_signal
 from toolstop.errors import ToolstopConfigError
 from toolstop.examples.simulated import LatencyChatModel
 from toolstop.policy import Mode, StopPolicy
@@ -140,18 +147,27 @@ class ModeTotals(RunTotals):
     tool_calls: int = 0
     tool_errors: int = 0
     reviews: int = 0
+    unrouted: int = 0
+    """Runs in which a tool result signalled a stop and that kept no `stop_record`: the agent
+    has no toolstop router."""
     first_tool_error: str | None = None
 
-    def add_tools(self, messages: Sequence[Any]) -> None:
-        """Count a run's tool results and those that are errors."""
+    def add_tools(self, messages: Sequence[Any]) -> bool:
+        """Count a run's tool results and those that are errors; True when one signalled a stop.
+
+        A signalled stop is a valid toolstop artifact with `stop: true`."""
+        signalled = False
         for message in messages:
             if not isinstance(message, ToolMessage):
                 continue
             self.tool_calls += 1
+            signalled = signalled or read_signal(message).stop
             if message.status == "error":
                 self.tool_errors += 1
                 if self.first_tool_error is None:
-                    self.first_tool_error = f"{message.name}: {str(message.content)[:200]}"
+                    text = printable(mask_secrets(f"{message.name}: {message.content}"))
+                    self.first_tool_error = text[:200]
+        return signalled
 
     @property
     def tools_failing(self) -> bool:
@@ -173,6 +189,7 @@ class ModeTotals(RunTotals):
             "tool_errors": self.tool_errors,
             "reviews": self.reviews,
             "would_stop": self.would_stop,
+            "unrouted": self.unrouted,
             "rules": dict(sorted(self.rules.items())),
         }
 
@@ -184,133 +201,78 @@ def run_agent_bench(
     *,
     model: Any,
     modes: Sequence[Mode] = MODES,
+    repeat: int = 1,
     on_question: Callable[[], None] | None = None,
 ) -> tuple[list[ModeTotals], list[dict[str, Any]]]:
-    """Run every question under every mode; return the totals per mode and the failed runs.
+    """Run every question under every mode, `repeat` times; return the totals and failed runs.
 
-    One agent per mode, built once. The errors are `{"index", "question", "mode", "error"}`, one per
-    failed run.
+    One agent per mode, built once. First a warm-up: the first question once per mode, not
+    counted (the first runs pay for imports, caches and the client's connections). Then the
+    questions one by one, each under every mode, the modes' order rotating by one per question
+    and per repeat (`rotated`). Every async run is on the one event loop of the bench. The
+    errors are `{"index", "question", "mode", "repeat", "error"}`, one per failed run, the
+    question and the error (`Type: message`) with secrets masked and control characters
+    escaped.
 
     Raises:
         ToolstopConfigError: the factory raised while building an agent.
     """
     agents = {
-        mode: _with_saver(factory.build_or_refuse(model, tools, StopPolicy(mode=mode)))
+        mode: with_saver(factory.build_or_refuse(model, tools, StopPolicy(mode=mode)))
         for mode in modes
     }
     totals = {mode: ModeTotals(behaviour=mode) for mode in modes}
     errors: list[dict[str, Any]] = []
     session = uuid.uuid4().hex[:8]
-    runner = _Runner(run_async=any(_async_only(t) for t in tools))
-    for index, question in enumerate(questions):
-        for mode in modes:
-            total = totals[mode]
-            total.queries += 1
-            thread = f"toolstop-bench-{session}-{mode}-{index}"
-            start = time.perf_counter()
-            try:
-                counter, state, reviews = runner.run(agents[mode], question, thread)
-            except _Failed as failed:
-                counter, error = failed.counter, failed.error
-                total.errors += 1
-                total.rules["error"] += 1
-                text = f"{type(error).__name__}: {error}"
-                errors.append(
-                    {"index": index, "question": question, "mode": mode, "error": text[:500]}
-                )
-                state = None
-            else:
-                total.wall_s += time.perf_counter() - start
-                total.reviews += reviews
-            total.add_calls(counter)
-            if state is not None:
-                record = state.get("stop_record") if isinstance(state, dict) else None
-                rule = record.get("rule") if isinstance(record, dict) else "no stop_record"
-                total.rules[str(rule)] += 1
-                if isinstance(record, dict) and record.get("would_stop"):
-                    total.would_stop += 1
-                total.add_tools(state.get("messages") or [] if isinstance(state, dict) else [])
-        if on_question is not None:
-            on_question()
+    runner = Runner(run_async=any(async_only(t) for t in tools))
+    try:
+        for mode in modes if questions else ():  # the warm-up, not counted
+            with contextlib.suppress(Failed):
+                runner.run(agents[mode], questions[0], f"toolstop-bench-{session}-warm-up-{mode}")
+        for round_ in range(repeat):
+            for index, question in enumerate(questions):
+                for mode in rotated(modes, index + round_):
+                    thread = f"toolstop-bench-{session}-{mode}-{round_}-{index}"
+                    failed = _count(runner, agents[mode], question, thread, totals[mode], round_)
+                    if failed is not None:
+                        errors.append(
+                            {
+                                "index": index,
+                                "question": printable(mask_secrets(question))[:200],
+                                "mode": mode,
+                                "repeat": round_,
+                                "error": shown_error(failed),
+                            }
+                        )
+                if on_question is not None:
+                    on_question()
+    finally:
+        runner.close()
     return list(totals.values()), errors
 
 
-_SYNC_UNSUPPORTED = ("Synchronous implementation of", "does not support sync invocation")
-_MAX_REVIEWS = 20
-
-
-def _async_only(tool: BaseTool) -> bool:
-    """A tool written with `async def` (it cannot run in `invoke()`)."""
-    return getattr(tool, "func", None) is None and getattr(tool, "coroutine", None) is not None
-
-
-def _with_saver(agent: Any) -> Any:
-    """A compiled graph with the bench's own in-memory checkpointer (so a human-review
-    interrupt can be resumed, and no bench run is written to your database)."""
-    from langgraph.checkpoint.memory import InMemorySaver
-    from langgraph.pregel import Pregel
-
-    if isinstance(agent, Pregel):
-        return agent.copy(update={"checkpointer": InMemorySaver()})
-    return agent
-
-
-class _Failed(Exception):
-    def __init__(self, counter: CallCounter, error: Exception) -> None:
-        super().__init__(str(error))
-        self.counter, self.error = counter, error
-
-
-def _approve_all(state: Any) -> Any:
-    """The resume value approving the first pending interrupt's every request, or None."""
-    for task in getattr(state, "tasks", ()):
-        for pending in task.interrupts:
-            value = pending.value
-            requests = value.get("action_requests") if isinstance(value, dict) else None
-            return {"decisions": [{"type": "approve"}] * max(1, len(requests or ()))}
+def _count(
+    runner: Runner, agent: Any, question: str, thread: str, total: ModeTotals, repeat: int
+) -> Exception | None:
+    """Run one question and add what it cost to `total`; the error when it raised."""
+    total.queries += 1
+    start = time.perf_counter()
+    try:
+        counter, state, reviews = runner.run(agent, question, thread)
+    except Failed as failed:
+        total.errors += 1
+        total.rules["error"] += 1
+        total.add_calls(failed.counter)
+        return failed.error
+    total.add_wall(time.perf_counter() - start, repeat)
+    total.reviews += reviews
+    total.add_calls(counter)
+    record = state.get("stop_record") if isinstance(state, dict) else None
+    rule = record.get("rule") if isinstance(record, dict) else "no stop_record"
+    total.rules[str(rule)] += 1
+    if isinstance(record, dict) and record.get("would_stop"):
+        total.would_stop += 1
+    signalled = total.add_tools(state.get("messages") or [] if isinstance(state, dict) else [])
+    if signalled and not isinstance(record, dict):
+        total.unrouted += 1
     return None
-
-
-class _Runner:
-    """Runs one question: sync until the agent shows it runs only in async code; every
-    interrupt approved."""
-
-    def __init__(self, *, run_async: bool) -> None:
-        self.run_async = run_async
-
-    def run(self, agent: Any, question: str, thread: str) -> tuple[CallCounter, Any, int]:
-        counter = CallCounter()
-        config = {"callbacks": [counter], "configurable": {"thread_id": thread}}
-        try:
-            if self.run_async:
-                return (counter, *in_new_loop(_arun(agent, question, config)))
-            return (counter, *_run(agent, question, config))
-        except Exception as error:
-            if self.run_async or not any(t in str(error) for t in _SYNC_UNSUPPORTED):
-                raise _Failed(counter, error) from error
-        self.run_async = True
-        return self.run(agent, question, f"{thread}-async")
-
-
-def _run(agent: Any, question: str, config: dict[str, Any]) -> tuple[Any, int]:
-    from langgraph.types import Command
-
-    state = agent.invoke({"messages": [HumanMessage(question)]}, config)
-    for reviews in range(_MAX_REVIEWS):
-        resume = _approve_all(agent.get_state(config)) if resumable(agent) else None
-        if resume is None:
-            return state, reviews
-        state = agent.invoke(Command(resume=resume), config)
-    return state, _MAX_REVIEWS
-
-
-async def _arun(agent: Any, question: str, config: dict[str, Any]) -> tuple[Any, int]:
-    from langgraph.types import Command
-
-    state = await agent.ainvoke({"messages": [HumanMessage(question)]}, config)
-    for reviews in range(_MAX_REVIEWS):
-        resume = _approve_all(await agent.aget_state(config)) if resumable(agent) else None
-        if resume is None:
-            return state, reviews
-        state = await agent.ainvoke(Command(resume=resume), config)
-    return state, _MAX_REVIEWS

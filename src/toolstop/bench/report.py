@@ -11,7 +11,15 @@ from typing import Any, TextIO
 from toolstop._page import cell as _cell
 from toolstop._page import inline_png, page
 
-__all__ = ["AGENT_COLUMNS", "headline", "render_chart", "render_html", "render_table", "write_json"]
+__all__ = [
+    "AGENT_COLUMNS",
+    "headline",
+    "ratio_text",
+    "render_chart",
+    "render_html",
+    "render_table",
+    "write_json",
+]
 
 COLUMNS = [
     ("name", "configuration"),
@@ -56,22 +64,62 @@ def _ratio(part: Any, whole: Any) -> float | None:
     return round(part / whole, 4) if whole else None
 
 
-def headline(configs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Hard vs never ratios per router (the savings the bench exists to prove)."""
+def headline(configs: Sequence[dict[str, Any]], modes: Sequence[str] = ("hard",)) -> dict[str, Any]:
+    """Each of `modes` vs never, per router: the savings the bench exists to prove.
+
+    Per router and mode, `model_calls_{mode}_vs_never`, `input_tokens_{mode}_vs_never`,
+    `wall_time_{mode}_vs_never` (over every repeat) and `wall_time_{mode}_vs_never_spread`,
+    `[min, max]` of the repeats' own wall-time ratios (`wall_s_by_repeat`)."""
     by_name = {c["name"]: c for c in configs}
     ratios: dict[str, Any] = {}
     for router in dict.fromkeys(c["router"] for c in configs):
-        hard, never = by_name.get(f"{router}-hard"), by_name.get(f"{router}-never")
-        if not hard or not never:
-            continue
-        ratios[router] = {
-            "model_calls_hard_vs_never": _ratio(hard["model_calls"], never["model_calls"]),
-            "input_tokens_hard_vs_never": _ratio(hard["input_tokens"], never["input_tokens"]),
-            "wall_time_hard_vs_never": round(hard["wall_s"] / never["wall_s"], 4)
-            if never["wall_s"]
-            else None,
-        }
+        never = by_name.get(f"{router}-never")
+        figures: dict[str, Any] = {}
+        for mode in modes:
+            run = by_name.get(f"{router}-{mode}")
+            if not run or not never:
+                continue
+            figures[f"model_calls_{mode}_vs_never"] = _ratio(
+                run["model_calls"], never["model_calls"]
+            )
+            figures[f"input_tokens_{mode}_vs_never"] = _ratio(
+                run["input_tokens"], never["input_tokens"]
+            )
+            figures[f"wall_time_{mode}_vs_never"] = _ratio(run["wall_s"], never["wall_s"])
+            each = [
+                round(part / whole, 4)
+                for part, whole in zip(
+                    run.get("wall_s_by_repeat", ()), never.get("wall_s_by_repeat", ()), strict=False
+                )
+                if whole
+            ]
+            figures[f"wall_time_{mode}_vs_never_spread"] = [min(each), max(each)] if each else None
+        if figures:
+            ratios[router] = figures
     return ratios
+
+
+def _over(repeats: int) -> str:
+    return f"over {repeats} repeat{'s' if repeats != 1 else ''}"
+
+
+def ratio_text(ratios: dict[str, Any], mode: str = "hard", repeats: int = 1) -> str:
+    """One router's ratios of `mode` vs never as the terminal shows them.
+
+    The wall time is on a line of its own with its spread: `model calls 0.5, input tokens 0.21`
+    and `  wall time 0.51 (0.48-0.55 over 3 repeats)`; `""` when `ratios` has none of `mode`."""
+    suffix = f"_{mode}_vs_never"
+    pairs = [
+        f"{key.removesuffix(suffix).replace('_', ' ')} {value}"
+        for key, value in ratios.items()
+        if key.endswith(suffix) and not key.startswith("wall_time")
+    ]
+    wall = ratios.get(f"wall_time{suffix}", "missing")
+    if wall == "missing":
+        return ", ".join(pairs)
+    spread = ratios.get(f"wall_time{suffix}_spread")
+    beside = f" ({spread[0]}-{spread[1]} {_over(repeats)})" if spread else ""
+    return ", ".join(pairs) + f"\n  wall time {wall}{beside}"
 
 
 def render_table(
@@ -161,12 +209,27 @@ def render_html(
         )
         rules.append(f"<li><b>{html.escape(c['name'])}</b>: {fired}</li>")
     ratios = []
+    repeats = int(document["settings"].get("repeat", 1))
     for router, figures in document.get("headline", {}).items():
         for key, value in figures.items():
+            if key.endswith("_spread"):
+                continue
+            spread = figures.get(f"{key}_spread")
+            beside = (
+                f' <span data-spread="{key}">({_cell(spread[0])}-{_cell(spread[1])} '
+                f"{_over(repeats)})</span>"
+                if spread
+                else ""
+            )
             ratios.append(
                 f'<li data-router="{router}" data-ratio="{key}">{router} {key.replace("_", " ")}: '
-                f"<b>{_cell(value)}</b></li>"
+                f"<b>{_cell(value)}</b>{beside}</li>"
             )
+    for mode, reason in document.get("withheld", {}).items():
+        ratios.append(
+            f'<li data-withheld="{html.escape(mode)}">{html.escape(mode)} vs never: withheld, '
+            f"{html.escape(reason)}</li>"
+        )
     image = inline_png(chart, "model calls and tokens per configuration")
     settings = html.escape(json.dumps(document["settings"]))
     versions = html.escape(", ".join(f"{k} {v}" for k, v in document["versions"].items()))

@@ -6,7 +6,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
@@ -15,7 +15,9 @@ from toolstop.bench.workload import CallCounter, Query, RunTotals, SimulatedChat
 from toolstop.graph import build_react_graph
 from toolstop.policy import StopPolicy
 
-__all__ = ["CONFIGS", "Config", "Totals", "available_configs", "run_bench"]
+__all__ = ["CONFIGS", "Config", "Totals", "available_configs", "rotated", "run_bench"]
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,7 +120,13 @@ def _tool_turns(messages: Sequence[Any]) -> int:
 
 
 def _run_one(
-    config: Config, query: Query, page: str, latency_s: float, totals: Totals, model: Any
+    config: Config,
+    query: Query,
+    page: str,
+    latency_s: float,
+    totals: Totals,
+    model: Any,
+    repeat: int = 0,
 ) -> None:
     model = model or SimulatedChatModel(latency_s=latency_s, tool_names=tuple(query.plans))
     counter = CallCounter()
@@ -126,7 +134,7 @@ def _run_one(
     start = time.perf_counter()
     question = HumanMessage(content=f"query {query.index}: use the tools {sorted(query.plans)}")
     state = agent.invoke({"messages": [question]}, {"callbacks": [counter]})
-    totals.wall_s += time.perf_counter() - start
+    totals.add_wall(time.perf_counter() - start, repeat)
     messages = state["messages"]
     turns = _tool_turns(messages)
     totals.queries += 1
@@ -156,17 +164,35 @@ def run_bench(
     page: str,
     latency_s: float,
     model: Any = None,
+    repeat: int = 1,
     on_query: Callable[[], None] | None = None,
 ) -> list[Totals]:
-    """Run every query through every configuration, interleaved query by query.
+    """Run every query through every configuration, interleaved query by query, `repeat` times.
 
-    `model=None` uses the simulated model (with `latency_s`); a real chat model is measured the
-    same way, through a callback that counts its calls and provider-reported tokens.
+    First the first query once through every configuration, not counted (a warm-up: the first
+    run of a process pays for imports, caches and connections, which would count against
+    whichever configuration runs first). Then each query through every configuration, the
+    order rotating by one configuration per query and per repeat (`rotated`), so no
+    configuration always runs first. `model=None` uses the simulated model (with `latency_s`);
+    a real chat model is measured the same way, through a callback that counts its calls and
+    provider-reported tokens.
     """
     totals = {c.name: Totals(config=c) for c in configs}
-    for query in queries:
+    if queries:
         for config in configs:
-            _run_one(config, query, page, latency_s, totals[config.name], model)
-        if on_query is not None:
-            on_query()
+            _run_one(config, queries[0], page, latency_s, Totals(config=config), model)
+    for round_ in range(repeat):
+        for index, query in enumerate(queries):
+            for config in rotated(configs, index + round_):
+                _run_one(config, query, page, latency_s, totals[config.name], model, round_)
+            if on_query is not None:
+                on_query()
     return list(totals.values())
+
+
+def rotated(items: Sequence[_T], by: int) -> list[_T]:
+    """`items` starting at `by` (modulo their number): `rotated([a, b, c], 1) == [b, c, a]`."""
+    if not items:
+        return []
+    start = by % len(items)
+    return [*items[start:], *items[:start]]

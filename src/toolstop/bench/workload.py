@@ -181,7 +181,15 @@ class RunTotals:
     input_tokens: int = 0
     output_tokens: int = 0
     wall_s: float = 0.0
+    wall_by_repeat: list[float] = field(default_factory=list)
+    """`wall_s` per repeat of the query set (`--repeat`), for the spread of the wall-time ratios."""
     rules: Counter[str] = field(default_factory=Counter)
+
+    def add_wall(self, seconds: float, repeat: int) -> None:
+        """Add one run's wall time, spent in repeat number `repeat` (from 0)."""
+        self.wall_s += seconds
+        self.wall_by_repeat.extend([0.0] * (repeat + 1 - len(self.wall_by_repeat)))
+        self.wall_by_repeat[repeat] += seconds
 
     def add_calls(self, counter: CallCounter) -> int:
         """Add one run's model calls and tokens, as `counter` saw them; return its calls."""
@@ -199,6 +207,7 @@ class RunTotals:
             "output_tokens": self.output_tokens,
             "wall_s": round(self.wall_s, 4),
             "wall_ms_per_query": round(1000 * self.wall_s / runs, 3) if runs else None,
+            "wall_s_by_repeat": [round(s, 4) for s in self.wall_by_repeat],
         }
 
 

@@ -59,6 +59,14 @@ def add_bench_parser(commands: Any) -> None:
         "--latency-ms", type=float, default=20.0, help="simulated model latency per call"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the queries (or your questions) N times; the wall-time ratios come with "
+        "their spread over the repeats",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench-out"), help="output folder")
     parser.add_argument(
         "--model", metavar="PROVIDER:NAME", help="a real model instead of the simulated one"
@@ -97,7 +105,14 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
         from toolstop.cli.bench_agent import run_bench_agent
 
         return run_bench_agent(args, out)
-    from toolstop.bench.report import headline, render_chart, render_html, render_table, write_json
+    from toolstop.bench.report import (
+        headline,
+        ratio_text,
+        render_chart,
+        render_html,
+        render_table,
+        write_json,
+    )
     from toolstop.bench.runner import available_configs, run_bench
     from toolstop.bench.workload import make_queries, payload
 
@@ -117,7 +132,7 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
         return _overhead_only(args.out, out)
     queries = make_queries(args.queries, mix=mix, parallel_share=args.parallel, seed=args.seed)
     configs = available_configs()
-    advance, stop = progress("toolstop bench", len(queries), sys.stderr.isatty())
+    advance, stop = progress("toolstop bench", len(queries) * args.repeat, sys.stderr.isatty())
     try:
         totals = run_bench(
             queries,
@@ -125,6 +140,7 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
             page=payload(args.payload_kb, args.seed),
             latency_s=args.latency_ms / 1000,
             model=model,
+            repeat=args.repeat,
             on_query=advance,
         )
     except Exception as error:  # a provider down mid-run: one sentence, no traceback
@@ -142,6 +158,7 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
             "latency_ms": args.latency_ms if model is None else None,
             "model": args.model or "simulated",
             "seed": args.seed,
+            "repeat": args.repeat,
         },
         "versions": versions(),
         "configs": rows,
@@ -164,11 +181,7 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
         return 1
     render_table(rows, out)
     for router, ratios in document["headline"].items():
-        pairs = ", ".join(
-            f"{key.removesuffix('_hard_vs_never').replace('_', ' ')} {value}"
-            for key, value in ratios.items()
-        )
-        print(f"{router}, hard vs never: {pairs}", file=out)
+        print(f"{router}, hard vs never: {ratio_text(ratios, 'hard', args.repeat)}", file=out)
     if args.overhead:
         _print_overhead(document["overhead"], out)
     print(f"wrote {args.out / 'bench.json'}, {args.out / 'report.html'}", file=out)
@@ -179,6 +192,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
     """ToolstopConfigError naming the first numeric flag out of range."""
     limits = [
         ("--queries", args.queries >= 1, "at least 1", args.queries),
+        ("--repeat", args.repeat >= 1, "at least 1", args.repeat),
         ("--parallel", 0 <= args.parallel <= 1, "between 0 and 1", args.parallel),
         ("--latency-ms", args.latency_ms >= 0, "0 or more", args.latency_ms),
         ("--payload-kb", args.payload_kb > 0, "more than 0", args.payload_kb),

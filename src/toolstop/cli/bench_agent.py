@@ -38,6 +38,8 @@ def _usage(args: argparse.Namespace) -> str | None:
             return f"{flag} shapes the simulated workload; it does not apply to --agent"
     if args.latency_ms < 0:
         return "--latency-ms must be >= 0"
+    if args.repeat < 1:
+        return f"--repeat must be at least 1, got {args.repeat}"
     return None
 
 
@@ -47,7 +49,7 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
     from toolstop.bench.agent import ToolPickingModel, load_questions, run_agent_bench
     from toolstop.bench.report import (
         AGENT_COLUMNS,
-        headline,
+        ratio_text,
         render_chart,
         render_html,
         render_table,
@@ -70,10 +72,10 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
     except ToolstopConfigError as error:
         print(f"toolstop bench: {error}", file=sys.stderr)
         return 2
-    advance, stop = progress("toolstop bench", len(questions), sys.stderr.isatty())
+    advance, stop = progress("toolstop bench", len(questions) * args.repeat, sys.stderr.isatty())
     try:
         totals, errors = run_agent_bench(
-            factory, tools, questions, model=model, on_question=advance
+            factory, tools, questions, model=model, repeat=args.repeat, on_question=advance
         )
     except ToolstopConfigError as error:
         print(f"toolstop bench: {error}", file=sys.stderr)
@@ -82,6 +84,8 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
         stop()
     rows = [t.as_dict() for t in totals]
     failing = [t for t in totals if t.tools_failing]
+    unrouted = sum(t.unrouted for t in totals)
+    withheld = _withheld(totals, unrouted)
     document: dict[str, Any] = {
         "settings": {
             "agent": factory.name,
@@ -90,11 +94,12 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
             "questions_file": str(args.questions),
             "model": args.model or "simulated",
             "latency_ms": None if args.model else args.latency_ms,
+            "repeat": args.repeat,
         },
         "versions": versions(),
         "configs": rows,
-        # no savings headline over failing tools: fewer calls there are no savings
-        "headline": {} if failing else headline(rows),
+        "headline": _headline(rows, withheld),
+        "withheld": withheld,
         "errors": errors,
     }
     written = write_outputs(
@@ -109,8 +114,9 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
     )
     if written is None:
         return 2
+    repeats = f" x {args.repeat} repeats" if args.repeat > 1 else ""
     print(
-        f"toolstop bench --agent {factory.name}: {len(questions)} questions, model: "
+        f"toolstop bench --agent {factory.name}: {len(questions)} questions{repeats}, model: "
         f"{args.model or 'simulated'}",
         file=out,
     )
@@ -124,7 +130,9 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
     stops = sum(row["would_stop"] for row in rows) + sum(
         count for row in rows for rule, count in row["rules"].items() if rule not in _NO_STOP
     )
-    if not stops and not failing and len(errors) < runs_of(rows):  # a raising tool signals nothing
+    if unrouted:
+        print(f"the agent has no toolstop router: {_no_router(unrouted)}", file=out)
+    elif not stops and not failing and len(errors) < runs_of(rows):  # a raising tool: no signal
         print(
             "no tool result signalled a stop: do your tools return (content, signal(...))? "
             'a tool declared with response_format="content_and_artifact" returns the text '
@@ -132,12 +140,17 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
             file=out,
         )
     for router, ratios in document["headline"].items():
-        pairs = ", ".join(f"{k} {v}" for k, v in ratios.items())
-        print(f"{router}: {pairs}", file=out)
+        for mode in _HEADLINE_MODES:
+            text = ratio_text(ratios, mode, args.repeat)
+            if text:
+                print(f"{router}, {mode} vs never: {text}", file=out)
+    for mode, reason in withheld.items():
+        print(f"no headline for {mode} vs never: {reason}", file=out)
     for failed in errors[:5]:
+        again = f", repeat {failed['repeat'] + 1}" if args.repeat > 1 else ""
         print(
-            f"error: question {failed['index']} {failed['question'][:60]!r} ({failed['mode']}): "
-            f"{failed['error']}",
+            f"error: question {failed['index']} {failed['question'][:60]!r} ({failed['mode']}"
+            f"{again}): {failed['error']}",
             file=out,
         )
     if len(errors) > 5:
@@ -150,7 +163,52 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
             file=out,
         )
     print("wrote " + ", ".join(str(path) for path in written), file=out)
-    return 1 if failing or (errors and len(errors) == runs_of(rows)) else 0
+    return 1 if failing or errors or unrouted else 0
+
+
+_HEADLINE_MODES = ("hard", "polish")
+"""The modes the headline compares with never."""
+
+
+def _no_router(runs: int) -> str:
+    return (
+        f"in {runs} run{'s' if runs != 1 else ''} a tool result signalled a stop but the run "
+        "kept no stop_record, so nothing stopped and every mode measured the plain loop; add "
+        "StopOnArtifact(policy) to your create_agent middleware, or build with "
+        "build_react_graph(model, tools, policy=policy)"
+    )
+
+
+def _withheld(totals: list[Any], unrouted: int) -> dict[str, str]:
+    """Why a mode's ratios vs never are not a saving: `{mode: reason}` (empty: none withheld).
+
+    A mode whose runs raised (the ratios would compare runs that did not all finish), whose
+    tools mostly failed, or an agent without a toolstop router (nothing stopped); a reason of
+    never's withholds every mode."""
+    if unrouted:
+        return dict.fromkeys(_HEADLINE_MODES, "the agent has no toolstop router")
+    reasons: dict[str, str] = {}
+    for total in totals:
+        if total.errors:
+            reasons[total.behaviour] = (
+                f"{total.errors} of {total.queries} {total.behaviour} runs raised (listed in "
+                "bench.json); ratios over runs that did not all finish are not savings"
+            )
+        elif total.tools_failing:
+            reasons[total.behaviour] = (
+                f"{total.tool_errors} of {total.tool_calls} {total.behaviour} tool calls failed"
+            )
+    if "never" in reasons:
+        return dict.fromkeys(_HEADLINE_MODES, f"never: {reasons['never']}")
+    return {mode: reasons[mode] for mode in _HEADLINE_MODES if mode in reasons}
+
+
+def _headline(rows: list[dict[str, Any]], withheld: dict[str, str]) -> dict[str, Any]:
+    """hard and polish vs never, without the modes `withheld`."""
+    from toolstop.bench.report import headline
+
+    modes = [m for m in _HEADLINE_MODES if m not in withheld]
+    return headline(rows, modes) if modes else {}
 
 
 _NO_STOP = ("none", "error", "no stop_record")
