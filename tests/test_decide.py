@@ -560,36 +560,81 @@ def test_on_budget_model_narrates_budget_stops_only() -> None:
 
 
 @pytest.mark.parametrize(
-    "answer", ["Berlin: rain.", ["Berlin: ", {"type": "text", "text": "rain."}]]
+    "answer",
+    ["Berlin: rain.", [{"type": "text", "text": "Berlin: "}, {"type": "text", "text": "rain."}]],
 )
 def test_answer_is_shown_instead_of_the_content(answer: Any) -> None:
     messages = turn_of(('{"city": "Berlin", "mm": 4}', signal(Outcome.COMPLETED, answer=answer)))
-    assert decide(messages).relay == answer
+    decision = decide(messages)
+    assert decision.relay == answer
+    assert decision.for_model == '```json\n{"city": "Berlin", "mm": 4}\n```'  # never the answer
 
 
-def test_answers_and_contents_join_in_call_order() -> None:
+def test_a_text_block_is_shown_with_its_type_and_text_only() -> None:
+    block = {"type": "text", "text": "Paid.", "citations": [{"url": "x"}], "id": "b1"}
+    decision = decide(turn_of(("raw", {"stop": True, "answer": [block]})))
+    assert decision.relay == [{"type": "text", "text": "Paid."}]
+    assert decision.for_model == "raw"
+
+
+def test_a_relay_without_an_answer_is_what_the_model_sees() -> None:
+    assert decide(turn_of(("raw a", DONE))).for_model is None
+    blocked = decide(turn_of(("raw", signal(Outcome.POLICY_BLOCK, answer="no"))))
+    assert (blocked.relay, blocked.for_model) == (StopPolicy().policy_block_message, None)
+
+
+def test_joined_answers_are_sent_to_the_model_as_the_contents() -> None:
     messages = turn_of(("raw a", signal(Outcome.COMPLETED, answer="A.")), ("raw b", DONE))
-    assert decide(messages).relay == "A.\n\nraw b"
-
-
-@pytest.mark.parametrize("content", ['{"topic": "refund"}', " [1, 2]\n"])
-def test_json_content_without_answer_is_relayed_in_a_fenced_block(content: str) -> None:
-    relay = decide(turn_of((content, DONE))).relay
-    assert relay == f"```json\n{content.strip()}\n```"
+    decision = decide(messages)
+    assert (decision.relay, decision.for_model) == ("A.\n\nraw b", "raw a\n\nraw b")
 
 
 @pytest.mark.parametrize(
-    "content", ["{not json}", "[link](x)", "plain", "```json\n{}\n```", "", "[" * 100_000]
+    "content", ["{not json}", "[link](x)", "plain", "```json\n{}\n```", "[" * 100_000]
 )
 def test_other_text_is_relayed_verbatim(content: str) -> None:
     assert decide(turn_of((content, DONE))).relay == content
 
 
-@pytest.mark.parametrize("answer", [None, 3, {"text": "x"}, ("a",), [1], b"x"])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        None,
+        3,
+        {"text": "x"},
+        ("a",),
+        [1],
+        b"x",
+        ["plain string in a list"],
+        [{"type": "text", "text": 5}],
+        [{"type": "image_url", "image_url": {"url": "https://x/y.png"}}],
+        [{"type": "text", "text": "ok"}, {"type": "image_url", "image_url": {"url": "z"}}],
+        [{"text": "no type"}],
+        "",
+        " \n\t",
+        [],
+        [{"type": "text", "text": ""}, {"type": "text", "text": " "}],
+    ],
+)
 def test_an_answer_that_is_not_text_is_an_invalid_signal(answer: Any) -> None:
     decision = decide(turn_of(("content", {"stop": True, "answer": answer})))
     assert decision.stop is False
     assert decision.signals[0].problem is Problem.ANSWER_NOT_TEXT
+
+
+@pytest.mark.parametrize("content", ["", " \n", [], [{"type": "image_url", "image_url": {}}]])
+@pytest.mark.parametrize("reason", ["completed", "fatal"])
+def test_a_stop_with_nothing_to_show_is_an_invalid_signal(content: Any, reason: str) -> None:
+    decision = decide(turn_of((content, signal(reason))))
+    assert decision.stop is False
+    assert decision.signals[0].problem is Problem.EMPTY_RELAY
+
+
+def test_a_blank_content_is_valid_when_nothing_would_show_it() -> None:
+    assert decide(turn_of(("", signal(Outcome.COMPLETED, stop=False)))).signals[0].valid
+    assert decide(turn_of(("", signal(Outcome.TRANSIENT)))).signals[0].valid
+    assert decide(turn_of(("", signal(Outcome.POLICY_BLOCK)))).rule is Rule.POLICY_BLOCK
+    assert decide(turn_of(("", signal(Outcome.COMPLETED, answer="Done.")))).relay == "Done."
 
 
 def test_an_answer_without_stop_is_a_signal_missing_its_key() -> None:
