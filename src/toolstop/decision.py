@@ -320,7 +320,7 @@ def _blank(content: Any) -> bool:
     if isinstance(content, str):
         return not content or content.isspace()
     if isinstance(content, list):
-        text = content_text(content)
+        text = "".join(_texts(content))
         return not text or text.isspace()
     return True
 
@@ -603,7 +603,8 @@ def shown(message: ToolMessage, *, to_model: bool = False) -> str | list[str | d
     """What a stop shows of one result: its `answer`, else its content (JSON in a fence).
 
     `to_model`: what a later model call sees of it instead, the content (never the `answer`).
-    An `answer` made of text blocks is shown as plain `{"type": "text", "text": ...}` blocks.
+    Blocks (of an `answer` or a content) are shown as plain `{"type": "text", "text": ...}`
+    blocks; a content's other blocks (an image, a file) are not shown.
     """
     artifact = message.artifact
     if not to_model and isinstance(artifact, dict) and dict.__contains__(artifact, "answer"):
@@ -621,7 +622,23 @@ def shown(message: ToolMessage, *, to_model: bool = False) -> str | list[str | d
             except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
                 return content
             return f"```json\n{text}\n```"
-    return content
+        return content
+    # Content blocks: only their text is relayed, as plain text blocks, since an assistant
+    # message is text for every provider (an image or a file block there is refused).
+    return [{"type": "text", "text": text} for text in _texts(content)]
+
+
+def _texts(content: list[Any]) -> list[str]:
+    """The texts of a content's blocks: strings and `{"type": "text", "text": str}` blocks."""
+    texts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            texts.append(str(block))
+        elif isinstance(block, dict) and block.get("type") == "text":
+            text = block.get("text")
+            if isinstance(text, str):
+                texts.append(str(text))
+    return texts
 
 
 def _joined(
