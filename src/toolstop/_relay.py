@@ -35,8 +35,11 @@ def model_text(metadata: Any) -> Any:
 
 
 def to_model(messages: Sequence[_M]) -> list[_M]:
-    """`messages` as a model call is sent them: each relay that showed an `answer` carries the
-    tools' content instead. The same list when there is none (the usual case)."""
+    """`messages` as a model call is sent them, with the tools' content in each `answer`'s place.
+
+    A relay that showed an `answer` is copied with its kept `for_model` text as content; every
+    other message is passed as it is (a new list of the same messages when nothing changed).
+    """
     out: list[_M] | None = None
     for index, message in enumerate(messages):
         if not isinstance(message, AIMessage):
