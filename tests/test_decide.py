@@ -713,3 +713,29 @@ def test_a_signal_without_a_reason_takes_it_from_stop() -> None:
     assert (going_on.valid, going_on.stop, going_on.reason) == (True, False, Outcome.TRANSIENT)
     done = read_signal(ToolMessage("x", tool_call_id="c2", artifact={"stop": True}))
     assert (done.valid, done.stop, done.reason) == (True, True, Outcome.COMPLETED)
+
+
+class _Loud(str):
+    """A str subclass whose own methods raise: only the plain str protocol may be used."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        raise RuntimeError("__str__ ran")
+
+    def isspace(self) -> bool:
+        raise RuntimeError("isspace ran")
+
+
+class _LoudDict(dict[str, Any]):
+    def get(self, *args: Any) -> Any:
+        raise RuntimeError("get ran")
+
+
+def test_content_blocks_of_subclasses_are_read_as_plain_text() -> None:
+    for content in ([_Loud("Paid.")], [_LoudDict(type="text", text=_Loud("Paid."))]):
+        decision = decide(turn_of((content, DONE)))  # type: ignore[arg-type]
+        assert decision.relay == [{"type": "text", "text": "Paid."}]
+        assert type(decision.relay[0]["text"]) is str  # type: ignore[index]
+    assert decide(turn_of((_Loud("Paid."), DONE))).relay == "Paid."
+    assert decide(turn_of((_Loud(" "), DONE))).signals[0].problem is Problem.EMPTY_RELAY

@@ -318,7 +318,7 @@ def is_answer(value: Any) -> bool:
 def _blank(content: Any) -> bool:
     """True when a content (or an `answer`) has no text to show: empty or only whitespace."""
     if isinstance(content, str):
-        return not content or content.isspace()
+        return not content or str.isspace(content)
     if isinstance(content, list):
         text = "".join(_texts(content))
         return not text or text.isspace()
@@ -631,13 +631,13 @@ def shown(message: ToolMessage, *, to_model: bool = False) -> str | list[str | d
 def _texts(content: list[Any]) -> list[str]:
     """The texts of a content's blocks: strings and `{"type": "text", "text": str}` blocks."""
     texts: list[str] = []
-    for block in content:
+    for block in content:  # plain str and dict methods: a subclass's overrides never run
         if isinstance(block, str):
-            texts.append(str(block))
-        elif isinstance(block, dict) and block.get("type") == "text":
-            text = block.get("text")
+            texts.append(str.__str__(block))
+        elif isinstance(block, dict) and dict.get(block, "type") == "text":
+            text = dict.get(block, "text")
             if isinstance(text, str):
-                texts.append(str(text))
+                texts.append(str.__str__(text))
     return texts
 
 
