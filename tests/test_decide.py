@@ -39,6 +39,12 @@ def reorder(messages: list[BaseMessage], order: Sequence[int]) -> list[BaseMessa
 
 
 DONE = signal(Outcome.COMPLETED)
+
+
+def text_block(text: str) -> dict[str, str]:
+    return {"type": "text", "text": text}
+
+
 RETRY = signal(Outcome.TRANSIENT)
 FATAL = signal(Outcome.FATAL)
 BLOCK = signal(Outcome.POLICY_BLOCK)
@@ -566,7 +572,7 @@ def test_on_budget_model_narrates_budget_stops_only() -> None:
 def test_answer_is_shown_instead_of_the_content(answer: Any) -> None:
     messages = turn_of(('{"city": "Berlin", "mm": 4}', signal(Outcome.COMPLETED, answer=answer)))
     decision = decide(messages)
-    assert decision.relay == answer
+    assert decision.relay == (answer if isinstance(answer, str) else [text_block("Berlin: rain.")])
     assert decision.for_model == '```json\n{"city": "Berlin", "mm": 4}\n```'  # never the answer
 
 
@@ -634,7 +640,21 @@ def test_a_blank_content_is_valid_when_nothing_would_show_it() -> None:
     assert decide(turn_of(("", signal(Outcome.COMPLETED, stop=False)))).signals[0].valid
     assert decide(turn_of(("", signal(Outcome.TRANSIENT)))).signals[0].valid
     assert decide(turn_of(("", signal(Outcome.POLICY_BLOCK)))).rule is Rule.POLICY_BLOCK
-    assert decide(turn_of(("", signal(Outcome.COMPLETED, answer="Done.")))).relay == "Done."
+
+
+def test_a_stop_with_an_answer_needs_text_in_its_content_too() -> None:
+    """The content is what later model calls are sent in the answer's place."""
+    decision = decide(turn_of(("", signal(Outcome.COMPLETED, answer="Done."))))
+    assert (decision.stop, decision.signals[0].problem) == (False, Problem.EMPTY_RELAY)
+
+
+def test_text_blocks_are_shown_as_one_block_without_empty_ones() -> None:
+    blocks = [text_block("Booked"), text_block(""), text_block(" seat 4A")]
+    assert decide(turn_of(("raw", signal("completed", answer=blocks)))).relay == [
+        text_block("Booked seat 4A")
+    ]
+    content = [text_block(""), {"type": "image", "base64": "AA=="}, "Paid", text_block(" r-1.")]
+    assert decide(turn_of((content, DONE))).relay == [text_block("Paid r-1.")]
 
 
 def test_an_answer_without_stop_is_a_signal_missing_its_key() -> None:

@@ -529,7 +529,9 @@ def test_a_later_turn_sends_the_model_the_content_never_the_answer(
     )
     _, first = go("first")
     shown = (
-        answer if isinstance(answer, str) else [{"type": "text", "text": b["text"]} for b in answer]
+        answer
+        if isinstance(answer, str)
+        else [{"type": "text", "text": "".join(b["text"] for b in answer)}]
     )
     assert first["messages"][-1].content == shown  # the user sees the answer
     _, second = go("thanks")

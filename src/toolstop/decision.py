@@ -82,10 +82,11 @@ class SignalProblem(StrEnum):
     str}`), or that has no text but whitespace: an image, a number, a block whose `text` is not
     a string, `""`."""
     EMPTY_RELAY = "empty_relay"
-    """A stop (`completed` or `fatal` with `stop: true`) with no text to show the user: no
-    `answer`, and a content that is empty or only whitespace. A blank final message is
-    refused by Anthropic in a later request and is no output for Pydantic AI, so the model
-    answers instead, on every router and adapter."""
+    """A stop (`completed` or `fatal` with `stop: true`) whose content has no text (empty, only
+    whitespace, only an image): the relay would be blank for the user, or, behind an `answer`,
+    for the model on later turns. A blank final message is refused by Anthropic in a later
+    request and is no output for Pydantic AI, so the model answers instead, on every router and
+    adapter."""
     NEAR_MISS_KEY = "near_miss_key"
     """A key that is `stop`, `reason` or `answer` only when case and surrounding space are
     ignored (`"Stop"`, `"stop "`, `"STOP"`): a typo, which is never read as the key it resembles."""
@@ -216,7 +217,7 @@ def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
     as a transient failure. `stop` must be a real `bool` (`1` and `"yes"` are invalid). A key
     that is `stop`, `reason` or `answer` only when case and surrounding space are ignored is a
     typo (`near_miss_key`), an `answer` that is not text (or is blank) is `answer_not_text`, and
-    a stop with nothing to show (a blank content and no `answer`) is `empty_relay`.
+    a stop whose content has no text is `empty_relay`.
     """
     name = tool or message.name or "?"
     read = _read(message)
@@ -280,8 +281,8 @@ def _read(message: ToolMessage) -> tuple[Outcome, bool] | Problem:
         answer = artifact.get("answer", _NO_ANSWER)
         if answer is not _NO_ANSWER and not is_answer(answer):
             return Problem.ANSWER_NOT_TEXT
-        shows_content = answer is _NO_ANSWER and reason in (Outcome.COMPLETED, Outcome.FATAL)
-        if stop and shows_content and _blank(message.content):
+        relayed = stop and reason in (Outcome.COMPLETED, Outcome.FATAL)
+        if relayed and _blank(message.content):
             return Problem.EMPTY_RELAY
     except Exception:  # hostile artifacts: __eq__/__hash__/__getitem__ that raise
         return Problem.UNREADABLE
@@ -603,8 +604,8 @@ def shown(message: ToolMessage, *, to_model: bool = False) -> str | list[str | d
     """What a stop shows of one result: its `answer`, else its content (JSON in a fence).
 
     `to_model`: what a later model call sees of it instead, the content (never the `answer`).
-    Blocks (of an `answer` or a content) are shown as plain `{"type": "text", "text": ...}`
-    blocks; a content's other blocks (an image, a file) are not shown.
+    Blocks (of an `answer` or a content) are shown as one `{"type": "text", "text": ...}` block
+    holding their texts; a content's other blocks (an image, a file) are not shown.
     """
     artifact = message.artifact
     if not to_model and isinstance(artifact, dict) and dict.__contains__(artifact, "answer"):
@@ -612,7 +613,7 @@ def shown(message: ToolMessage, *, to_model: bool = False) -> str | list[str | d
         if is_answer(answer):
             if type(answer) is str:
                 return answer
-            return [{"type": "text", "text": dict.__getitem__(b, "text")} for b in answer]
+            return [{"type": "text", "text": "".join(dict.__getitem__(b, "text") for b in answer)}]
     content = message.content
     if isinstance(content, str):
         text = content.strip()
@@ -623,9 +624,10 @@ def shown(message: ToolMessage, *, to_model: bool = False) -> str | list[str | d
                 return content
             return f"```json\n{text}\n```"
         return content
-    # Content blocks: only their text is relayed, as plain text blocks, since an assistant
-    # message is text for every provider (an image or a file block there is refused).
-    return [{"type": "text", "text": text} for text in _texts(content)]
+    # Content blocks: only their text is relayed, in one text block, since an assistant message
+    # is text for every provider (an image or a file block there is refused, and Anthropic
+    # refuses an empty text block).
+    return [{"type": "text", "text": "".join(_texts(content))}]
 
 
 def _texts(content: list[Any]) -> list[str]:
