@@ -759,3 +759,12 @@ def test_content_blocks_of_subclasses_are_read_as_plain_text() -> None:
         assert type(decision.relay[0]["text"]) is str  # type: ignore[index]
     assert decide(turn_of((_Loud("Paid."), DONE))).relay == "Paid."
     assert decide(turn_of((_Loud(" "), DONE))).signals[0].problem is Problem.EMPTY_RELAY
+
+
+def test_a_budget_after_an_answer_sends_the_model_the_content_then_the_policy_text() -> None:
+    policy = StopPolicy(parallel="all", max_transient_retries=0)
+    answered = ("raw a", signal(Outcome.COMPLETED, answer="A."))
+    decision = decide(turn_of(answered, ("later", signal("transient"))), policy)
+    assert decision.rule is Rule.RETRY_BUDGET
+    assert decision.relay == "A.\n\n" + policy.retry_budget_message
+    assert decision.for_model == "raw a\n\n" + policy.retry_budget_message
