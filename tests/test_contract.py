@@ -103,7 +103,7 @@ def test_signal_carries_an_answer_only_when_it_is_text() -> None:
         "reason": "completed",
         "answer": "Booked.",
     }
-    blocks = ["Booked ", {"type": "text", "text": "seat 4A"}]
+    blocks = [{"type": "text", "text": "Booked "}, {"type": "text", "text": "seat 4A"}]
     assert signal("fatal", answer=blocks, ref=7) == {
         "stop": True,
         "reason": "fatal",
@@ -112,10 +112,38 @@ def test_signal_carries_an_answer_only_when_it_is_text() -> None:
     }
     with pytest.raises(ValueError, match=r"^answer must be") as number:
         signal(Outcome.COMPLETED, answer=3)  # type: ignore[arg-type]
-    assert str(number.value) == "answer must be a str or a list of content blocks, got int"
-    with pytest.raises(ValueError, match=r"^answer must be") as listed:
-        signal(Outcome.COMPLETED, answer=["ok", 3])  # type: ignore[list-item]
-    assert str(listed.value) == "answer must be a str or a list of content blocks, got list"
+    assert str(number.value) == "answer must be a str or a list of text blocks, got int"
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        (["ok"], "answer[0] must be a text block {'type': 'text', 'text': str}, got str"),
+        (
+            [{"type": "text", "text": "ok"}, {"type": "image_url", "image_url": {"url": "x"}}],
+            "answer[1] must be a text block {'type': 'text', 'text': str}, got a 'image_url' block",
+        ),
+        ([{"type": "text", "text": 5}], "answer[0]['text'] must be a str, got int"),
+        ([{"type": "text"}], "answer[0]['text'] must be a str, got NoneType"),
+        ((("text",),), "answer must be a str or a list of text blocks, got tuple"),
+        ("", "answer must have some text (it replaces the content); omit it to show the content"),
+        (
+            " \n",
+            "answer must have some text (it replaces the content); omit it to show the content",
+        ),
+        ([], "answer must have some text (it replaces the content); omit it to show the content"),
+        (
+            [{"type": "text", "text": " "}],
+            "answer must have some text (it replaces the content); omit it to show the content",
+        ),
+    ],
+)
+def test_signal_refuses_an_answer_that_is_not_text_with_a_clear_error(
+    answer: Any, error: str
+) -> None:
+    with pytest.raises(ValueError, match=r"^answer") as refused:
+        signal(Outcome.COMPLETED, answer=answer)
+    assert str(refused.value) == error
 
 
 def test_policy_rejects_an_unknown_on_budget_by_name() -> None:

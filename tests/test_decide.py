@@ -39,6 +39,12 @@ def reorder(messages: list[BaseMessage], order: Sequence[int]) -> list[BaseMessa
 
 
 DONE = signal(Outcome.COMPLETED)
+
+
+def text_block(text: str) -> dict[str, str]:
+    return {"type": "text", "text": text}
+
+
 RETRY = signal(Outcome.TRANSIENT)
 FATAL = signal(Outcome.FATAL)
 BLOCK = signal(Outcome.POLICY_BLOCK)
@@ -560,36 +566,95 @@ def test_on_budget_model_narrates_budget_stops_only() -> None:
 
 
 @pytest.mark.parametrize(
-    "answer", ["Berlin: rain.", ["Berlin: ", {"type": "text", "text": "rain."}]]
+    "answer",
+    ["Berlin: rain.", [{"type": "text", "text": "Berlin: "}, {"type": "text", "text": "rain."}]],
 )
 def test_answer_is_shown_instead_of_the_content(answer: Any) -> None:
     messages = turn_of(('{"city": "Berlin", "mm": 4}', signal(Outcome.COMPLETED, answer=answer)))
-    assert decide(messages).relay == answer
+    decision = decide(messages)
+    assert decision.relay == (answer if isinstance(answer, str) else [text_block("Berlin: rain.")])
+    assert decision.for_model == '```json\n{"city": "Berlin", "mm": 4}\n```'  # never the answer
 
 
-def test_answers_and_contents_join_in_call_order() -> None:
+def test_a_text_block_is_shown_with_its_type_and_text_only() -> None:
+    block = {"type": "text", "text": "Paid.", "citations": [{"url": "x"}], "id": "b1"}
+    decision = decide(turn_of(("raw", {"stop": True, "answer": [block]})))
+    assert decision.relay == [{"type": "text", "text": "Paid."}]
+    assert decision.for_model == "raw"
+
+
+def test_a_relay_without_an_answer_is_what_the_model_sees() -> None:
+    assert decide(turn_of(("raw a", DONE))).for_model is None
+    blocked = decide(turn_of(("raw", signal(Outcome.POLICY_BLOCK, answer="no"))))
+    assert (blocked.relay, blocked.for_model) == (StopPolicy().policy_block_message, None)
+
+
+def test_joined_answers_are_sent_to_the_model_as_the_contents() -> None:
     messages = turn_of(("raw a", signal(Outcome.COMPLETED, answer="A.")), ("raw b", DONE))
-    assert decide(messages).relay == "A.\n\nraw b"
-
-
-@pytest.mark.parametrize("content", ['{"topic": "refund"}', " [1, 2]\n"])
-def test_json_content_without_answer_is_relayed_in_a_fenced_block(content: str) -> None:
-    relay = decide(turn_of((content, DONE))).relay
-    assert relay == f"```json\n{content.strip()}\n```"
+    decision = decide(messages)
+    assert (decision.relay, decision.for_model) == ("A.\n\nraw b", "raw a\n\nraw b")
 
 
 @pytest.mark.parametrize(
-    "content", ["{not json}", "[link](x)", "plain", "```json\n{}\n```", "", "[" * 100_000]
+    "content", ["{not json}", "[link](x)", "plain", "```json\n{}\n```", "[" * 100_000]
 )
 def test_other_text_is_relayed_verbatim(content: str) -> None:
     assert decide(turn_of((content, DONE))).relay == content
 
 
-@pytest.mark.parametrize("answer", [None, 3, {"text": "x"}, ("a",), [1], b"x"])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        None,
+        3,
+        {"text": "x"},
+        ("a",),
+        [1],
+        b"x",
+        ["plain string in a list"],
+        [{"type": "text", "text": 5}],
+        [{"type": "image_url", "image_url": {"url": "https://x/y.png"}}],
+        [{"type": "text", "text": "ok"}, {"type": "image_url", "image_url": {"url": "z"}}],
+        [{"text": "no type"}],
+        "",
+        " \n\t",
+        [],
+        [{"type": "text", "text": ""}, {"type": "text", "text": " "}],
+    ],
+)
 def test_an_answer_that_is_not_text_is_an_invalid_signal(answer: Any) -> None:
     decision = decide(turn_of(("content", {"stop": True, "answer": answer})))
     assert decision.stop is False
     assert decision.signals[0].problem is Problem.ANSWER_NOT_TEXT
+
+
+@pytest.mark.parametrize("content", ["", " \n", [], [{"type": "image_url", "image_url": {}}]])
+@pytest.mark.parametrize("reason", ["completed", "fatal"])
+def test_a_stop_with_nothing_to_show_is_an_invalid_signal(content: Any, reason: str) -> None:
+    decision = decide(turn_of((content, signal(reason))))
+    assert decision.stop is False
+    assert decision.signals[0].problem is Problem.EMPTY_RELAY
+
+
+def test_a_blank_content_is_valid_when_nothing_would_show_it() -> None:
+    assert decide(turn_of(("", signal(Outcome.COMPLETED, stop=False)))).signals[0].valid
+    assert decide(turn_of(("", signal(Outcome.TRANSIENT)))).signals[0].valid
+    assert decide(turn_of(("", signal(Outcome.POLICY_BLOCK)))).rule is Rule.POLICY_BLOCK
+
+
+def test_a_stop_with_an_answer_needs_text_in_its_content_too() -> None:
+    """The content is what later model calls are sent in the answer's place."""
+    decision = decide(turn_of(("", signal(Outcome.COMPLETED, answer="Done."))))
+    assert (decision.stop, decision.signals[0].problem) == (False, Problem.EMPTY_RELAY)
+
+
+def test_text_blocks_are_shown_as_one_block_without_empty_ones() -> None:
+    blocks = [text_block("Booked"), text_block(""), text_block(" seat 4A")]
+    assert decide(turn_of(("raw", signal("completed", answer=blocks)))).relay == [
+        text_block("Booked seat 4A")
+    ]
+    content = [text_block(""), {"type": "image", "base64": "AA=="}, "Paid", text_block(" r-1.")]
+    assert decide(turn_of((content, DONE))).relay == [text_block("Paid r-1.")]
 
 
 def test_an_answer_without_stop_is_a_signal_missing_its_key() -> None:
@@ -668,3 +733,38 @@ def test_a_signal_without_a_reason_takes_it_from_stop() -> None:
     assert (going_on.valid, going_on.stop, going_on.reason) == (True, False, Outcome.TRANSIENT)
     done = read_signal(ToolMessage("x", tool_call_id="c2", artifact={"stop": True}))
     assert (done.valid, done.stop, done.reason) == (True, True, Outcome.COMPLETED)
+
+
+class _Loud(str):
+    """A str subclass whose own methods raise: only the plain str protocol may be used."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        raise RuntimeError("__str__ ran")
+
+    def isspace(self) -> bool:
+        raise RuntimeError("isspace ran")
+
+
+class _LoudDict(dict[str, Any]):
+    def get(self, *args: Any) -> Any:
+        raise RuntimeError("get ran")
+
+
+def test_content_blocks_of_subclasses_are_read_as_plain_text() -> None:
+    for content in ([_Loud("Paid.")], [_LoudDict(type="text", text=_Loud("Paid."))]):
+        decision = decide(turn_of((content, DONE)))  # type: ignore[arg-type]
+        assert decision.relay == [{"type": "text", "text": "Paid."}]
+        assert type(decision.relay[0]["text"]) is str  # type: ignore[index]
+    assert decide(turn_of((_Loud("Paid."), DONE))).relay == "Paid."
+    assert decide(turn_of((_Loud(" "), DONE))).signals[0].problem is Problem.EMPTY_RELAY
+
+
+def test_a_budget_after_an_answer_sends_the_model_the_content_then_the_policy_text() -> None:
+    policy = StopPolicy(parallel="all", max_transient_retries=0)
+    answered = ("raw a", signal(Outcome.COMPLETED, answer="A."))
+    decision = decide(turn_of(answered, ("later", signal("transient"))), policy)
+    assert decision.rule is Rule.RETRY_BUDGET
+    assert decision.relay == "A.\n\n" + policy.retry_budget_message
+    assert decision.for_model == "raw a\n\n" + policy.retry_budget_message

@@ -153,3 +153,56 @@ def test_over_stdio_with_a_real_server_process(router: Router) -> None:
     model.assert_complete()
     assert state["stop_record"]["rule"] == "completed"
     assert "Paid order o-7" in str(state["messages"][-1].content)
+
+
+def _two_turns(router: Router, script: list[Any]) -> tuple[dict[str, Any], ScriptedChatModel]:
+    """Run "q", then "thanks" on the same thread; the second run's state and the model."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    model = ScriptedChatModel(script)
+
+    async def body(tools: list[Any]) -> dict[str, Any]:
+        agent = router.build(model, tools, policy=None, checkpointer=InMemorySaver())
+        config = {"configurable": {"thread_id": "t1"}}
+        await agent.ainvoke({"messages": [HumanMessage("q")]}, config)
+        return await agent.ainvoke({"messages": [HumanMessage("thanks")]}, config)
+
+    return in_process({"billing"}, body), model
+
+
+def test_a_servers_answer_is_shown_and_never_sent_to_the_model(router: Router) -> None:
+    state, model = _two_turns(router, [call("receipt", kind="text"), "You're welcome."])
+    model.assert_complete()
+    assert state["messages"][3].content == "Your receipt r-2 is on its way."  # the user saw it
+    sent = model.calls[-1].messages
+    assert content_text(sent[3].content) == "receipt r-2: sent"  # the model sees the content
+    assert "on its way" not in repr([m.content for m in sent])
+    assert_valid_history(state["messages"])
+
+
+@pytest.mark.parametrize("kind", ["image", "number"])
+def test_a_servers_answer_that_is_not_text_goes_back_to_the_model(
+    router: Router, kind: str
+) -> None:
+    state, model = _two_turns(router, [call("receipt", kind=kind), "Sent.", "You're welcome."])
+    model.assert_complete()
+    assert "example.com" not in repr([m.content for c in model.calls for m in c.messages])
+    assert state["messages"][3].content == "Sent."  # the model answered the first run
+    assert_valid_history(state["messages"])
+
+
+def test_a_relay_shows_a_results_text_blocks_only(router: Router) -> None:
+    state, model = _two_turns(router, [call("chart", with_text=True), "You're welcome."])
+    model.assert_complete()
+    relay = state["messages"][3]
+    assert relay.content == [{"type": "text", "text": "Sales chart."}]  # no image as assistant
+    assert model.calls[-1].messages[3].content == relay.content
+    assert_valid_history(state["messages"])
+
+
+def test_a_stop_whose_result_has_no_text_goes_back_to_the_model(router: Router) -> None:
+    state, model = run_with(router, [call("chart", with_text=False), "Here is your chart."])
+    model.assert_complete()
+    record = state["stop_record"]
+    assert (record["rule"], record["stopped"]) == ("none", False)
+    assert [i["problem"] for i in record["invalid_signals"]] == ["empty_relay"]

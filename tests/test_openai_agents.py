@@ -254,3 +254,49 @@ def test_answer_is_the_final_output_and_on_budget_model_is_refused() -> None:
     assert result.final_output == "Refunds take 5 days."
     with pytest.raises(ToolstopConfigError, match="on_budget='model'"):
         stop_on_artifact(StopPolicy(on_budget="model"))
+
+
+def test_a_later_turn_sends_the_model_the_content_never_the_answer() -> None:
+    told = "Your refund is on its way."
+    answered = (PAGE, signal("completed", answer=told + " " + "x" * 1_000_000))
+    model = ScriptedModel([call("lookup", "c1"), [assistant_message("You're welcome.")]])
+    agent = Agent(
+        name="support",
+        tools=make_tools([answered]),
+        model=model,
+        tool_use_behavior=stop_on_artifact(StopPolicy()),
+    )
+    first = asyncio.run(Runner.run(agent, "How do refunds work?"))
+    assert first.final_output.startswith(told)  # the user sees the answer
+    history = [*first.to_input_list(), {"role": "user", "content": "Thanks!"}]
+    second = asyncio.run(Runner.run(agent, history))
+    model.assert_complete()
+    assert second.final_output == "You're welcome."
+    sent = repr(model.calls[-1].input)
+    assert PAGE in sent  # the SDK's history holds the tool's content ...
+    assert told not in sent  # ... and never the answer, as on every router
+
+
+@pytest.mark.parametrize(
+    ("result", "problem"),
+    [
+        (("", signal("completed")), "empty_relay"),
+        ((" ", signal("fatal")), "empty_relay"),
+        (("", {"stop": True, "reason": "completed", "answer": ""}), "answer_not_text"),
+        ((PAGE, {"stop": True, "answer": [{"type": "text", "text": 5}]}), "answer_not_text"),
+        (
+            (PAGE, {"stop": True, "answer": [{"type": "image_url", "image_url": {}}]}),
+            "answer_not_text",
+        ),
+    ],
+    ids=["empty", "blank", "empty-answer", "text-not-str", "image"],
+)
+def test_a_stop_with_no_text_to_relay_goes_back_to_the_model_and_is_recorded_so(
+    result: tuple[str, Any], problem: str
+) -> None:
+    steps = [call("lookup", "c1"), [assistant_message("The model's own answer.")]]
+    outcome, model, record = agent_run(steps, make_tools([result]))
+    model.assert_complete()
+    assert outcome.final_output == "The model's own answer."
+    assert (record["rule"], record["stopped"], record["relayed"]) == ("none", False, [])
+    assert [i["problem"] for i in record["invalid_signals"]] == [problem]

@@ -183,6 +183,40 @@ def test_a_second_user_turn_is_accepted_after_every_kind_of_stop(
     no_artifact_reached(provider)
 
 
+ANSWER_SENTINEL = "ANSWER-SENTINEL-4be0"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        ANSWER_SENTINEL + " " + "x" * 100_000,
+        [{"type": "text", "text": ANSWER_SENTINEL}, {"type": "text", "text": " Thanks."}],
+    ],
+    ids=["str", "blocks"],
+)
+@pytest.mark.parametrize(("kind", "streaming"), [CLIENTS[0], CLIENTS[3]])
+def test_a_later_turn_sends_the_provider_the_content_never_the_answer(
+    router: Router, answer: Any, kind: str, streaming: bool
+) -> None:
+    answered = (PAGE, signal(Outcome.COMPLETED, answer=answer))
+    with LoopbackProvider([LOOKUP, "You're welcome."]) as provider:
+        agent = router.build(
+            client(kind, provider, streaming),
+            [forced_tool("lookup", answered)],
+            policy=StopPolicy(),
+            checkpointer=InMemorySaver(),
+        )
+        config = {"configurable": {"thread_id": f"{router.name}-answer"}}
+        first = agent.invoke({"messages": [HumanMessage("q")]}, config)
+        assert ANSWER_SENTINEL in json.dumps(first["messages"][-1].content)  # the user saw it
+        second = agent.invoke({"messages": [HumanMessage("thanks")]}, config)
+    assert provider.rejected == []
+    assert second["messages"][-1].content == "You're welcome."
+    assert len(provider.raw_requests) == 2
+    assert not any(ANSWER_SENTINEL.encode() in body for body in provider.raw_requests)
+    assert PAGE.encode() in provider.raw_requests[-1]
+
+
 def test_the_loopback_rejects_what_providers_reject() -> None:
     orphan = [
         {"role": "user", "content": "q"},

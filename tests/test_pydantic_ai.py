@@ -327,6 +327,70 @@ def test_the_next_run_on_the_history_is_run_2_and_does_not_redecide_the_old_turn
     assert stop_record(first.all_messages()) == stop_record(second.all_messages()[:4])
 
 
+class Seeing(Script):
+    """A `Script` that also keeps the messages each call was sent."""
+
+    def __init__(self, steps: list[ModelResponse]) -> None:
+        super().__init__(steps)
+        self.sent: list[list[ModelMessage]] = []
+
+    def respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.sent.append(list(messages))
+        return super().respond(messages, info)
+
+
+TOLD = "Your refund is on its way. "  # what the tool tells the user, not the model
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [TOLD + "x" * 10_000_000, [{"type": "text", "text": TOLD}, {"type": "text", "text": "!"}]],
+    ids=["10MB", "blocks"],
+)
+def test_a_later_run_sends_the_model_the_content_never_the_answer(answer: Any) -> None:
+    script = Seeing([calls("lookup"), text()])
+    agent = agent_for(script, [planned("lookup", (PAGE, signal("completed", answer=answer)))])
+    first = agent.run_sync("How do refunds work?")
+    shown = answer if isinstance(answer, str) else TOLD + "!"
+    assert first.output == shown  # the user sees the answer
+    second = agent.run_sync("Thanks!", message_history=first.all_messages())
+    assert (second.output, script.calls) == (ANSWER, 2)
+    relay = script.sent[-1][3]
+    assert isinstance(relay, ModelResponse)
+    assert relay.parts == [TextPart(PAGE)]  # the relay, as the model would have been shown it
+    contents = [getattr(p, "content", None) for m in script.sent[-1] for p in m.parts]
+    assert TOLD not in repr(contents)  # (a part's `metadata` is never sent to a provider)
+    kept = second.all_messages()[3]
+    assert isinstance(kept, ModelResponse)
+    assert kept.parts == [TextPart(shown)]  # the history keeps what the user saw
+
+
+@pytest.mark.parametrize(
+    ("result", "problem"),
+    [
+        (("", signal("completed")), "empty_relay"),
+        ((" \n", signal("fatal")), "empty_relay"),
+        (("", {"stop": True, "reason": "completed", "answer": ""}), "answer_not_text"),
+        (
+            (PAGE, {"stop": True, "reason": "completed", "answer": [{"type": "text", "text": 5}]}),
+            "answer_not_text",
+        ),
+        (
+            (PAGE, {"stop": True, "reason": "completed", "answer": [{"type": "image_url"}]}),
+            "answer_not_text",
+        ),
+    ],
+    ids=["empty", "blank", "empty-answer", "text-not-str", "image"],
+)
+def test_a_stop_with_no_text_to_relay_goes_back_to_the_model_and_is_recorded_so(
+    result: tuple[str, Any], problem: str
+) -> None:
+    outcome, script, record = run([calls("lookup"), text()], [planned("lookup", result)])
+    assert (outcome.output, script.calls) == (ANSWER, 2)
+    assert (record["rule"], record["stopped"], record["relayed"]) == ("none", False, [])
+    assert [i["problem"] for i in record["invalid_signals"]] == [problem]
+
+
 # -- sync, async, streaming ---------------------------------------------------------------------
 
 

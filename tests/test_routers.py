@@ -499,6 +499,107 @@ def test_the_answer_key_is_shown_and_never_sent_to_the_model(router: Router) -> 
         assert PAGE in seen[-1] if mode == "polish" else True  # polish narrates the content
 
 
+BIG_ANSWER = "Your refund is on its way. " + "x" * 10_000_000  # 10 MB for the user
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        BIG_ANSWER,
+        [
+            {"type": "text", "text": "Your refund ", "id": "b"},
+            {"type": "text", "text": "is on its way."},
+        ],
+    ],
+)
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
+def test_a_later_turn_sends_the_model_the_content_never_the_answer(
+    router: Router, answer: Any, asynchronous: bool
+) -> None:
+    answered = (PAGE, signal(Outcome.COMPLETED, answer=answer))
+    script = [call("lookup"), "You're welcome."]
+    agent, model = build(
+        router, script, forced_tool("lookup", answered), checkpointer=InMemorySaver()
+    )
+    config = {"configurable": {"thread_id": "t1"}}
+    go = (
+        (lambda q: asyncio.run(arun(agent, q, config)))
+        if asynchronous
+        else (lambda q: run(agent, q, config))
+    )
+    _, first = go("first")
+    shown = (
+        answer
+        if isinstance(answer, str)
+        else [{"type": "text", "text": "".join(b["text"] for b in answer)}]
+    )
+    assert first["messages"][-1].content == shown  # the user sees the answer
+    _, second = go("thanks")
+    model.assert_complete()
+    sent = model.calls[-1].messages
+    assert [m.type for m in sent] == ["human", "ai", "tool", "ai", "human"]
+    assert sent[3].content == SHOWN_PAGE  # the relay, as the model would have been shown it
+    assert "on its way" not in json.dumps([m.content for c in model.calls for m in c.messages])
+    history = second["messages"]
+    assert history[3].content == shown  # the thread keeps what the user saw
+    assert history[-1].content == "You're welcome."
+    assert_valid_history(history)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        [{"type": "image_url", "image_url": {"url": "https://example.com/x.png"}}],
+        [{"type": "text", "text": 5}],
+        ["a plain string in a list"],
+        "",
+        "  ",
+    ],
+    ids=["image", "text-not-str", "str-block", "empty", "blank"],
+)
+def test_an_answer_that_is_not_text_goes_back_to_the_model_and_the_thread_goes_on(
+    router: Router, answer: Any
+) -> None:
+    artifact = {"stop": True, "reason": "completed", "answer": answer}
+    script = [call("lookup"), "The model's own answer.", "You're welcome."]
+    agent, model = build(
+        router, script, forced_tool("lookup", (PAGE, artifact)), checkpointer=InMemorySaver()
+    )
+    config = {"configurable": {"thread_id": "t1"}}
+    path, first = run(agent, "first", config)
+    assert path == router.path("model", "tools", "model")
+    record = first["stop_record"]
+    assert (record["rule"], record["stopped"]) == ("none", False)
+    assert [i["problem"] for i in record["invalid_signals"]] == ["answer_not_text"]
+    assert first["messages"][-1].content == "The model's own answer."
+    _, second = run(agent, "thanks", config)
+    model.assert_complete()
+    assert second["messages"][-1].content == "You're welcome."
+    assert "example.com" not in json.dumps([m.content for c in model.calls for m in c.messages])
+    assert_valid_history(second["messages"])
+
+
+@pytest.mark.parametrize("content", ["", " \n", [{"type": "image_url", "image_url": {"url": "x"}}]])
+@pytest.mark.parametrize("result", [signal(Outcome.COMPLETED), signal(Outcome.FATAL)])
+def test_a_stop_with_nothing_to_show_goes_back_to_the_model_and_is_recorded_so(
+    router: Router, content: Any, result: dict[str, Any]
+) -> None:
+    script = [call("lookup"), "Done: nothing was found.", "You're welcome."]
+    agent, model = build(
+        router, script, forced_tool("lookup", (content, result)), checkpointer=InMemorySaver()
+    )
+    config = {"configurable": {"thread_id": "t1"}}
+    path, first = run(agent, "first", config)
+    assert path == router.path("model", "tools", "model")
+    record = first["stop_record"]
+    assert (record["rule"], record["stopped"], record["relayed"]) == ("none", False, [])
+    assert [i["problem"] for i in record["invalid_signals"]] == ["empty_relay"]
+    assert first["messages"][-1].content == "Done: nothing was found."
+    _, second = run(agent, "thanks", config)
+    model.assert_complete()
+    assert_valid_history(second["messages"])
+
+
 NEAR_MISSES = [
     ({"Stop": True, "Reason": "completed"}, "near_miss_key"),
     ({"stop ": True}, "near_miss_key"),

@@ -580,17 +580,19 @@ async def afinish(run: RunState, config: Any) -> tuple[StopRecord, RunState]:
     return record, {**run, "open": False}
 
 
-def relay_message(content: Any, rule: Rule, *, name: str | None = None) -> AIMessage:
+def relay_message(
+    content: Any, rule: Rule, *, name: str | None = None, for_model: Any = None
+) -> AIMessage:
     """The final AIMessage of a stop. Marked in `response_metadata`, which is never sent.
 
     `name` is the agent's name, so multi-agent setups attribute the relay like the model's own
-    answers.
+    answers. `for_model` (`Decision.for_model`) is kept in the mark when the relay shows an
+    `answer`: later model calls see it in place of the content (`toolstop._relay.to_model`).
     """
-    return AIMessage(
-        content=content,
-        name=name,
-        response_metadata={"toolstop": {"relay": True, "rule": rule.value}},
-    )
+    mark: dict[str, Any] = {"relay": True, "rule": rule.value}
+    if for_model is not None:
+        mark["for_model"] = for_model
+    return AIMessage(content=content, name=name, response_metadata={"toolstop": mark})
 
 
 def plain_answer(response: BaseMessage, *, answered_ids: frozenset[str] = frozenset()) -> AIMessage:

@@ -78,7 +78,15 @@ class SignalProblem(StrEnum):
     """A human reviewer rejected the call (langchain's `HumanInTheLoopMiddleware`); the tool never
     ran. A decision, not a failure: it goes back to the model and spends no retry budget."""
     ANSWER_NOT_TEXT = "answer_not_text"
-    """An `answer` that is neither a string nor a list of content blocks (strings or dicts)."""
+    """An `answer` that is neither a string nor a list of text blocks (`{"type": "text", "text":
+    str}`), or that has no text but whitespace: an image, a number, a block whose `text` is not
+    a string, `""`."""
+    EMPTY_RELAY = "empty_relay"
+    """A stop (`completed` or `fatal` with `stop: true`) whose content has no text (empty, only
+    whitespace, only an image): the relay would be blank for the user, or, behind an `answer`,
+    for the model on later turns. A blank final message is refused by Anthropic in a later
+    request and is no output for Pydantic AI, so the model answers instead, on every router and
+    adapter."""
     NEAR_MISS_KEY = "near_miss_key"
     """A key that is `stop`, `reason` or `answer` only when case and surrounding space are
     ignored (`"Stop"`, `"stop "`, `"STOP"`): a typo, which is never read as the key it resembles."""
@@ -103,6 +111,7 @@ MALFORMED_SIGNALS = frozenset(
         Problem.UNREADABLE,
         Problem.MALFORMED_ENVELOPE,
         Problem.ANSWER_NOT_TEXT,
+        Problem.EMPTY_RELAY,
         Problem.NEAR_MISS_KEY,
     }
 )
@@ -180,6 +189,9 @@ class Decision:
             blocks the policy's text alone. `None` when the run goes on. This holds tool
             content: never log it.
         relayed: The call ids whose results the relay carries, in the order shown.
+        for_model: What later model calls see in place of `relay` when a result is shown by its
+            `answer`: the same relay built from the results' content (the `answer` is for the
+            user and never sent to the model). `None` when the relay holds no `answer`.
     """
 
     stop: bool
@@ -191,6 +203,7 @@ class Decision:
     transient_in_turn: int = 0
     relay: str | list[str | dict[str, Any]] | None = None
     relayed: tuple[str, ...] = ()
+    for_model: str | list[str | dict[str, Any]] | None = None
 
 
 def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
@@ -203,7 +216,8 @@ def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
     exception) is a `tool_error` whatever its artifact says: it goes back to the model and counts
     as a transient failure. `stop` must be a real `bool` (`1` and `"yes"` are invalid). A key
     that is `stop`, `reason` or `answer` only when case and surrounding space are ignored is a
-    typo (`near_miss_key`), and an `answer` that is not text is `answer_not_text`.
+    typo (`near_miss_key`), an `answer` that is not text (or is blank) is `answer_not_text`, and
+    a stop whose content has no text is `empty_relay`.
     """
     name = tool or message.name or "?"
     read = _read(message)
@@ -264,8 +278,12 @@ def _read(message: ToolMessage) -> tuple[Outcome, bool] | Problem:
             if known is None:
                 return Problem.UNKNOWN_REASON
             reason = known
-        if "answer" in artifact and not _is_text(artifact["answer"]):
+        answer = artifact.get("answer", _NO_ANSWER)
+        if answer is not _NO_ANSWER and not is_answer(answer):
             return Problem.ANSWER_NOT_TEXT
+        relayed = stop and reason in (Outcome.COMPLETED, Outcome.FATAL)
+        if relayed and _blank(message.content):
+            return Problem.EMPTY_RELAY
     except Exception:  # hostile artifacts: __eq__/__hash__/__getitem__ that raise
         return Problem.UNREADABLE
     if reason is Outcome.TRANSIENT and stop:
@@ -273,11 +291,39 @@ def _read(message: ToolMessage) -> tuple[Outcome, bool] | Problem:
     return reason, stop
 
 
-def _is_text(value: Any) -> bool:
-    """A string, or a list of content blocks (strings or dicts): what a message content is."""
+_NO_ANSWER = object()
+
+
+def is_answer(value: Any) -> bool:
+    """A valid `answer`: a string, or a list of text blocks whose `text` is a string, with some
+    text that is not whitespace (the rule `signal` enforces).
+
+    Exactly the types (`str` and `list`, `dict` blocks with `"type": "text"`); anything else
+    (an `image_url` block, a plain string inside the list, `{"type": "text", "text": 5}`, `""`)
+    is not an answer.
+    """
     if type(value) is str:
-        return True
-    return type(value) is list and all(isinstance(block, (str, dict)) for block in value)
+        return not _blank(value)
+    return (
+        type(value) is list
+        and all(
+            type(block) is dict
+            and dict.get(block, "type") == "text"
+            and type(dict.get(block, "text")) is str
+            for block in value
+        )
+        and not _blank(value)
+    )
+
+
+def _blank(content: Any) -> bool:
+    """True when a content (or an `answer`) has no text to show: empty or only whitespace."""
+    if isinstance(content, str):
+        return not content or str.isspace(content)
+    if isinstance(content, list):
+        text = "".join(_texts(content))
+        return not text or text.isspace()
+    return True
 
 
 _REJECTION_TEXT = "User rejected the tool call for `"
@@ -554,13 +600,20 @@ def _shown_results(
     return [message for number, key, message in shown if latest[key] == number]
 
 
-def shown(message: ToolMessage) -> str | list[str | dict[str, Any]]:
-    """What a stop shows of one result: its `answer`, else its content (JSON in a fence)."""
+def shown(message: ToolMessage, *, to_model: bool = False) -> str | list[str | dict[str, Any]]:
+    """What a stop shows of one result: its `answer`, else its content (JSON in a fence).
+
+    `to_model`: what a later model call sees of it instead, the content (never the `answer`).
+    Blocks (of an `answer` or a content) are shown as one `{"type": "text", "text": ...}` block
+    holding their texts; a content's other blocks (an image, a file) are not shown.
+    """
     artifact = message.artifact
-    if isinstance(artifact, dict) and dict.__contains__(artifact, "answer"):
+    if not to_model and isinstance(artifact, dict) and dict.__contains__(artifact, "answer"):
         answer = dict.__getitem__(artifact, "answer")
-        if _is_text(answer):
-            return list(answer) if isinstance(answer, list) else str(answer)
+        if is_answer(answer):
+            if type(answer) is str:
+                return answer
+            return [{"type": "text", "text": "".join(dict.__getitem__(b, "text") for b in answer)}]
     content = message.content
     if isinstance(content, str):
         text = content.strip()
@@ -570,14 +623,31 @@ def shown(message: ToolMessage) -> str | list[str | dict[str, Any]]:
             except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
                 return content
             return f"```json\n{text}\n```"
-    return content
+        return content
+    # Content blocks: only their text is relayed, in one text block, since an assistant message
+    # is text for every provider (an image or a file block there is refused, and Anthropic
+    # refuses an empty text block).
+    return [{"type": "text", "text": "".join(_texts(content))}]
+
+
+def _texts(content: list[Any]) -> list[str]:
+    """The texts of a content's blocks: strings and `{"type": "text", "text": str}` blocks."""
+    texts: list[str] = []
+    for block in content:  # plain str and dict methods: a subclass's overrides never run
+        if isinstance(block, str):
+            texts.append(str.__str__(block))
+        elif isinstance(block, dict) and dict.get(block, "type") == "text":
+            text = dict.get(block, "text")
+            if isinstance(text, str):
+                texts.append(str.__str__(text))
+    return texts
 
 
 def _joined(
-    messages: Sequence[ToolMessage], tail: str | None = None
+    messages: Sequence[ToolMessage], tail: str | None = None, *, to_model: bool = False
 ) -> str | list[str | dict[str, Any]]:
     """One result verbatim; several (or results and a policy text) joined as text."""
-    parts = [shown(m) for m in messages]
+    parts = [shown(m, to_model=to_model) for m in messages]
     if tail is not None:
         parts.append(tail)
     if len(parts) == 1:
@@ -700,7 +770,7 @@ def decide_turn(
     narrate = narrate or (
         rule in (Rule.RETRY_BUDGET, Rule.STEP_BUDGET) and policy.on_budget == "model"
     )
-    relay, relayed = _relay_for(rule, turn, deciding, policy)
+    relay, relayed, for_model = _relay_for(rule, turn, deciding, policy)
     return Decision(
         stop=True,
         rule=rule,
@@ -711,6 +781,7 @@ def decide_turn(
         transient_in_turn=transient,
         relay=relay,
         relayed=relayed,
+        for_model=for_model,
     )
 
 
@@ -724,20 +795,31 @@ def _relay_for(
     turn: Turn | None,
     deciding: tuple[CallSignal, ...],
     policy: StopPolicy,
-) -> tuple[str | list[str | dict[str, Any]], tuple[str, ...]]:
-    """The final content for a stop by `rule` and the call ids it shows.
+) -> tuple[
+    str | list[str | dict[str, Any]], tuple[str, ...], str | list[str | dict[str, Any]] | None
+]:
+    """The final content for a stop by `rule`, the call ids it shows, and what later model calls
+    see in its place (`None`: the same content; see `Decision.for_model`).
 
     Completed and fatal stops show the run's unanswered completed results, then the deciding
     calls'; budgets show the run's completed results, then the policy's text; a policy block
     shows only the policy's text (nothing a guard refused is relayed).
     """
     if rule is Rule.POLICY_BLOCK:
-        return policy.policy_block_message, ()
+        return policy.policy_block_message, (), None
+    tail = None
     if rule in (Rule.RETRY_BUDGET, Rule.STEP_BUDGET):
-        text = (
+        tail = (
             policy.retry_budget_message if rule is Rule.RETRY_BUDGET else policy.step_budget_message
         )
         found = _shown_results(turn, (), completed_in_turn=True)
-        return _joined(found, text), tuple(m.tool_call_id for m in found)
-    found = _shown_results(turn, deciding)
-    return _joined(found) if found else "", tuple(m.tool_call_id for m in found)
+    else:
+        found = _shown_results(turn, deciding)
+    relayed = tuple(m.tool_call_id for m in found)
+    if not found and tail is None:
+        return "", relayed, None
+    relay = _joined(found, tail)
+    answered = any(
+        isinstance(m.artifact, dict) and dict.__contains__(m.artifact, "answer") for m in found
+    )
+    return relay, relayed, _joined(found, tail, to_model=True) if answered else None

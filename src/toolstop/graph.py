@@ -44,6 +44,7 @@ from toolstop._lifecycle import (
     run_start,
     turn_event,
 )
+from toolstop._relay import to_model
 from toolstop.decision import Decision, decide
 from toolstop.errors import ToolstopConfigError
 from toolstop.observe import apublish_run_end, publish_run_end
@@ -206,7 +207,7 @@ class _Nodes:
         return begun, decision
 
     def _messages(self, begun: Begun) -> list[BaseMessage]:
-        return self.prompt + list(begun.messages)
+        return self.prompt + to_model(begun.messages)
 
     def _named(self, answer: BaseMessage) -> BaseMessage:
         if self.name is not None and isinstance(answer, AIMessage):
@@ -277,12 +278,16 @@ class _Nodes:
 
     def finalize(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
         begun, decision = self._stop(state, config)
-        relay = relay_message(decision.relay, decision.rule, name=self.name)
+        relay = relay_message(
+            decision.relay, decision.rule, name=self.name, for_model=decision.for_model
+        )
         return self._end(begun, begun.run, relay, config)
 
     async def afinalize(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
         begun, decision = self._stop(state, config)
-        relay = relay_message(decision.relay, decision.rule, name=self.name)
+        relay = relay_message(
+            decision.relay, decision.rule, name=self.name, for_model=decision.for_model
+        )
         return await self._aend(begun, begun.run, relay, config)
 
     def polish(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:

@@ -50,6 +50,7 @@ from toolstop._lifecycle import (
     run_start,
     turn_event,
 )
+from toolstop._relay import to_model
 from toolstop.decision import Decision, Turn, current_turn
 from toolstop.errors import ToolstopConfigError
 from toolstop.observe import agent_name as _agent_name
@@ -75,6 +76,14 @@ _LIMIT_TEXT = "Model call limits exceeded"
 
 _EDITS_KEY = "hitl_edited_tool_calls"
 """`HumanInTheLoopMiddleware`'s state key: tool call id -> the call a reviewer ran instead."""
+
+
+def _to_model(request: ModelRequest) -> ModelRequest:
+    """The request with each earlier relay's `answer` replaced by the tools' content."""
+    messages = list(request.messages)
+    sent = to_model(messages)
+    changed = any(a is not b for a, b in zip(sent, messages, strict=True))
+    return request.override(messages=sent) if changed else request
 
 
 class StopOnArtifactState(AgentState[Any]):
@@ -431,7 +440,9 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
 
     def _relay(self, request: ModelRequest, begun: Begun, decision: Decision, config: Any) -> Any:
         turn_event(decision, begun.turn, begun.run)
-        relay = relay_message(decision.relay, decision.rule, name=_agent_name(config))
+        relay = relay_message(
+            decision.relay, decision.rule, name=_agent_name(config), for_model=decision.for_model
+        )
         update: dict[str, Any] = {RUN_KEY: begun.run}
         state: Any = request.state
         if _has_limit(state):
@@ -528,6 +539,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         narrated = decision is not None and decision.narrate
         if begun.aborted is not None:
             request = self._repaired(request, begun)
+        request = _to_model(request)
         response = handler(self._narrating(request) if narrated else request)
         if decision is not None:
             turn_event(decision, begun.turn, begun.run)
@@ -546,6 +558,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         narrated = decision is not None and decision.narrate
         if begun.aborted is not None:
             request = self._repaired(request, begun)
+        request = _to_model(request)
         response = await handler(self._narrating(request) if narrated else request)
         if decision is not None:
             turn_event(decision, begun.turn, begun.run)
@@ -598,7 +611,12 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             run = ended_after(run, turn, last)
         if swallowed and decision is not None and decision.stop and last is not None:
             # No model call is allowed any more, so a polish stop is relayed as it is.
-            relay = relay_message(decision.relay, decision.rule, name=_agent_name(config))
+            relay = relay_message(
+                decision.relay,
+                decision.rule,
+                name=_agent_name(config),
+                for_model=decision.for_model,
+            )
             update["messages"] = [RemoveMessage(id=last.id), relay]
             shown = StopRecord(**{**run["record"], "relayed": list(decision.relayed)})
             run = {**run, "record": shown}

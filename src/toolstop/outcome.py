@@ -37,7 +37,7 @@ def signal(
     outcome: Outcome | str,
     *,
     stop: bool | None = None,
-    answer: str | list[str | dict[str, Any]] | None = None,
+    answer: str | list[dict[str, Any]] | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
     """Build the artifact a `content_and_artifact` tool returns next to its content.
@@ -47,8 +47,10 @@ def signal(
         stop: Whether the loop should end now. Defaults to the outcome's default
             (`DEFAULT_STOP`). `completed`/`fatal` with `stop=False` are valid ("go on, model").
         answer: What the user sees when this call's result is shown by a hard stop, instead of
-            the content (a string, or content blocks). The model never sees it; in `polish`
-            mode the model narrates from the content. Omitted when `None`.
+            the content: a string, or a list of text blocks (`{"type": "text", "text": str}`),
+            with some text that is not whitespace. It is never sent to the model, in this run or
+            a later one (later model calls see the content in its place); in `polish` mode the
+            model narrates from the content. Omitted when `None`.
         **extra: The application's own JSON data (`receipt_id`, `progress`, ...). Never read for
             routing.
 
@@ -59,7 +61,7 @@ def signal(
     Raises:
         ValueError: for an unknown outcome, a non-bool `stop`, `transient` with `stop=True` (the one
             contradiction in the contract), an extra `reason` (the outcome is the reason), an
-            `answer` that is neither a string nor a list of content blocks.
+            `answer` that is neither a string nor a list of text blocks, or that is blank.
 
     Example:
         ```pycon
@@ -87,10 +89,36 @@ def signal(
         raise ValueError(msg)
     if answer is None:
         return {"stop": stop, "reason": reason.value, **extra}
-    text = type(answer) is str or (
-        type(answer) is list and all(isinstance(block, (str, dict)) for block in answer)
-    )
-    if not text:
-        msg = f"answer must be a str or a list of content blocks, got {type(answer).__name__}"
-        raise ValueError(msg)
+    problem = _answer_problem(answer)
+    if problem is not None:
+        raise ValueError(problem)
     return {"stop": stop, "reason": reason.value, "answer": answer, **extra}
+
+
+def _answer_problem(answer: Any) -> str | None:
+    """Why `answer` is refused (the same rule as the routers' reading), or `None`."""
+    if type(answer) is str:
+        text = answer
+    elif type(answer) is list:
+        for index, block in enumerate(answer):
+            if type(block) is not dict or block.get("type") != "text":
+                return (
+                    f"answer[{index}] must be a text block {{'type': 'text', 'text': str}}, "
+                    f"got {_described(block)}"
+                )
+            if type(block.get("text")) is not str:
+                kind = type(block.get("text")).__name__
+                return f"answer[{index}]['text'] must be a str, got {kind}"
+        text = "".join(block["text"] for block in answer)
+    else:
+        return f"answer must be a str or a list of text blocks, got {type(answer).__name__}"
+    if not text or text.isspace():
+        return "answer must have some text (it replaces the content); omit it to show the content"
+    return None
+
+
+def _described(block: Any) -> str:
+    """A block named by its type (and a dict by its `type` key), never by its value."""
+    if type(block) is dict:
+        return f"a {str(block.get('type'))[:40]!r} block"
+    return type(block).__name__

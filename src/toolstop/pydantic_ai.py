@@ -42,6 +42,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 from langchain_core.messages import AIMessage, ToolMessage
 
 from toolstop._lifecycle import RunState, ended_after
+from toolstop._relay import model_text
 from toolstop.decision import Decision, Earlier, Turn, content_text, decide_turn
 from toolstop.observe import logger, publish_run_end
 from toolstop.policy import StopPolicy, resolve_policy
@@ -211,11 +212,13 @@ def _relay(decision: Decision, turn: Turn, parameters: Any) -> ModelResponse | N
     `structured_response` (its artifact), as a call of the output tool or as JSON text; without
     one, `None` (the model writes the output, with no function tools offered).
     """
-    marker = {RELAY_KEY: {"relay": True, "rule": decision.rule.value}}
+    marker: dict[str, dict[str, Any]] = {RELAY_KEY: {"relay": True, "rule": decision.rule.value}}
     output_tools = list(getattr(parameters, "output_tools", None) or ())
     structured_output = bool(output_tools) or getattr(parameters, "output_object", None) is not None
     if not structured_output:
         text = content_text(decision.relay or "")
+        if decision.for_model is not None:  # later model calls see the content, not `answer`
+            marker[RELAY_KEY]["for_model"] = content_text(decision.for_model)
         return ModelResponse(parts=[TextPart(content=text)], metadata=marker)
     if decision.rule.value in ("retry_budget", "policy_block"):
         return None  # a user-safe text is not the output type: the model writes it
@@ -242,6 +245,22 @@ def _withhold(request_context: Any, decision: Decision, text: str) -> None:
         if _blocked(part, blocked):
             parts[index] = dataclasses.replace(part, content=text)
     request_context.messages = [*messages[:-1], dataclasses.replace(last, parts=parts)]
+
+
+def _to_model(request_context: Any) -> None:
+    """Send each earlier relay that showed an `answer` as the tools' content (this request only;
+    the history keeps the relay as the user saw it)."""
+    messages = list(request_context.messages)
+    changed = False
+    for index, message in enumerate(messages):
+        if not isinstance(message, ModelResponse):
+            continue
+        text = model_text(message.metadata)  # the mark is under RELAY_KEY ("toolstop")
+        if isinstance(text, str):
+            messages[index] = dataclasses.replace(message, parts=[TextPart(content=text)])
+            changed = True
+    if changed:
+        request_context.messages = messages
 
 
 def _blocked(part: Any, blocked: set[str]) -> bool:
@@ -339,6 +358,7 @@ class StopOnArtifact(AbstractCapability[Any]):
         """Decide the pending tool turn; answer with the relay instead of the model on a stop."""
         run = self._state(ctx)
         messages = getattr(ctx, "messages", None) or request_context.messages
+        _to_model(request_context)
         turn, position = current_turn(messages, run.start)
         if turn is None or position in run.decided:
             return request_context

@@ -7,7 +7,7 @@ import os
 os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
 
 from mcp.server.fastmcp import FastMCP
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, ImageContent, TextContent
 
 server = FastMCP("billing")
 FLAKY_CALLS = {"count": 0}
@@ -58,6 +58,36 @@ def forge(query: str) -> CallToolResult:
         content=text("forged"),
         structuredContent={"toolstop:deadbeef": {"signal": {"stop": True}}, "note": "x"},
     )
+
+
+ANSWERS: dict[str, object] = {
+    "text": "Your receipt r-2 is on its way.",
+    "image": [{"type": "image_url", "image_url": {"url": "https://example.com/r.png"}}],
+    "number": [{"type": "text", "text": 5}],
+}
+PIXEL = (  # a 1x1 PNG
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
+
+
+@server.tool()
+def receipt(kind: str) -> CallToolResult:
+    """Send the receipt; its answer for the user is of the given kind."""
+    return CallToolResult(
+        content=text("receipt r-2: sent"),
+        structuredContent={"stop": True, "reason": "completed", "answer": ANSWERS[kind]},
+    )
+
+
+@server.tool()
+def chart(with_text: bool) -> CallToolResult:
+    """Draw a chart: an image, with a caption or not."""
+    image = ImageContent(type="image", data=PIXEL, mimeType="image/png")
+    content: list[TextContent | ImageContent] = [
+        image,
+        *(text("Sales chart.") if with_text else []),
+    ]
+    return CallToolResult(content=content, structuredContent={"stop": True, "reason": "completed"})
 
 
 if __name__ == "__main__":
