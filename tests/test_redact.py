@@ -11,7 +11,14 @@ hypothesis = pytest.importorskip("hypothesis", reason="needs hypothesis (dev ext
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from toolstop._redact import driver_error, mask_password, redact, without_password  # noqa: E402
+from toolstop._redact import (  # noqa: E402
+    connection_string,
+    driver_error,
+    is_postgres,
+    mask_password,
+    redact,
+    without_password,
+)
 
 # Every character a password may hold unencoded, the URL's own delimiters among them.
 PASSWORD = st.text(alphabet="ABCXYZ0123456789@/?#:%!$&'()*+,;=[]~-._", min_size=1, max_size=24)
@@ -81,3 +88,91 @@ def test_a_well_formed_password_keeps_the_drivers_reason() -> None:
     assert driver_error("password authentication failed for p@ss", url) == (
         "password authentication failed for ***"
     )
+
+
+# -- every form of PostgreSQL connection string --------------------------------------------------
+@pytest.mark.parametrize(
+    ("db", "shown"),
+    [
+        ("postgresql://u@h/db?password=s3cr3t", "postgresql://u@h/db?password=***"),
+        (
+            "postgresql://u@h/db?sslmode=require&password=s3cr3t&application_name=a",
+            "postgresql://u@h/db?sslmode=require&password=***&application_name=a",
+        ),
+        ("postgres://u@h/db?sslpassword=s3cr3t#x", "postgres://u@h/db?sslpassword=***#x"),
+        ("POSTGRESQL://u:s3cr3t@h/db", "POSTGRESQL://u:***@h/db"),
+        ("Postgres://u:s3cr3t@h/db", "Postgres://u:***@h/db"),
+        ("host=h dbname=db user=u password=s3cr3t", "host=h dbname=db user=u password=***"),
+        ("host=h password = s3cr3t port=5432", "host=h password = *** port=5432"),
+        ("host=h password='s3 cr3t' dbname=db", "host=h password=*** dbname=db"),
+        ("host=h password='s3\\' cr3t' dbname=db", "host=h password=*** dbname=db"),
+        ("host=h password=s3 cr3t dbname=db", "host=h password=*** dbname=db"),
+        ("host=h password='s3cr3t", "host=h password=***"),
+        ("PASSWORD=s3cr3t host=h", "PASSWORD=*** host=h"),
+        # a password holding the query's own delimiters: every candidate span masked
+        ("postgresql://u:x?password=y@h/db", "postgresql://u:***"),
+        ("postgresql://u@h:5432/db?password=p@ss", "postgresql://u@h:***"),
+        ("host=h dbname=db", "host=h dbname=db"),
+    ],
+)
+def test_every_form_of_connection_string_is_masked(db: str, shown: str) -> None:
+    assert redact(db) == shown
+    assert "s3" not in redact(db)
+    assert redact(redact(db)) == redact(db)
+
+
+@pytest.mark.parametrize(
+    "db",
+    [
+        "postgresql://u@h/db",
+        "postgres://h/db",
+        "POSTGRESQL://u@h/db",
+        "Postgres://u@h/db",
+        " postgresql://u@h/db",
+        "host=127.0.0.1 dbname=test",
+        "dbname=test",
+        "host=/var/run/postgresql user=me",
+        "service=prod",
+    ],
+)
+def test_is_postgres_knows_every_form(db: str) -> None:
+    assert is_postgres(db)
+
+
+@pytest.mark.parametrize(
+    "db", ["threads.sqlite", "/data/a:b@c.sqlite", "./host.db", "C:\\data\\x.sqlite", ""]
+)
+def test_a_sqlite_path_is_not_postgres(db: str) -> None:
+    assert not is_postgres(db)
+
+
+def test_libpq_gets_a_lower_case_scheme() -> None:
+    assert connection_string("POSTGRESQL://u:p@H/DB") == "postgresql://u:p@H/DB"
+    assert connection_string("Postgres://u@h/db") == "postgres://u@h/db"
+    assert connection_string("host=h dbname=d") == "host=h dbname=d"
+
+
+def test_a_keyword_string_is_one_psycopg_accepts() -> None:
+    conninfo = pytest.importorskip("psycopg.conninfo")
+    for db in ["host=127.0.0.1 dbname=test", "host=h password='a b' dbname=d", "service=prod"]:
+        assert conninfo.conninfo_to_dict(db)
+
+
+@pytest.mark.parametrize(
+    ("message", "db"),
+    [
+        ("password authentication failed: s3cr3t", "postgresql://u@h/db?password=s3cr3t"),
+        ("bad value 's3 cr3t'", "host=h password='s3 cr3t'"),
+        ("bad value s3\\'x", "host=h password='s3\\'x'"),
+        ("bad value s3'x", "host=h password='s3\\'x'"),
+    ],
+)
+def test_a_drivers_message_is_masked_for_every_form(message: str, db: str) -> None:
+    assert "s3" not in driver_error(message, db)
+
+
+def test_an_unquoted_space_in_a_keyword_password_gives_a_hint_not_the_drivers_text() -> None:
+    # libpq reads `cr3t` as a broken pair and quotes it: `missing "=" after "cr3t"`
+    shown = driver_error('missing "=" after "cr3t" in connection info string', "password=s3 cr3t")
+    assert "cr3t" not in shown
+    assert "quote it" in shown

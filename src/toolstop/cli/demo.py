@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from toolstop._redact import redact
 from toolstop.cli.checkpoints import default_db_path, open_checkpointer
 from toolstop.errors import ToolstopConfigError
 from toolstop.examples._forced import OutcomePicker
@@ -123,7 +124,7 @@ def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
     print(f"mode     : {args.mode}", file=out)
     print(f"model    : {args.model or 'scripted'}", file=out)
     if args.thread:
-        where = args.db or default_db_path()
+        where = redact(args.db) if args.db else default_db_path()
         print(f"thread   : {args.thread} ({len(final['messages'])} messages in {where})", file=out)
     print(f"path     : {' -> '.join(path)}", file=out)
     print(f"model calls: {record.get('model_calls')}", file=out)
