@@ -122,3 +122,19 @@ def test_a_tool_name_cannot_forge_a_log_line() -> None:
     assert lines, "no run_end line"
     assert all(line.startswith("INFO toolstop run ended:") for line in lines), lines
     assert printable(FORGED) in lines[0]
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+def test_the_clis_error_lines_are_escaped_masked_and_never_raise() -> None:
+    from toolstop.cli._output import failure, shown
+
+    db = "host=h password='pw x'"
+    assert shown(f"bad {ESCAPES} for pw x", db) == f"bad {printable(ESCAPES)} for ***"
+    assert failure(RuntimeError(f"gone: {ESCAPES}\nsecond line")) == (
+        f"RuntimeError: gone: {printable(ESCAPES)}"
+    )
+    assert failure(_Unprintable()) == "_Unprintable"
