@@ -138,3 +138,10 @@ def test_the_clis_error_lines_are_escaped_masked_and_never_raise() -> None:
         f"RuntimeError: gone: {printable(ESCAPES)}"
     )
     assert failure(_Unprintable()) == "_Unprintable"
+
+
+def test_a_multi_line_answer_keeps_its_lines_and_loses_its_controls() -> None:
+    from toolstop.cli.demo import _preview
+
+    assert printable(f"one\n{ESCAPES}", keep_newlines=True) == f"one\n{printable(ESCAPES)}"
+    assert _preview(f"Found it.\nsee {ESCAPES}\r") == f"Found it.\nsee {printable(ESCAPES)}\\r"

@@ -36,8 +36,13 @@ def _escape(found: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def printable(text: str) -> str:
-    """`text` with every control, bidi and line-separator character escaped (see the module)."""
+def printable(text: str, *, keep_newlines: bool = False) -> str:
+    """`text` with every control, bidi and line-separator character escaped (see the module).
+
+    With `keep_newlines`, `\n` is kept (a multi-line answer shown as it reads); every other
+    control is escaped still. Never for a log line or a name: a newline there forges a line."""
+    if keep_newlines:
+        return "\n".join(_UNSAFE.sub(_escape, line) for line in text.split("\n"))
     return _UNSAFE.sub(_escape, text)
 
 
