@@ -99,7 +99,8 @@ def test_a_well_formed_password_keeps_the_drivers_reason() -> None:
             "postgresql://u@h/db?sslmode=require&password=s3cr3t&application_name=a",
             "postgresql://u@h/db?sslmode=require&password=***&application_name=a",
         ),
-        ("postgres://u@h/db?sslpassword=s3cr3t#x", "postgres://u@h/db?sslpassword=***#x"),
+        ("postgres://u@h/db?sslpassword=s3cr3t#x", "postgres://u@h/db?sslpassword=***"),
+        ("postgresql://u@h/db?password=s3&cr3t&port=1", "postgresql://u@h/db?password=***&port=1"),
         ("POSTGRESQL://u:s3cr3t@h/db", "POSTGRESQL://u:***@h/db"),
         ("Postgres://u:s3cr3t@h/db", "Postgres://u:***@h/db"),
         ("host=h dbname=db user=u password=s3cr3t", "host=h dbname=db user=u password=***"),
@@ -113,6 +114,13 @@ def test_a_well_formed_password_keeps_the_drivers_reason() -> None:
         ("postgresql://u:x?password=y@h/db", "postgresql://u:***"),
         ("postgresql://u@h:5432/db?password=p@ss", "postgresql://u@h:***"),
         ("host=h dbname=db", "host=h dbname=db"),
+        ("host=h oauth_client_secret=s3cr3t", "host=h oauth_client_secret=***"),
+        (
+            "postgresql://h/db?oauth_client_secret=s3cr3t",
+            "postgresql://h/db?oauth_client_secret=***",
+        ),
+        # `&A=` is no libpq parameter: part of the password, masked with it
+        ("postgresql://h/db?password=s3&A=x&port=1", "postgresql://h/db?password=***&port=1"),
     ],
 )
 def test_every_form_of_connection_string_is_masked(db: str, shown: str) -> None:
@@ -176,3 +184,40 @@ def test_an_unquoted_space_in_a_keyword_password_gives_a_hint_not_the_drivers_te
     shown = driver_error('missing "=" after "cr3t" in connection info string', "password=s3 cr3t")
     assert "cr3t" not in shown
     assert "quote it" in shown
+
+
+# Upper case never appears in the rest of these strings, so any piece of the password shown is
+# found; the password holds the delimiters of every form.
+HOSTILE_PASSWORD = st.text(alphabet="ABCXYZ0123 '\\&=@/?#:%", min_size=1, max_size=24).filter(
+    lambda p: any(c in "ABCXYZ" for c in p)
+)
+
+
+def _quoted(password: str) -> str:
+    return "'" + password.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+@given(password=HOSTILE_PASSWORD, scheme=st.sampled_from(["postgresql", "POSTGRES", "Postgresql"]))
+def test_no_part_of_a_password_is_shown_in_any_form(password: str, scheme: str) -> None:
+    forms = [
+        f"{scheme.lower()}://u@h:5432/db?sslmode=require&password={quote(password, safe='')}",
+        f"{scheme.lower()}://u@h/db?password={password}",
+        f"{scheme}://u:{password}@h/db",
+        f"host=h port=5432 password={_quoted(password)} dbname=db",
+        f"password = {_quoted(password)}",
+    ]
+    if not any(c.isspace() or c in "'\\" for c in password):
+        forms.append(f"host=h password={password} dbname=db")
+    for db in forms:
+        shown = redact(db).replace(scheme, "")
+        assert not any(c in "ABCXYZ" for c in shown), (db, shown)
+        assert redact(shown) == shown
+
+
+def test_an_unencoded_ampersand_in_a_query_password_gives_the_hint() -> None:
+    # libpq ends the value at `&` and quotes the rest as a broken parameter
+    shown = driver_error(
+        'invalid URI query parameter: "cr3t"', "postgresql://h/db?password=s3&cr3t"
+    )
+    assert "cr3t" not in shown
+    assert "percent-encode" in shown

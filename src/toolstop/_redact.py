@@ -8,6 +8,8 @@ PostgreSQL takes a connection string in two forms, and both may carry a password
   recognised; libpq itself accepts only lower case, so `connection_string` lowers it);
 - keyword/value pairs, `host=db dbname=app password=secret` or `password='a b'`.
 
+`password`, `sslpassword` and `oauth_client_secret` are masked in both forms.
+
 The masker reads the string as written, not as a parser would: a password may hold an unencoded
 `@`, `/`, `?`, `#`, `:` or a space. Every span that may be a password is found in the original
 string and the union of the spans is masked. When in doubt it masks more, never less.
@@ -32,14 +34,24 @@ MASK = "***"
 
 _SCHEME = re.compile(r"\s*(postgres(?:ql)?)://", re.IGNORECASE)
 _KEYWORDS = (
-    "host|hostaddr|port|dbname|user|password|passfile|service|sslmode|sslpassword|"
-    "connect_timeout|application_name|options|sslrootcert|sslcert|sslkey|target_session_attrs"
+    "host|hostaddr|port|dbname|user|password|passfile|require_auth|channel_binding|"
+    "connect_timeout|client_encoding|options|application_name|fallback_application_name|"
+    "keepalives|keepalives_idle|keepalives_interval|keepalives_count|tcp_user_timeout|"
+    "replication|gssencmode|sslmode|requiressl|sslnegotiation|sslcompression|sslcert|sslkey|"
+    "sslkeylogfile|sslpassword|sslcertmode|sslrootcert|sslcrl|sslcrldir|sslsni|requirepeer|"
+    "ssl_min_protocol_version|ssl_max_protocol_version|min_protocol_version|"
+    "max_protocol_version|krbsrvname|gsslib|gssdelegation|service|target_session_attrs|"
+    "load_balance_hosts|oauth_issuer|oauth_client_id|oauth_client_secret|oauth_scope"
 )
+"""libpq's connection parameters."""
+_SECRET_KEYS = r"(?:ssl)?password|oauth_client_secret"
 _KEYWORD_DSN = re.compile(rf"\s*(?:{_KEYWORDS})\s*=", re.IGNORECASE)
 """A keyword/value connection string starts with one of libpq's keywords and `=`."""
-_QUERY_PASSWORD = re.compile(r"[?&](?:ssl)?password=([^&#]*)", re.IGNORECASE)
+_QUERY_PASSWORD = re.compile(rf"[?&](?i:{_SECRET_KEYS})=((?:(?!&(?:{_KEYWORDS})=).)*)", re.DOTALL)
+"""A query's password: up to the next `&name=` naming one of libpq's parameters (an unencoded
+`&` or `#` is kept in the span: libpq would read the rest as a broken parameter and quote it)."""
 _KEYWORD_PASSWORD = re.compile(
-    r"(?:^|\s)(?:ssl)?password\s*=\s*"
+    rf"(?:^|\s)(?:{_SECRET_KEYS})\s*=\s*"
     r"('(?:[^'\\]|\\.)*(?:'|$)|\S+(?:\s+(?![A-Za-z_]+\s*=)\S+)*)",
     re.IGNORECASE | re.DOTALL,
 )
@@ -64,10 +76,18 @@ def connection_string(db: str) -> str:
     return f"{found.group(1).lower()}://{db[found.end() :]}"
 
 
+_URL = re.compile(r"\s*[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _is_url(db: str) -> bool:
+    """True when `db` starts with a scheme (a keyword string may hold `://` in a password)."""
+    return _URL.match(db) is not None
+
+
 def _userinfo_span(uri: str) -> tuple[int, int] | None:
     """Where the password of a URL's userinfo starts and ends (end exclusive), or None."""
     start = uri.find("://")
-    if start < 0:
+    if start < 0 or not _is_url(uri):
         return None
     start += 3
     at = uri.rfind("@", start)
@@ -81,14 +101,12 @@ def _userinfo_span(uri: str) -> tuple[int, int] | None:
 
 def _password_spans(db: str) -> list[tuple[int, int]]:
     """Every span of `db` that may be a password, merged, in order."""
-    spans = []
-    if "://" in db:
+    spans = [m.span(1) for m in _KEYWORD_PASSWORD.finditer(db)]
+    if _is_url(db):
         userinfo = _userinfo_span(db)
         if userinfo is not None:
             spans.append(userinfo)
         spans += [m.span(1) for m in _QUERY_PASSWORD.finditer(db)]
-    else:
-        spans += [m.span(1) for m in _KEYWORD_PASSWORD.finditer(db)]
     merged: list[tuple[int, int]] = []
     for start, end in sorted(s for s in spans if s[1] > s[0]):
         if merged and start <= merged[-1][1]:
@@ -146,14 +164,20 @@ password as a host name in its error."""
 
 
 def malformed_userinfo(uri: str) -> str | None:
-    """The first unencoded delimiter in `uri`'s password (`@`, `/`, `?`, `#`), or None."""
+    """The first unencoded delimiter in `uri`'s password, or None.
+
+    `@`, `/`, `?` or `#` in the user part; `&` or `#` in a `password=` parameter."""
     password = password_of(uri)
-    return next((c for c in password or "" if c in _DELIMITERS), None)
+    found = next((c for c in password or "" if c in _DELIMITERS), None)
+    if found is None and _is_url(uri):
+        query = (m.group(1) for m in _QUERY_PASSWORD.finditer(uri))
+        found = next((c for value in query for c in value if c in "&#"), None)
+    return found
 
 
 def _unquoted_space(db: str) -> bool:
     """True when a keyword DSN's unquoted password holds a space (libpq reads a broken pair)."""
-    if "://" in db:
+    if _is_url(db):
         return False
     return any(not p.startswith("'") and any(c.isspace() for c in p) for p in _passwords(db))
 
