@@ -145,3 +145,23 @@ def test_a_multi_line_answer_keeps_its_lines_and_loses_its_controls() -> None:
 
     assert printable(f"one\n{ESCAPES}", keep_newlines=True) == f"one\n{printable(ESCAPES)}"
     assert _preview(f"Found it.\nsee {ESCAPES}\r") == f"Found it.\nsee {printable(ESCAPES)}\\r"
+
+
+def test_a_json_log_line_stays_one_line_whatever_the_tool_name() -> None:
+    from toolstop.logs import log_json_lines
+
+    stream = io.StringIO()
+    logger = logging.getLogger("toolstop")
+    level = logger.level
+    handler = log_json_lines(stream)
+    try:
+        tool = forced_tool(FORGED, ("Found it.", {"stop": "yes"}))  # malformed: warned too
+        model = ScriptedChatModel([call(FORGED, id="c1"), "Found it."])
+        build_react_graph(model, [tool]).invoke({"messages": [HumanMessage("q")]})
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    lines = stream.getvalue().splitlines()
+    events = [json.loads(line)["event"] for line in lines]
+    assert events == ["malformed_signal", "run_end"]
+    assert json.loads(lines[0])["tool"] == FORGED  # the name kept as data, escaped by JSON
