@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from toolstop._redact import driver_error, without_password
+from toolstop._redact import driver_error, redact, without_password
 
 __all__ = [
     "ServeSettings",
@@ -107,7 +107,9 @@ def _required(env: Mapping[str, str], name: str, *schemes: str) -> str:
         msg = f"{name} is not set; make serve needs it, e.g. {name}={example}"
         raise ValueError(msg)
     if not value.startswith(schemes):
-        msg = f"{name} must start with {' or '.join(schemes)}, e.g. {example}; got {value!r}"
+        msg = (
+            f"{name} must start with {' or '.join(schemes)}, e.g. {example}; got {redact(value)!r}"
+        )
         raise ValueError(msg)
     return value
 

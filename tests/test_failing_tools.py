@@ -68,8 +68,16 @@ def _release_hung_threads() -> Any:
     RELEASE.set()
 
 
+class Unprintable(Exception):
+    """An exception whose text cannot be read: `str()` raises."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
 FAILURES = {
     "exception": lambda: forced_tool("lookup", RuntimeError("backend exploded")),
+    "unprintable": lambda: forced_tool("lookup", Unprintable()),
     "timeout": lambda: with_timeout(hanging_tool(), 0.2),
     "wrong-type": wrong_type_tool,
 }
@@ -92,6 +100,15 @@ def test_a_failure_is_a_model_visible_error_counted_against_the_budget(
     assert record["transient_retries"] == 1
     assert record["invalid_signals"][0]["problem"] == "tool_error"
     assert state["messages"][-1].content == "Sorry, the lookup failed."
+
+
+def test_an_exception_whose_text_cannot_be_read_is_named_by_its_type(router: Router) -> None:
+    model = ScriptedChatModel([call("lookup"), "Sorry, the lookup failed."])
+    agent = router.build(model, [FAILURES["unprintable"]()], policy=None, checkpointer=None)
+    state = agent.invoke({"messages": [HumanMessage("q")]})
+    model.assert_complete()
+    assert model.calls[1].messages[-1].content == "Error: Unprintable"
+    assert state["stop_record"]["invalid_signals"][0]["problem"] == "tool_error"
 
 
 @pytest.mark.parametrize("failure", list(FAILURES))

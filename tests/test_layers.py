@@ -25,6 +25,8 @@ LIBRARY = [
     "toolstop.errors",
     "toolstop._compat",
     "toolstop._redact",
+    "toolstop._printable",
+    "toolstop._secrets",
     "toolstop._version",
     "toolstop._lifecycle",
     "toolstop._relay",

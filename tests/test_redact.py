@@ -11,15 +11,17 @@ hypothesis = pytest.importorskip("hypothesis", reason="needs hypothesis (dev ext
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from toolstop._printable import printable  # noqa: E402
 from toolstop._redact import (  # noqa: E402
+    connection_string,
     driver_error,
+    is_postgres,
     mask_password,
-    mask_secrets,
-    printable,
     redact,
     shown_error,
     without_password,
 )
+from toolstop._secrets import mask_secrets  # noqa: E402
 
 # Every character a password may hold unencoded, the URL's own delimiters among them.
 PASSWORD = st.text(alphabet="ABCXYZ0123456789@/?#:%!$&'()*+,;=[]~-._", min_size=1, max_size=24)
@@ -117,3 +119,136 @@ def test_an_error_is_shown_on_one_line_with_its_controls_escaped() -> None:
     assert printable("plain text, accents: \u00e9") == "plain text, accents: \u00e9"
     assert shown_error(ValueError()) == "ValueError"
     assert shown_error(ValueError("x" * 400), limit=10) == f"ValueError: {'x' * 10}..."
+
+
+# -- every form of PostgreSQL connection string --------------------------------------------------
+@pytest.mark.parametrize(
+    ("db", "shown"),
+    [
+        ("postgresql://u@h/db?password=s3cr3t", "postgresql://u@h/db?password=***"),
+        (
+            "postgresql://u@h/db?sslmode=require&password=s3cr3t&application_name=a",
+            "postgresql://u@h/db?sslmode=require&password=***&application_name=a",
+        ),
+        ("postgres://u@h/db?sslpassword=s3cr3t#x", "postgres://u@h/db?sslpassword=***"),
+        ("postgresql://u@h/db?password=s3&cr3t&port=1", "postgresql://u@h/db?password=***&port=1"),
+        ("POSTGRESQL://u:s3cr3t@h/db", "POSTGRESQL://u:***@h/db"),
+        ("Postgres://u:s3cr3t@h/db", "Postgres://u:***@h/db"),
+        ("host=h dbname=db user=u password=s3cr3t", "host=h dbname=db user=u password=***"),
+        ("host=h password = s3cr3t port=5432", "host=h password = *** port=5432"),
+        ("host=h password='s3 cr3t' dbname=db", "host=h password=*** dbname=db"),
+        ("host=h password='s3\\' cr3t' dbname=db", "host=h password=*** dbname=db"),
+        ("host=h password=s3 cr3t dbname=db", "host=h password=*** dbname=db"),
+        ("host=h password='s3cr3t", "host=h password=***"),
+        ("PASSWORD=s3cr3t host=h", "PASSWORD=*** host=h"),
+        # a password holding the query's own delimiters: every candidate span masked
+        ("postgresql://u:x?password=y@h/db", "postgresql://u:***"),
+        ("postgresql://u@h:5432/db?password=p@ss", "postgresql://u@h:***"),
+        ("host=h dbname=db", "host=h dbname=db"),
+        ("host=h oauth_client_secret=s3cr3t", "host=h oauth_client_secret=***"),
+        (
+            "postgresql://h/db?oauth_client_secret=s3cr3t",
+            "postgresql://h/db?oauth_client_secret=***",
+        ),
+        # `&A=` is no libpq parameter: part of the password, masked with it
+        ("postgresql://h/db?password=s3&A=x&port=1", "postgresql://h/db?password=***&port=1"),
+    ],
+)
+def test_every_form_of_connection_string_is_masked(db: str, shown: str) -> None:
+    assert redact(db) == shown
+    assert "s3" not in redact(db)
+    assert redact(redact(db)) == redact(db)
+
+
+@pytest.mark.parametrize(
+    "db",
+    [
+        "postgresql://u@h/db",
+        "postgres://h/db",
+        "POSTGRESQL://u@h/db",
+        "Postgres://u@h/db",
+        " postgresql://u@h/db",
+        "host=127.0.0.1 dbname=test",
+        "dbname=test",
+        "host=/var/run/postgresql user=me",
+        "service=prod",
+    ],
+)
+def test_is_postgres_knows_every_form(db: str) -> None:
+    assert is_postgres(db)
+
+
+@pytest.mark.parametrize(
+    "db", ["threads.sqlite", "/data/a:b@c.sqlite", "./host.db", "C:\\data\\x.sqlite", ""]
+)
+def test_a_sqlite_path_is_not_postgres(db: str) -> None:
+    assert not is_postgres(db)
+
+
+def test_libpq_gets_a_lower_case_scheme() -> None:
+    assert connection_string("POSTGRESQL://u:p@H/DB") == "postgresql://u:p@H/DB"
+    assert connection_string("Postgres://u@h/db") == "postgres://u@h/db"
+    assert connection_string("host=h dbname=d") == "host=h dbname=d"
+
+
+def test_a_keyword_string_is_one_psycopg_accepts() -> None:
+    conninfo = pytest.importorskip("psycopg.conninfo")
+    for db in ["host=127.0.0.1 dbname=test", "host=h password='a b' dbname=d", "service=prod"]:
+        assert conninfo.conninfo_to_dict(db)
+
+
+@pytest.mark.parametrize(
+    ("message", "db"),
+    [
+        ("password authentication failed: s3cr3t", "postgresql://u@h/db?password=s3cr3t"),
+        ("bad value 's3 cr3t'", "host=h password='s3 cr3t'"),
+        ("bad value s3\\'x", "host=h password='s3\\'x'"),
+        ("bad value s3'x", "host=h password='s3\\'x'"),
+    ],
+)
+def test_a_drivers_message_is_masked_for_every_form(message: str, db: str) -> None:
+    assert "s3" not in driver_error(message, db)
+
+
+def test_an_unquoted_space_in_a_keyword_password_gives_a_hint_not_the_drivers_text() -> None:
+    # libpq reads `cr3t` as a broken pair and quotes it: `missing "=" after "cr3t"`
+    shown = driver_error('missing "=" after "cr3t" in connection info string', "password=s3 cr3t")
+    assert "cr3t" not in shown
+    assert "quote it" in shown
+
+
+# Upper case never appears in the rest of these strings, so any piece of the password shown is
+# found; the password holds the delimiters of every form.
+HOSTILE_PASSWORD = st.text(alphabet="ABCXYZ0123 '\\&=@/?#:%", min_size=1, max_size=24).filter(
+    lambda p: any(c in "ABCXYZ" for c in p)
+)
+
+
+def _quoted(password: str) -> str:
+    return "'" + password.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+@given(password=HOSTILE_PASSWORD, scheme=st.sampled_from(["postgresql", "POSTGRES", "Postgresql"]))
+def test_no_part_of_a_password_is_shown_in_any_form(password: str, scheme: str) -> None:
+    forms = [
+        f"{scheme.lower()}://u@h:5432/db?sslmode=require&password={quote(password, safe='')}",
+        f"{scheme.lower()}://u@h/db?password={password}",
+        f"{scheme}://u:{password}@h/db",
+        f"host=h port=5432 password={_quoted(password)} dbname=db",
+        f"password = {_quoted(password)}",
+    ]
+    if not any(c.isspace() or c in "'\\" for c in password):
+        forms.append(f"host=h password={password} dbname=db")
+    for db in forms:
+        shown = redact(db).replace(scheme, "")
+        assert not any(c in "ABCXYZ" for c in shown), (db, shown)
+        assert redact(shown) == shown
+
+
+def test_an_unencoded_ampersand_in_a_query_password_gives_the_hint() -> None:
+    # libpq ends the value at `&` and quotes the rest as a broken parameter
+    shown = driver_error(
+        'invalid URI query parameter: "cr3t"', "postgresql://h/db?password=s3&cr3t"
+    )
+    assert "cr3t" not in shown
+    assert "percent-encode" in shown

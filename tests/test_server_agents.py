@@ -192,6 +192,18 @@ def test_serve_settings_from_the_environment() -> None:
         ({"DATABASE_URI": "postgresql://h/d"}, "REDIS_URI is not set"),
         ({"DATABASE_URI": "mysql://h/d", "REDIS_URI": "redis://h"}, "DATABASE_URI must start with"),
         (
+            {"DATABASE_URI": "POSTGRESQL://u:s3cr3t@h/d", "REDIS_URI": "redis://h"},
+            "DATABASE_URI must start with",
+        ),
+        (
+            {"DATABASE_URI": "host=h password=s3cr3t", "REDIS_URI": "redis://h"},
+            "DATABASE_URI must start with",
+        ),
+        (
+            {"DATABASE_URI": "postgresql://h/d", "REDIS_URI": "REDIS://:s3cr3t@h"},
+            "REDIS_URI must start with",
+        ),
+        (
             {"DATABASE_URI": "postgresql://h/d", "REDIS_URI": "redis://h", "PORT": "80x"},
             "PORT must",
         ),
@@ -215,6 +227,7 @@ def test_make_serve_refuses_bad_settings_in_one_sentence(
     err = capsys.readouterr().err
     assert err.startswith(f"make serve: {message}")
     assert len(err.strip().splitlines()) == 1  # one sentence, no traceback
+    assert "s3cr3t" not in err
 
 
 def test_make_serve_without_langhost_says_so(

@@ -1,8 +1,18 @@
-"""One password masker for every database URL toolstop shows (reports, errors, `make serve`).
+"""One password masker for every database connection string toolstop shows.
 
-It reads the URL as written, not as `urllib` parses it: a password may hold an unencoded `@`,
-`/`, `?`, `#` or `:`, and every character between the first `:` after the user name and the
-last `@` is masked. When in doubt it masks more, never less.
+Reports, errors and `make serve` show connection strings through it.
+
+PostgreSQL takes a connection string in two forms, and both may carry a password:
+
+- a URL, `postgresql://user:password@host/db?password=...&sslpassword=...` (any scheme case is
+  recognised; libpq itself accepts only lower case, so `connection_string` lowers it);
+- keyword/value pairs, `host=db dbname=app password=secret` or `password='a b'`.
+
+`password`, `sslpassword` and `oauth_client_secret` are masked in both forms.
+
+The masker reads the string as written, not as a parser would: a password may hold an unencoded
+`@`, `/`, `?`, `#`, `:` or a space. Every span that may be a password is found in the original
+string and the union of the spans is masked. When in doubt it masks more, never less.
 """
 
 from __future__ import annotations
@@ -10,13 +20,15 @@ from __future__ import annotations
 import re
 from urllib.parse import quote, unquote
 
+from toolstop._printable import printable
+from toolstop._secrets import mask_secrets
+
 __all__ = [
+    "connection_string",
     "driver_error",
     "is_postgres",
     "malformed_userinfo",
     "mask_password",
-    "mask_secrets",
-    "printable",
     "redact",
     "shown_error",
     "without_password",
@@ -24,16 +36,62 @@ __all__ = [
 
 MASK = "***"
 
+_SCHEME = re.compile(r"\s*(postgres(?:ql)?)://", re.IGNORECASE)
+_KEYWORDS = (
+    "host|hostaddr|port|dbname|user|password|passfile|require_auth|channel_binding|"
+    "connect_timeout|client_encoding|options|application_name|fallback_application_name|"
+    "keepalives|keepalives_idle|keepalives_interval|keepalives_count|tcp_user_timeout|"
+    "replication|gssencmode|sslmode|requiressl|sslnegotiation|sslcompression|sslcert|sslkey|"
+    "sslkeylogfile|sslpassword|sslcertmode|sslrootcert|sslcrl|sslcrldir|sslsni|requirepeer|"
+    "ssl_min_protocol_version|ssl_max_protocol_version|min_protocol_version|"
+    "max_protocol_version|krbsrvname|gsslib|gssdelegation|service|target_session_attrs|"
+    "load_balance_hosts|oauth_issuer|oauth_client_id|oauth_client_secret|oauth_scope"
+)
+"""libpq's connection parameters."""
+_SECRET_KEYS = r"(?:ssl)?password|oauth_client_secret"
+_KEYWORD_DSN = re.compile(rf"\s*(?:{_KEYWORDS})\s*=", re.IGNORECASE)
+"""A keyword/value connection string starts with one of libpq's keywords and `=`."""
+_QUERY_PASSWORD = re.compile(rf"[?&](?i:{_SECRET_KEYS})=((?:(?!&(?:{_KEYWORDS})=).)*)", re.DOTALL)
+"""A query's password: up to the next `&name=` naming one of libpq's parameters (an unencoded
+`&` or `#` is kept in the span: libpq would read the rest as a broken parameter and quote it)."""
+_KEYWORD_PASSWORD = re.compile(
+    rf"(?:^|\s)(?:{_SECRET_KEYS})\s*=\s*"
+    r"('(?:[^'\\]|\\.)*(?:'|$)|\S+(?:\s+(?![A-Za-z_]+\s*=)\S+)*)",
+    re.IGNORECASE | re.DOTALL,
+)
+"""A keyword DSN's password: quoted (to the closing quote, or to the end when there is none), or
+unquoted up to the next `keyword=` (a space in it is kept in the span: libpq would read the rest
+as a broken pair and quote it in its error)."""
+
 
 def is_postgres(db: str) -> bool:
-    """True for a `postgresql://` (or `postgres://`) URL; anything else is a SQLite path."""
-    return db.startswith(("postgresql://", "postgres://"))
+    """True for a PostgreSQL connection string; anything else is a SQLite path.
+
+    A `postgresql://` or `postgres://` URL (in any case), or libpq keyword/value pairs
+    (`host=... dbname=...`)."""
+    return bool(_SCHEME.match(db) or _KEYWORD_DSN.match(db))
 
 
-def _password_span(uri: str) -> tuple[int, int] | None:
-    """Where the password of `uri` starts and ends (end exclusive), or None when it has none."""
+def connection_string(db: str) -> str:
+    """`db` as libpq accepts it: a URL's scheme in lower case (libpq refuses `POSTGRESQL://`)."""
+    found = _SCHEME.match(db)
+    if found is None:
+        return db
+    return f"{found.group(1).lower()}://{db[found.end() :]}"
+
+
+_URL = re.compile(r"\s*[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _is_url(db: str) -> bool:
+    """True when `db` starts with a scheme (a keyword string may hold `://` in a password)."""
+    return _URL.match(db) is not None
+
+
+def _userinfo_span(uri: str) -> tuple[int, int] | None:
+    """Where the password of a URL's userinfo starts and ends (end exclusive), or None."""
     start = uri.find("://")
-    if start < 0:
+    if start < 0 or not _is_url(uri):
         return None
     start += 3
     at = uri.rfind("@", start)
@@ -45,33 +103,61 @@ def _password_span(uri: str) -> tuple[int, int] | None:
     return colon + 1, at
 
 
+def _password_spans(db: str) -> list[tuple[int, int]]:
+    """Every span of `db` that may be a password, merged, in order."""
+    spans = [m.span(1) for m in _KEYWORD_PASSWORD.finditer(db)]
+    if _is_url(db):
+        userinfo = _userinfo_span(db)
+        if userinfo is not None:
+            spans.append(userinfo)
+        spans += [m.span(1) for m in _QUERY_PASSWORD.finditer(db)]
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(s for s in spans if s[1] > s[0]):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _passwords(db: str) -> list[str]:
+    """The passwords of `db` as written (possibly percent-encoded or quoted)."""
+    return [db[start:end] for start, end in _password_spans(db)]
+
+
 def password_of(uri: str) -> str | None:
-    """The password of `uri` as written (possibly percent-encoded), or None."""
-    span = _password_span(uri)
+    """The password of a URL's userinfo as written (possibly percent-encoded), or None."""
+    span = _userinfo_span(uri)
     return None if span is None else uri[span[0] : span[1]]
 
 
 def without_password(uri: str) -> str:
-    """Any URL with its password (if any) shown as `***`."""
-    span = _password_span(uri)
-    if span is None:
-        return uri
-    return f"{uri[: span[0]]}{MASK}{uri[span[1] :]}"
+    """Any URL or keyword connection string with its passwords (if any) shown as `***`."""
+    shown, last = [], 0
+    for start, end in _password_spans(uri):
+        shown += [uri[last:start], MASK]
+        last = end
+    return "".join([*shown, uri[last:]])
 
 
 def redact(db: str) -> str:
-    """`db` without a password, for messages and reports (a SQLite path is shown as it is)."""
-    return without_password(db) if is_postgres(db) else db
+    """`db` without a password, for messages and reports.
+
+    A SQLite path is shown as it is unless it looks like a URL with a user and password or holds
+    `password=` (a mistyped connection string is masked as one)."""
+    return without_password(db)
 
 
 def mask_password(text: str, uri: str) -> str:
-    """`text` (a driver's error, say) with the password of `uri` masked wherever it appears.
+    """`text` (a driver's error, say) with every password of `uri` masked wherever it appears.
 
-    The password is masked as written and percent-decoded."""
-    password = password_of(uri)
-    if password:
-        for shown in sorted({password, unquote(password)}, key=len, reverse=True):
-            text = text.replace(shown, MASK)
+    Each password is masked as written, percent-decoded and unquoted."""
+    shown = set()
+    for password in _passwords(uri):
+        inner = password[1:].removesuffix("'") if password.startswith("'") else password
+        shown |= {password, unquote(password), inner, re.sub(r"\\(.)", r"\1", inner)}
+    for secret in sorted((s for s in shown if s), key=len, reverse=True):
+        text = text.replace(secret, MASK)
     return text
 
 
@@ -82,17 +168,30 @@ password as a host name in its error."""
 
 
 def malformed_userinfo(uri: str) -> str | None:
-    """The first unencoded delimiter in `uri`'s password (`@`, `/`, `?`, `#`), or None."""
+    """The first unencoded delimiter in `uri`'s password, or None.
+
+    `@`, `/`, `?` or `#` in the user part; `&` or `#` in a `password=` parameter."""
     password = password_of(uri)
-    return next((c for c in password or "" if c in _DELIMITERS), None)
+    found = next((c for c in password or "" if c in _DELIMITERS), None)
+    if found is None and _is_url(uri):
+        query = (m.group(1) for m in _QUERY_PASSWORD.finditer(uri))
+        found = next((c for value in query for c in value if c in "&#"), None)
+    return found
+
+
+def _unquoted_space(db: str) -> bool:
+    """True when a keyword DSN's unquoted password holds a space (libpq reads a broken pair)."""
+    if _is_url(db):
+        return False
+    return any(not p.startswith("'") and any(c.isspace() for c in p) for p in _passwords(db))
 
 
 def driver_error(text: str, uri: str) -> str:
     """A driver's error about `uri`, safe to show: the password masked.
 
-    When the password holds an unencoded delimiter, not the driver's text at all (it read the URL
-    differently and may quote any piece of the password as a host or a database) but the hint to
-    percent-encode it."""
+    When the password is written so that the driver reads it differently (an unencoded delimiter
+    in a URL, an unquoted space in a keyword string), not the driver's text at all (it may quote
+    any piece of the password as a host, a database or a broken pair) but the hint to fix it."""
     delimiter = malformed_userinfo(uri)
     if delimiter is not None:
         return (
@@ -100,50 +199,21 @@ def driver_error(text: str, uri: str) -> str:
             f"differently; percent-encode the password ({delimiter!r} is "
             f"{quote(delimiter, safe='')})"
         )
+    if _unquoted_space(uri):
+        return "the password holds a space; quote it: password='...'"
     return mask_password(text, uri)
-
-
-_KEY = re.compile(
-    r"\b(?:sk|pk|rk|gsk|xai|hf|ghp|gho|ghs|github_pat|glpat|AKIA|AIza)[-_]?[A-Za-z0-9_\-]{12,}"
-)
-"""A provider's API key as it is written (OpenAI `sk-...`, Groq `gsk_...`, GitHub, AWS, Google)."""
-
-_ASSIGNED = re.compile(
-    r"(?i)\b((?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password|passwd"
-    r"|authorization)[\"']?\s*[=:]\s*[\"']?(?:bearer\s+)?)[^\s\"',;&}]+"
-)
-_BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/\-]+=*")
-_USERINFO = re.compile(r"(\b[a-z][a-z0-9+.\-]*://[^\s/:@]*:)\S+(@)", re.IGNORECASE)
-
-
-def mask_secrets(text: str) -> str:
-    """`text` (an exception's message, say) with what looks like a secret shown as `***`.
-
-    API keys by their provider's prefix, `api_key=...` / `token: ...` / `password=...` values,
-    bearer tokens and the password of any URL in it.
-
-    Deliberately broad: a word that only looks like a key is masked too. Not handled: a secret
-    with no recognisable prefix or label (nothing tells it from other text)."""
-    text = _USERINFO.sub(rf"\g<1>{MASK}\g<2>", text)
-    text = _ASSIGNED.sub(rf"\g<1>{MASK}", text)
-    text = _BEARER.sub(rf"\g<1>{MASK}", text)
-    return _KEY.sub(MASK, text)
-
-
-def printable(text: str) -> str:
-    """`text` on one line, every character a terminal would act on written as its escape.
-
-    Newlines, escape sequences and bidi controls become `\\n`, `\\x1b`, `\\u202e`; the rest
-    (accents included) is shown as it is."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def shown_error(error: BaseException, limit: int = 300) -> str:
     """`Type: message` of `error`, safe to print.
 
     Secrets masked (`mask_secrets`), controls escaped (`printable`), at most `limit` characters
-    of the message."""
-    text = printable(mask_secrets(str(error)))
+    of the message; an exception whose `__str__` raises is shown by its type alone."""
+    try:
+        message = str(error)
+    except Exception:
+        message = ""
+    text = printable(mask_secrets(message))
     if len(text) > limit:
         text = f"{text[:limit]}..."
     return f"{type(error).__name__}: {text}" if text else type(error).__name__

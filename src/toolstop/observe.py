@@ -32,6 +32,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from langgraph.config import get_stream_writer
 
+from toolstop._printable import printable
 from toolstop.decision import Decision, Turn
 from toolstop.metrics import provider_may_be_set, record_run_metrics
 from toolstop.record import StopRecord
@@ -223,7 +224,7 @@ def _publish_stream_and_log(record: StopRecord, config: Any) -> None:
             record["model_calls"],
             record["input_tokens"],
             record["output_tokens"],
-            ",".join(record["tools"]) or "-",
+            ",".join(printable(str(tool)) for tool in record["tools"]) or "-",
             extra={"toolstop": dict(record), "toolstop_thread": thread},
         )
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 
+from toolstop._secrets import mask_secrets
 from toolstop.errors import ToolstopConfigError, ToolstopError
 from toolstop.observe import logger
 
@@ -28,28 +28,45 @@ __all__ = [
     "with_timeout",
 ]
 
-_URL = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*)://[^\s'\"<>]+")
-_SECRET = re.compile(
-    r"\b(password|passwd|pwd|secret|token|api[_-]?key|user(?:name)?|host|hostaddr|port|dbname)"
-    r"(\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^\s,;)]+)",
-    re.IGNORECASE,
-)
-_QUOTED_DETAIL = re.compile(
-    r"\b(server at|user|host|database|role)(\s+)(\"[^\"]*\"|'[^']*')", re.IGNORECASE
-)
-_ADDRESS = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b|\[[0-9a-fA-F:]+\](?::\d+)?")
 _MAX_MESSAGE = 200
 """Characters of an exception's message the model gets at most (its first line)."""
+_MAX_READ = 16_384
+"""Characters of an exception's text that are masked at all (only the first line is shown)."""
+
+
+def _message(error: BaseException) -> str:
+    """The first line of `str(error)`, secrets masked, at most `_MAX_MESSAGE` characters.
+
+    An exception whose `str()` raises (or returns something else than a string) has no message."""
+    try:
+        text = str(error)
+    except Exception:
+        return ""
+    if not isinstance(text, str):  # pragma: no cover - str() itself refuses a non-string
+        return ""
+    if len(text) > _MAX_READ:
+        # cut at a space, so no secret is cut to a piece no pattern recognises
+        text = text[:_MAX_READ].rsplit(None, 1)[0] if text[:_MAX_READ].split() else ""
+    lines = mask_secrets(text.strip()).splitlines()
+    message = lines[0].strip() if lines else ""
+    if len(message) > _MAX_MESSAGE:
+        message = message[: _MAX_MESSAGE - 3] + "..."
+    return message
 
 
 def tool_error_text(error: Exception) -> str:
     """What a tool's exception looks like to the model: `Error: <type>: <message>`.
 
-    The message is its first line, at most 200 characters, with connection details masked:
-    URLs (`postgresql://alice:pw@db:5432/app` becomes `postgresql://***`), `key=value` pairs
-    naming a password, token, key, user, host, port or database, quoted server, user, host and
+    The message is its first line, at most 200 characters, with secrets and connection details
+    masked (`toolstop._secrets`): URLs of any scheme (`postgresql://alice:pw@db:5432/app`
+    becomes `postgresql://***`), `key=value`, `key: value` and JSON pairs whose key names a
+    password, token, secret, API key, user, host, port or database (`PGPASSWORD=`,
+    `DB_PASSWORD=`, `*_TOKEN=`, `"password": "..."`), `Authorization` and `Bearer` credentials,
+    tokens by their shape (AWS, OpenAI, GitHub, GitLab, Slack, Google, Stripe, Hugging Face, npm,
+    JSON Web Tokens), private key blocks, e-mail addresses, quoted server, user, host and
     database names, and IP addresses. The model learns what failed and can decide to retry or
-    explain; internal details that could reach the user do not.
+    explain; internal details that could reach the user do not. It never raises: an exception
+    whose `str()` fails is shown by its type name alone.
 
     The hand-built graph and the legacy drop-in answer a tool's exception with this text (an
     error ToolMessage, which toolstop counts as a transient failure). `create_agent` fails the
@@ -60,14 +77,7 @@ def tool_error_text(error: Exception) -> str:
     Deliberately not handled: secrets in other shapes (a bare password in free text) are not
     recognised; raise exceptions whose messages are safe, or give the tool node a fixed text.
     """
-    lines = str(error).strip().splitlines()
-    message = lines[0] if lines else ""
-    message = _URL.sub(lambda m: f"{m.group(1)}://***", message)
-    message = _SECRET.sub(lambda m: f"{m.group(1)}{m.group(2)}***", message)
-    message = _QUOTED_DETAIL.sub(lambda m: f"{m.group(1)}{m.group(2)}***", message)
-    message = _ADDRESS.sub("***", message)
-    if len(message) > _MAX_MESSAGE:
-        message = message[: _MAX_MESSAGE - 3] + "..."
+    message = _message(error)
     name = type(error).__name__
     return f"Error: {name}: {message}" if message else f"Error: {name}"
 

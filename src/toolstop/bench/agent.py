@@ -39,7 +39,9 @@ from langchain_core.tools import BaseTool
 from pydantic import Field
 
 from toolstop._check.factory import AgentFactory
-from toolstop._redact import mask_secrets, printable, shown_error
+from toolstop._printable import printable
+from toolstop._redact import shown_error
+from toolstop._secrets import mask_secrets
 from toolstop.bench.agent_runs import Failed, Runner, async_only, with_saver
 from toolstop.bench.runner import rotated
 from toolstop.bench.workload import RunTotals

@@ -1,6 +1,7 @@
 """What the CLI commands share: progress on stderr, versions, and writing their outputs.
 
-One way a command writes its JSON, chart and HTML page into an output folder."""
+One way a command writes its JSON, chart and HTML page into an output folder, and one way it
+shows an error (passwords masked, controls escaped)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,27 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["chart_or_none", "progress", "versions", "write_outputs"]
+from toolstop._printable import printable
+from toolstop._redact import mask_password
+
+__all__ = ["chart_or_none", "failure", "progress", "shown", "versions", "write_outputs"]
+
+
+def shown(text: str, db: str | None = None) -> str:
+    """`text` safe for a terminal: the passwords of `db` masked, controls escaped."""
+    return printable(mask_password(text, db) if db else text)
+
+
+def failure(error: BaseException, db: str | None = None) -> str:
+    """`<type>: <first line>` of an unexpected error, safe to print (see `shown`).
+
+    Never raises: an exception whose `str()` fails is shown by its type name."""
+    name = type(error).__name__
+    try:
+        lines = str(error).strip().splitlines()
+    except Exception:
+        return name
+    return f"{name}: {shown(lines[0], db)}" if lines else name
 
 
 def progress(

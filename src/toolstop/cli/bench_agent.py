@@ -9,6 +9,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
+from toolstop._printable import printable
 from toolstop.cli._output import progress, versions, write_outputs
 from toolstop.errors import ToolstopConfigError
 
@@ -122,7 +123,7 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
     )
     render_table(rows, out, columns=AGENT_COLUMNS)
     for row in rows:
-        rules = ", ".join(f"{rule} {count}" for rule, count in row["rules"].items())
+        rules = ", ".join(f"{printable(rule)} {count}" for rule, count in row["rules"].items())
         shadow = (
             f" (would have stopped: {row['would_stop']})" if row["behaviour"] == "never" else ""
         )
@@ -150,7 +151,7 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
         again = f", repeat {failed['repeat'] + 1}" if args.repeat > 1 else ""
         print(
             f"error: question {failed['index']} {failed['question'][:60]!r} ({failed['mode']}"
-            f"{again}): {failed['error']}",
+            f"{again}): {printable(str(failed['error']))}",
             file=out,
         )
     if len(errors) > 5:
@@ -158,7 +159,8 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
     for total in failing:
         print(
             f"{total.behaviour}: {total.tool_errors} of {total.tool_calls} tool calls failed: "
-            f"the tool raised (first: {total.first_tool_error}); the figures above measure "
+            f"the tool raised (first: {printable(str(total.first_tool_error))}); the figures "
+            "above measure "
             "failing tools, not savings",
             file=out,
         )

@@ -26,6 +26,7 @@ from toolstop._check.pydantic_ai_router import PYDANTIC_AI, pydantic_ai_unavaila
 from toolstop._check.routers import ROUTERS, available_routers
 from toolstop._check.scenarios import Scenario, scenario_matrix
 from toolstop._compat import middleware_unavailable
+from toolstop._printable import printable
 from toolstop.cli._output import progress, versions
 from toolstop.errors import ToolstopConfigError
 from toolstop.models import chat_model
@@ -200,7 +201,7 @@ def _by_cause(failed: list[CheckResult], out: TextIO, *, routers: bool) -> None:
         follow += len(r.breaches) - 1
     print(f"\nbreaches, by cause ({len(causes)}):", file=out)
     for cause, runs in sorted(causes.items(), key=lambda item: -len(item[1])):
-        print(f"- {len(runs)} run{'s' if len(runs) != 1 else ''}: {cause}", file=out)
+        print(f"- {len(runs)} run{'s' if len(runs) != 1 else ''}: {printable(cause)}", file=out)
         print(f"  in {', '.join(runs)}", file=out)
     if follow:
         print(f"({follow} more breaches follow from these causes; --json lists them)", file=out)
@@ -416,7 +417,7 @@ def run_check_agent(args: argparse.Namespace, out: TextIO) -> int:
         print(json.dumps(document, indent=2), file=out)
         return 1 if failed else 0
     stack = ", ".join(f"{k} {v}" for k, v in versions().items())
-    names = ", ".join(t.name for t in tools)
+    names = ", ".join(printable(t.name) for t in tools)
     print(f"toolstop check --agent {factory.name} (tools: {names}) on {stack}", file=out)
     reasons: dict[str, list[str]] = {}
     for name, why in result.skipped.items():

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from toolstop._redact import driver_error, redact
+from toolstop._redact import connection_string, driver_error, is_postgres, redact
 from toolstop.errors import ToolstopConfigError
 
 __all__ = ["default_db_path", "open_checkpointer"]
@@ -22,7 +22,7 @@ def default_db_path() -> Path:
 
 @contextmanager
 def open_checkpointer(db: str | None) -> Iterator[Any]:
-    """A LangGraph checkpointer for `db`: a `postgresql://` URL, or a SQLite file path.
+    """A LangGraph checkpointer for `db`: a PostgreSQL URL or keyword string, or a SQLite path.
 
     Uses LangGraph's own savers (`langgraph-checkpoint-postgres`, `langgraph-checkpoint-sqlite`;
     extras `postgres` and `sqlite`). PostgreSQL tables are created on first use (`setup()`).
@@ -30,14 +30,14 @@ def open_checkpointer(db: str | None) -> Iterator[Any]:
     Raises:
         ToolstopConfigError: when the saver's package is missing or the database is unreachable.
     """
-    if db and db.startswith(("postgresql://", "postgres://")):
+    if db and is_postgres(db):
         try:
             from langgraph.checkpoint.postgres import PostgresSaver
         except ImportError:
             msg = "PostgreSQL checkpoints need: pip install 'toolstop[postgres]'"
             raise ToolstopConfigError(msg) from None
         try:
-            manager = PostgresSaver.from_conn_string(db)
+            manager = PostgresSaver.from_conn_string(connection_string(db))
             saver = manager.__enter__()
         except Exception as error:
             msg = f"cannot connect to {redact(db)}: {driver_error(str(error), db)}"
@@ -57,7 +57,7 @@ def open_checkpointer(db: str | None) -> Iterator[Any]:
     if db is None:
         path.parent.mkdir(parents=True, exist_ok=True)
     elif not path.parent.is_dir():
-        msg = f"cannot open {db}: the folder {path.parent} does not exist"
+        msg = f"cannot open {redact(db)}: the folder {path.parent} does not exist"
         raise ToolstopConfigError(msg)
     with SqliteSaver.from_conn_string(str(path)) as sqlite:
         yield sqlite

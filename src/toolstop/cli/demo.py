@@ -11,6 +11,8 @@ from typing import Any, TextIO
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from toolstop._printable import printable
+from toolstop._redact import redact
 from toolstop.cli.checkpoints import default_db_path, open_checkpointer
 from toolstop.errors import ToolstopConfigError
 from toolstop.examples._forced import OutcomePicker
@@ -62,10 +64,12 @@ def _script(question: str, outcomes: list[str], mode: str) -> list[ScriptStep]:
 
 
 def _preview(content: Any) -> str:
+    """The start of the final answer, its control characters escaped (a real model wrote it)."""
     text = content if isinstance(content, str) else json.dumps(content)
     if len(text) <= _PREVIEW:
-        return text
-    return f"{text[:_PREVIEW]}\n... ({len(text) - _PREVIEW} more characters)"
+        return printable(text, keep_newlines=True)
+    shown = printable(text[:_PREVIEW], keep_newlines=True)
+    return f"{shown}\n... ({len(text) - _PREVIEW} more characters)"
 
 
 def _stream(graph: Any, question: str, config: Any) -> tuple[list[str], dict[str, Any]]:
@@ -84,8 +88,8 @@ def _failure(error: Exception, args: argparse.Namespace) -> str:
     name = type(error).__name__
     if "Connection" in name or "Timeout" in name:
         where = args.base_url or f"the {str(args.model).split(':')[0]} API"
-        return f"cannot reach the model at {where} ({name}: {error})"
-    return f"the run failed: {name}: {error}"
+        return printable(f"cannot reach the model at {where} ({name}: {error})")
+    return printable(f"the run failed: {name}: {error}")
 
 
 def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
@@ -123,7 +127,7 @@ def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
     print(f"mode     : {args.mode}", file=out)
     print(f"model    : {args.model or 'scripted'}", file=out)
     if args.thread:
-        where = args.db or default_db_path()
+        where = redact(args.db) if args.db else default_db_path()
         print(f"thread   : {args.thread} ({len(final['messages'])} messages in {where})", file=out)
     print(f"path     : {' -> '.join(path)}", file=out)
     print(f"model calls: {record.get('model_calls')}", file=out)

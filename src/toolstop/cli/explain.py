@@ -25,7 +25,10 @@ def add_explain_parser(commands: Any) -> None:
     )
     parser.add_argument("thread_id", metavar="THREAD_ID")
     parser.add_argument(
-        "--db", metavar="PATH_OR_URL", required=True, help="a SQLite file or a postgresql:// URL"
+        "--db",
+        metavar="PATH_OR_URL",
+        required=True,
+        help="a SQLite file or a PostgreSQL URL or key=value string",
     )
     parser.add_argument("--run", type=int, metavar="N", help="only run number N of the thread")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -33,6 +36,7 @@ def add_explain_parser(commands: Any) -> None:
 
 def run_explain(args: argparse.Namespace, out: TextIO) -> int:
     """Run `toolstop explain` with parsed `args`; return the exit code."""
+    from toolstop.cli._output import failure, shown
     from toolstop.report.explain import explain_thread, print_explanation
     from toolstop.report.reader import open_database, redact
 
@@ -40,17 +44,15 @@ def run_explain(args: argparse.Namespace, out: TextIO) -> int:
         with open_database(args.db) as database:
             explanation = explain_thread(database, args.thread_id, run=args.run)
     except ToolstopConfigError as error:
-        print(f"toolstop explain: {error}", file=sys.stderr)
+        print(f"toolstop explain: {shown(str(error), args.db)}", file=sys.stderr)
         return 2
     except Exception as error:  # a database gone mid-read: one sentence, no traceback
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        print(
-            f"toolstop explain: reading failed: {type(error).__name__}: {reason}", file=sys.stderr
-        )
+        print(f"toolstop explain: reading failed: {failure(error, args.db)}", file=sys.stderr)
         return 1
     if explanation is None:
         print(
-            f"toolstop explain: no thread {args.thread_id!r} in {redact(args.db)}", file=sys.stderr
+            f"toolstop explain: no thread {args.thread_id!r} in {shown(redact(args.db))}",
+            file=sys.stderr,
         )
         return 1
     if args.run is not None and not explanation["runs"]:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from toolstop.cli._output import write_outputs
+from toolstop.cli._output import failure, shown, write_outputs
 from toolstop.errors import ToolstopConfigError
 
 __all__ = ["add_report_parser", "run_report"]
@@ -32,7 +32,9 @@ def add_report_parser(commands: Any) -> None:
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument(
-        "--db", metavar="PATH_OR_URL", help="a SQLite file or a postgresql:// URL (read-only)"
+        "--db",
+        metavar="PATH_OR_URL",
+        help="a SQLite file or a PostgreSQL URL or key=value string (read-only)",
     )
     source.add_argument(
         "--log",
@@ -124,11 +126,10 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                         file=sys.stderr,
                     )
     except ToolstopConfigError as error:
-        print(f"toolstop report: {error}", file=sys.stderr)
+        print(f"toolstop report: {shown(str(error), args.db)}", file=sys.stderr)
         return 2
     except Exception as error:  # a database gone mid-read: one sentence, no traceback
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        print(f"toolstop report: reading failed: {type(error).__name__}: {reason}", file=sys.stderr)
+        print(f"toolstop report: reading failed: {failure(error, args.db)}", file=sys.stderr)
         return 1
     document: dict[str, Any] = {
         "report_version": REPORT_VERSION,

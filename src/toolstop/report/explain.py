@@ -15,6 +15,7 @@ from typing import Any, TextIO
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from toolstop._lifecycle import left_open_calls
+from toolstop._printable import printable_data
 from toolstop.decision import PROBLEMS_NOT_INVALID, Turn, decide_turn
 from toolstop.report.reader import Database, RunEnd
 
@@ -153,7 +154,8 @@ def explain_thread(
 
 
 def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
-    """The explanation as text: one block per run."""
+    """The explanation as text: one block per run (every string from the database escaped)."""
+    explanation = printable_data(explanation)
     runs = explanation["runs"]
     print(f"thread {explanation['thread_id']}: {len(runs)} finished run(s)", file=out)
     for run in runs:

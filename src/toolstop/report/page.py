@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from toolstop._page import inline_png, page
+from toolstop._redact import is_postgres
 from toolstop.report.candidates import REASONS, REPEATS
 
 __all__ = ["render_html", "when"]
@@ -71,7 +72,7 @@ def when(stamp: str | None) -> str:
 def _source(source: dict[str, Any]) -> str:
     if "db" in source:
         db = str(source["db"])
-        kind = "PostgreSQL" if db.startswith("postgres") else "SQLite"
+        kind = "PostgreSQL" if is_postgres(db) else "SQLite"
         return f"the {kind} checkpoint database {db}"
     log = str(source.get("log"))
     return "JSON log lines read from standard input" if log == "-" else f"the log file {log}"

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
-from toolstop._redact import driver_error, is_postgres, redact
+from toolstop._redact import connection_string, driver_error, is_postgres, redact
 from toolstop.errors import ToolstopConfigError
 
 __all__ = [
@@ -345,7 +345,7 @@ def _sqlite(db: str) -> Iterator[Database]:
         raise ToolstopConfigError(msg) from None
     path = Path(db).expanduser()
     if not path.is_file():
-        msg = f"no database at {db} (a SQLite file path or a postgresql:// URL)"
+        msg = f"no database at {redact(db)} (a SQLite file path or a postgresql:// URL)"
         raise ToolstopConfigError(msg)
     uri = f"file:{quote(str(path.resolve()))}?mode=ro"
     try:
@@ -383,7 +383,7 @@ def _postgres(db: str) -> Iterator[Database]:
     shown = redact(db)
     try:
         conn = Connection.connect(
-            db,
+            connection_string(db),
             autocommit=True,
             prepare_threshold=0,
             row_factory=dict_row,

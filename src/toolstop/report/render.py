@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from toolstop._page import cell
+from toolstop._printable import printable_data
 from toolstop.report.page import render_html
 
 __all__ = ["render_chart", "render_html", "render_summary", "write_json"]
@@ -30,7 +31,10 @@ def write_json(document: dict[str, Any], path: Path) -> None:
 
 
 def render_chart(document: dict[str, Any], path: Path) -> None:
-    """A PNG: runs by rule, model calls per run by mode, and what shadow mode would save."""
+    """A PNG: runs by rule, model calls per run by mode, and what shadow mode would save.
+
+    Every string from the runs is drawn escaped (a control character has no glyph)."""
+    document = printable_data(document)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -104,7 +108,8 @@ def _finish(figure: Any, axes: Any, document: dict[str, Any], path: Path) -> Non
 
 
 def render_summary(document: dict[str, Any], out: TextIO) -> None:
-    """A few lines for the terminal."""
+    """A few lines for the terminal (every string from the runs escaped)."""
+    document = printable_data(document)
     runs = document["runs"]
     rules = ", ".join(f"{rule} {count}" for rule, count in document["rules"].items()) or "-"
     modes = ", ".join(f"{mode} {count}" for mode, count in document["modes"].items()) or "-"

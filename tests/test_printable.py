@@ -1,0 +1,167 @@
+"""Strings a run produced reach terminals and log lines escaped (`toolstop._printable`): a tool
+name the model chose cannot clear a terminal, set its title, or forge a log line."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+from toolstop import StopPolicy, build_react_graph, signal
+from toolstop._printable import printable, printable_data
+from toolstop.cli import main
+from toolstop.testing import ScriptedChatModel, call, forced_tool
+
+ESCAPES = "\x1b]0;pwn\x07\x1b[2J"
+FORGED = "a\nWARNING toolstop forged"
+HOSTILE = [ESCAPES, FORGED]
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        (ESCAPES, "\\x1b]0;pwn\\x07\\x1b[2J"),
+        (FORGED, "a\\nWARNING toolstop forged"),
+        ("tab\there\r", "tab\\there\\r"),
+        ("del\x7f c1\x9b nul\x00", "del\\x7f c1\\x9b nul\\x00"),
+        ("bidi \u202egnp.exe\u202c \u2066x\u2069", "bidi \\u202egnp.exe\\u202c \\u2066x\\u2069"),
+        ("line\u2028sep\u2029 bom\ufeff", "line\\u2028sep\\u2029 bom\\ufeff"),
+        ("café 東京 lookup_v2", "café 東京 lookup_v2"),
+    ],
+)
+def test_controls_are_escaped_and_text_is_kept(raw: str, shown: str) -> None:
+    assert printable(raw) == shown
+
+
+def test_every_string_in_data_is_escaped_keys_too() -> None:
+    data = {"tools": [ESCAPES], FORGED: ("x\x1b", 3, None), "n": 1.5}
+    assert printable_data(data) == {
+        "tools": [printable(ESCAPES)],
+        printable(FORGED): (printable("x\x1b"), 3, None),
+        "n": 1.5,
+    }
+
+
+def _no_raw_control(text: str) -> None:
+    lines = text.splitlines()
+    assert not any(line.startswith("WARNING toolstop forged") for line in lines), text
+    assert "\x1b" not in text
+    assert "\x07" not in text
+
+
+@pytest.fixture
+def hostile_threads(tmp_path: Path) -> Path:
+    """A SQLite checkpoint database with runs of unsignalling tools with hostile names."""
+    pytest.importorskip("langgraph.checkpoint.sqlite", reason="needs the `sqlite` extra")
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    db = tmp_path / "threads.sqlite"
+    with SqliteSaver.from_conn_string(str(db)) as saver:
+        for index, name in enumerate(HOSTILE):
+            tool = forced_tool(name, ("Found it.", None))
+            model = ScriptedChatModel([call(name, id=f"c{index}"), "Found it."])
+            agent = build_react_graph(
+                model, [tool], policy=StopPolicy(mode="never"), checkpointer=saver
+            )
+            config = {"configurable": {"thread_id": f"t{index}\x1b[2J"}}
+            agent.invoke({"messages": [HumanMessage("q")]}, config)
+    return db
+
+
+def test_explain_escapes_tool_names_and_thread_ids(
+    hostile_threads: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for index, name in enumerate(HOSTILE):
+        out = io.StringIO()
+        assert main(["explain", f"t{index}\x1b[2J", "--db", str(hostile_threads)], out=out) == 0
+        text = out.getvalue() + capsys.readouterr().err
+        _no_raw_control(text)
+        assert printable(name) in text
+        # --json keeps the name as data, escaped by JSON itself
+        out = io.StringIO()
+        argv = ["explain", f"t{index}\x1b[2J", "--db", str(hostile_threads), "--json"]
+        assert main(argv, out=out) == 0
+        _no_raw_control(out.getvalue())
+        assert json.loads(out.getvalue())["thread_id"] == f"t{index}\x1b[2J"
+
+
+def test_the_reports_summary_escapes_tool_names(
+    hostile_threads: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("matplotlib", reason="the report chart needs the `bench` extra")
+    out = io.StringIO()
+    assert (
+        main(["report", "--db", str(hostile_threads), "--out", str(tmp_path / "r")], out=out) == 0
+    )
+    text = out.getvalue() + capsys.readouterr().err
+    _no_raw_control(text)
+    assert any(printable(name) in text for name in HOSTILE), text
+
+
+def test_a_tool_name_cannot_forge_a_log_line() -> None:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
+    logger = logging.getLogger("toolstop")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        tool = forced_tool(FORGED, ("Found it.", signal("completed")))
+        model = ScriptedChatModel([call(FORGED, id="c1"), "Found it."])
+        agent = build_react_graph(model, [tool], policy=StopPolicy(mode="never"))
+        agent.invoke({"messages": [HumanMessage("q")]})
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    lines = stream.getvalue().splitlines()
+    assert lines, "no run_end line"
+    assert all(line.startswith("INFO toolstop run ended:") for line in lines), lines
+    assert printable(FORGED) in lines[0]
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+def test_the_clis_error_lines_are_escaped_masked_and_never_raise() -> None:
+    from toolstop.cli._output import failure, shown
+
+    db = "host=h password='pw x'"
+    assert shown(f"bad {ESCAPES} for pw x", db) == f"bad {printable(ESCAPES)} for ***"
+    assert failure(RuntimeError(f"gone: {ESCAPES}\nsecond line")) == (
+        f"RuntimeError: gone: {printable(ESCAPES)}"
+    )
+    assert failure(_Unprintable()) == "_Unprintable"
+
+
+def test_a_multi_line_answer_keeps_its_lines_and_loses_its_controls() -> None:
+    from toolstop.cli.demo import _preview
+
+    assert printable(f"one\n{ESCAPES}", keep_newlines=True) == f"one\n{printable(ESCAPES)}"
+    assert _preview(f"Found it.\nsee {ESCAPES}\r") == f"Found it.\nsee {printable(ESCAPES)}\\r"
+
+
+def test_a_json_log_line_stays_one_line_whatever_the_tool_name() -> None:
+    from toolstop.logs import log_json_lines
+
+    stream = io.StringIO()
+    logger = logging.getLogger("toolstop")
+    level = logger.level
+    handler = log_json_lines(stream)
+    try:
+        tool = forced_tool(FORGED, ("Found it.", {"stop": "yes"}))  # malformed: warned too
+        model = ScriptedChatModel([call(FORGED, id="c1"), "Found it."])
+        build_react_graph(model, [tool]).invoke({"messages": [HumanMessage("q")]})
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    lines = stream.getvalue().splitlines()
+    events = [json.loads(line)["event"] for line in lines]
+    assert events == ["malformed_signal", "run_end"]
+    assert json.loads(lines[0])["tool"] == FORGED  # the name kept as data, escaped by JSON

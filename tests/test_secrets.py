@@ -1,0 +1,187 @@
+"""The secret masker of tool exception texts (`toolstop._secrets`, used by
+`toolstop.tools.tool_error_text`): each shape of secret is masked, in any surrounding text,
+masking is idempotent, and it never raises."""
+
+from __future__ import annotations
+
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis", reason="needs hypothesis (dev extra)")
+from hypothesis import assume, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from toolstop._secrets import mask_secrets  # noqa: E402
+from toolstop.tools import tool_error_text  # noqa: E402
+
+# (text holding a secret, the secret: none of it may be shown)
+KNOWN = [
+    ("Authorization: Bearer eyJabc.def-ghi_jkl", "eyJabc.def-ghi_jkl"),
+    ("authorization=Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA=="),
+    ("sent header bearer abcdefgh12345678", "abcdefgh12345678"),
+    ("key AKIAIOSFODNN7EXAMPLE was refused", "AKIAIOSFODNN7EXAMPLE"),
+    ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI"),
+    ("openai: sk-abcdefghijklmnopqrstuvwx is invalid", "abcdefghijklmnopqrstuvwx"),
+    ("sk-proj-AbCdEfGh1234567890_-xyz rejected", "AbCdEfGh1234567890"),
+    ("ghp_abcdefghijklmnopqrstuvwxyz0123456789", "abcdefghijklmnopqrstuvwxyz0123456789"),
+    ("github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "11ABCDEFG0123456789"),
+    ('{"user": "bob", "password": "hun ter2"}', "hun ter2"),
+    ("{'password': 'p\\'w'}", "p\\'w"),
+    ("PGPASSWORD=pgsecret psql failed", "pgsecret"),
+    ("DB_PASSWORD=dbsecret", "dbsecret"),
+    ("SERVICE_TOKEN=tok123 APP_SECRET=shh456", "tok123"),
+    ("SERVICE_TOKEN=tok123 APP_SECRET=shh456", "shh456"),
+    ("api_key=k3y-value; retry", "k3y-value"),
+    ("X-Api-Key: headerkey1", "headerkey1"),
+    ("client_secret: cs-998877", "cs-998877"),
+    ("mail alice.smith+tag@example.co.uk failed", "alice.smith+tag@example.co.uk"),
+    ("postgresql://u:pa ss@db.internal/app failed", "pa ss"),
+    ("postgresql://u:pa ss@db.internal/app failed", "ss@"),
+    ("redis://:r3dis@cache:6379/0 down", "r3dis"),
+    ("https://user:pw123@example.com/hook", "pw123"),
+    ("slack xoxb-123456789012-abcdefghijkl", "abcdefghijkl"),
+    ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl", "c2lnbmF0dXJl"),
+    ("-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----", "MIIE"),
+    ("-----BEGIN PRIVATE KEY----- MIIEvQIBADAN", "MIIEvQIBADAN"),
+    ("google AIzaSyA1234567890abcdefghijklmnopqrstuv", "SyA1234567890"),
+    ("stripe sk_live_abcdefghij123456", "abcdefghij123456"),
+    ("gitlab glpat-abcdefghij0123456789", "abcdefghij0123456789"),
+    ("hf hf_abcdefghijklmnopqrstuvwxyz012345", "abcdefghijklmnopqrstuvwxyz012345"),
+    ("host=db.internal user=alice password=hunter2 dbname=app", "hunter2"),
+    ('connection to server at "10.0.0.5", port 5432 failed for user "alice"', "alice"),
+    ("connect 10.0.0.5:5432 refused", "10.0.0.5"),
+]
+
+
+@pytest.mark.parametrize(("text", "secret"), KNOWN)
+def test_each_shape_of_secret_is_masked(text: str, secret: str) -> None:
+    masked = mask_secrets(text)
+    assert secret not in masked
+    assert "***" in masked or "[private key]" in masked
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "token expired",
+        'duplicate key value violates unique constraint "users_pkey"',
+        "Key (id)=(5) already exists",
+        "division by zero",
+        "the basic plan has no access to this",
+    ],
+)
+def test_ordinary_error_texts_are_kept(text: str) -> None:
+    assert mask_secrets(text) == text
+
+
+# Secret values from an alphabet and length random text is unlikely to hold by chance.
+VALUE = st.text(alphabet="ABCDEFGHJKLMNPQRSTUVWXYZ0123456789", min_size=20, max_size=40)
+TEXT = st.text(max_size=80)
+
+
+def _embedded(value: str) -> st.SearchStrategy[str]:
+    return st.sampled_from(
+        [
+            f"Authorization: Bearer {value}",
+            f"AKIA{value[:16]}",
+            f"AWS_SECRET_ACCESS_KEY={value}",
+            f"sk-proj-{value}",
+            f"sk-{value}",
+            f"ghp_{value}",
+            f"github_pat_{value}",
+            f'{{"password": "{value}"}}',
+            f"PGPASSWORD={value}",
+            f"DB_PASSWORD='{value}'",
+            f"SOME_TOKEN={value}",
+            f"MY_SECRET: {value}",
+            f"api_key={value}",
+            f"{value}@example.com",
+            f"postgresql://u:{value[:5]} {value[5:]}@h/db",
+            f"ftp://me:{value}@files.example",
+            f"xoxb-{value}",
+            f"eyJ{value}.eyJ{value}.{value}",
+            f"AIza{(value * 2)[:35]}",
+            f"-----BEGIN EC PRIVATE KEY-----\n{value}\n-----END EC PRIVATE KEY-----",
+        ]
+    )
+
+
+@settings(max_examples=500, deadline=None)
+@given(data=st.data(), value=VALUE, before=TEXT, after=TEXT)
+def test_a_secret_in_random_text_is_always_masked(
+    data: st.DataObject, value: str, before: str, after: str
+) -> None:
+    secret = data.draw(_embedded(value))
+    shown = value if "AKIA" not in secret else secret
+    if "AIza" in secret:
+        shown = secret
+    pieces = [shown[start : start + 8] for start in range(len(shown) - 7)]
+    assume(not any(piece in before + after for piece in pieces))
+    masked = mask_secrets(f"{before} {secret} {after}")
+    # no piece of the secret long enough to matter is shown
+    for piece in pieces:
+        assert piece not in masked, (secret, masked)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(text=st.text(max_size=300))
+def test_masking_is_idempotent_and_never_raises(text: str) -> None:
+    once = mask_secrets(text)
+    assert mask_secrets(once) == once
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pieces=st.lists(
+        st.sampled_from(
+            [
+                "password=",
+                "://",
+                "@",
+                ":",
+                " ",
+                '"',
+                "'",
+                "AKIA",
+                "sk-",
+                "Bearer ",
+                "eyJ",
+                ".",
+                "-----BEGIN PRIVATE KEY-----",
+                "\n",
+                "x" * 20,
+                "10.0.0.1",
+            ]
+        ),
+        max_size=30,
+    )
+)
+def test_masking_secret_shaped_noise_is_idempotent(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    once = mask_secrets(text)
+    assert mask_secrets(once) == once
+
+
+def test_a_long_text_is_masked_in_bounded_time() -> None:
+    # a quadratic pattern would take minutes here; the per-test timeout is the hang guard
+    for text in ["a." * 200_000, "a" * 400_000, "x@" * 200_000, "password=" * 50_000]:
+        mask_secrets(text)
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+def test_an_exception_whose_str_raises_is_shown_by_its_type() -> None:
+    assert tool_error_text(Unprintable()) == "Error: Unprintable"
+
+
+def test_a_secret_past_the_read_limit_is_not_shown_in_pieces() -> None:
+    error = ValueError("x" * 16_380 + " password=hunter2hunter2")
+    assert "hunter2" not in tool_error_text(error)
+    assert tool_error_text(error).startswith("Error: ValueError: xxx")
+
+
+@pytest.mark.parametrize(("text", "secret"), [(t, s) for t, s in KNOWN if "\n" not in t])
+def test_the_models_error_text_shows_no_secret(text: str, secret: str) -> None:
+    assert secret not in tool_error_text(RuntimeError(text))
