@@ -918,6 +918,7 @@ def test_the_preflight_build_reads_the_agents_middleware_and_stop() -> None:
     assert engine._preflight(as_factory(mine), [static, lookup]) == (
         frozenset({"ModelCallLimitMiddleware", "StopOnArtifact"}),
         "present",
+        [],
     )
     [seen] = built
     assert seen["policy"] == engine._PREFLIGHT_POLICY
@@ -936,7 +937,7 @@ def test_the_preflight_build_reads_the_agents_middleware_and_stop() -> None:
     def plain(model: Any, tools: list[BaseTool], policy: StopPolicy) -> Any:
         return create_agent(model, tools)
 
-    assert engine._preflight(as_factory(plain), [fetch]) == (frozenset(), "missing")
+    assert engine._preflight(as_factory(plain), [fetch]) == (frozenset(), "missing", [])
 
 
 def test_the_preflight_refuses_a_factory_that_builds_with_its_own_tools() -> None:
@@ -953,14 +954,21 @@ def test_the_preflight_refuses_a_factory_that_builds_with_its_own_tools() -> Non
         check_agent(as_factory(own, name="acme:own"), [fetch, third])
 
 
-def test_the_preflight_of_an_agent_that_is_not_a_graph_tells_nothing() -> None:
+def test_the_preflight_of_an_agent_that_is_not_a_graph_says_it_cannot_see_its_tools() -> None:
     from langchain_core.runnables import RunnableLambda
 
     def runnable(model: Any, tools: list[BaseTool], policy: StopPolicy) -> Any:
         return RunnableLambda(lambda x: x)
 
-    assert engine._preflight(as_factory(runnable), [fetch]) == (frozenset(), "")
-    assert engine._preflight(as_factory(graph_agent), [fetch]) == (frozenset(), "")
+    assert engine._preflight(as_factory(runnable), [fetch]) == (
+        frozenset(),
+        "",
+        [
+            "your agent is a RunnableLambda, not a compiled LangGraph graph: the check cannot "
+            "see its nodes, so it cannot tell whether it runs the tools it is given"
+        ],
+    )
+    assert engine._preflight(as_factory(graph_agent), [fetch]) == (frozenset(), "", [])
 
 
 @needs_middleware
@@ -1129,4 +1137,6 @@ def test_the_nodes_of_an_agent_that_is_not_a_graph_are_not_read() -> None:
     def factory(model: Any, tools: list[BaseTool], policy: StopPolicy) -> Any:
         return NotAGraph()
 
-    assert engine._preflight(as_factory(factory), [fetch]) == (frozenset(), "")
+    names, stop, [note] = engine._preflight(as_factory(factory), [fetch])
+    assert (names, stop) == (frozenset(), "")
+    assert note.startswith("your agent is a NotAGraph, not a compiled LangGraph graph")

@@ -17,6 +17,7 @@ it they are listed in `AgentCheck.skipped`, with why.
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -48,8 +49,15 @@ from toolstop.policy import StopPolicy
 from toolstop.testing.forced import ForcedResult, ForcedTool
 from toolstop.testing.scripted import ScriptedChatModel, ScriptStep
 from toolstop.testing.stand_ins import example_args, stand_in
+from toolstop.tools import find_tool_node
 
-__all__ = ["AgentCheck", "agent_scenarios", "check_agent", "write_agent_goldens"]
+__all__ = [
+    "AgentCheck",
+    "agent_scenarios",
+    "check_agent",
+    "stand_in_summary",
+    "write_agent_goldens",
+]
 
 _IDLE: ForcedResult = ("(not called in this scenario)", signal(Outcome.COMPLETED))
 _RAISED_HINT = (
@@ -94,12 +102,15 @@ class AgentCheck:
         results: One per scenario run, in order.
         skipped: Scenario name -> why it did not run on this agent.
         goldens: The folder of golden transcripts compared with, if any.
+        notes: What the check cannot see in your agent, a sentence each (a graph whose tools
+            node is a function of yours, not a `ToolNode`).
     """
 
     factory: str
     results: list[CheckResult]
     skipped: dict[str, str] = field(default_factory=dict)
     goldens: Path | None = None
+    notes: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -319,11 +330,13 @@ def _router(factory: AgentFactory) -> Router:
         checkpointer: Any = None,
         middleware: Sequence[Any] | None = None,
     ) -> Any:
-        extra = {"middleware": list(middleware)} if middleware is not None else {}
+        extra: dict[str, Any] = {"middleware": list(middleware)} if middleware is not None else {}
+        # the check's own in-memory checkpointer (to resume after an interrupt), never yours:
+        # the check's runs are not written to your database
+        if checkpointer is not None and factory.takes_checkpointer:
+            extra["checkpointer"] = checkpointer
         agent = factory(model, tools, policy, **extra)
         if checkpointer is not None and isinstance(agent, Pregel):
-            # the check's own in-memory checkpointer (to resume after an interrupt), never
-            # yours: the check's runs are not written to your database
             agent = agent.copy(update={"checkpointer": checkpointer})
         return agent
 
@@ -428,7 +441,7 @@ def check_agent(
     """
     if not isinstance(factory, AgentFactory):
         factory = as_factory(factory)
-    own, stop = _preflight(factory, tools)
+    own, stop, notes = _preflight(factory, tools)
     matrix, skipped = agent_scenarios(tools, middleware=factory.takes_middleware, own=own)
     if scenarios:
         wanted = set(scenarios)
@@ -467,7 +480,9 @@ def check_agent(
             results.append(result)
             if on_result is not None:
                 on_result(result)
-    return AgentCheck(factory=factory.name, results=results, skipped=skipped, goldens=directory)
+    return AgentCheck(
+        factory=factory.name, results=results, skipped=skipped, goldens=directory, notes=notes
+    )
 
 
 _STEP_BUDGET_CALLS = 60
@@ -580,26 +595,50 @@ def _stop_status(nodes: dict[str, Any]) -> str:
         return ""
     found = []
     for node in nodes.values():
-        bound = getattr(node, "bound", None)
-        for func in (getattr(bound, "func", None), getattr(bound, "afunc", None)):
+        bound = _own(node, "bound")
+        for func in (_own(bound, "func"), _own(bound, "afunc")):
             owner = getattr(func, "__self__", None)
             if isinstance(owner, StopOnArtifact):
                 found.append(owner)
     if found:
         same = all(m.policy == _PREFLIGHT_POLICY for m in found)
         return "present" if same else "policy-dropped"
-    return "missing" if "model" in nodes and "tools" in nodes else ""
+    if "model" in nodes and "tools" in nodes:
+        return "missing"
+    holds_tools = any(find_tool_node(_own(node, "bound")) is not None for node in nodes.values())
+    return "no-router" if holds_tools and "finalize" not in nodes else ""
 
 
-_STOP_HINTS = {"missing": _CALLED_AGAIN_HINT, "policy-dropped": _POLICY_DROPPED_HINT}
+def _own(thing: Any, name: str) -> Any:
+    """`thing`'s own attribute `name`, or None: never through a `__getattr__`
+    (`RunnableWithFallbacks` forwards it to the runnable it wraps, and that can raise)."""
+    try:
+        return inspect.getattr_static(thing, name, None)
+    except Exception:  # an object whose attribute lookup raises: nothing to tell
+        return None
+
+
+_NO_ROUTER_HINT = (
+    " (the model was called again where the scenario's tool result stops the run: your graph "
+    "runs a tools node without a toolstop router; build it with build_react_graph(model, "
+    "tools_node, policy=policy, prompt=...), which takes your ToolNode as it is)"
+)
+
+_STOP_HINTS = {
+    "missing": _CALLED_AGAIN_HINT,
+    "policy-dropped": _POLICY_DROPPED_HINT,
+    "no-router": _NO_ROUTER_HINT,
+}
 """The hint after a model call past the script, by `_stop_status`."""
 
 
-def _preflight(factory: AgentFactory, tools: Sequence[BaseTool]) -> tuple[frozenset[str], str]:
+def _preflight(
+    factory: AgentFactory, tools: Sequence[BaseTool]
+) -> tuple[frozenset[str], str, list[str]]:
     """Build the agent once before any scenario: a factory that cannot build, or that ignores the
     tools it is given, is one sentence instead of a breach in every row. Returns the names of
-    the middleware the agent has (from its graph's `Name.hook` nodes) and what its graph shows
-    of StopOnArtifact (`_stop_status`)."""
+    the middleware the agent has (from its graph's `Name.hook` nodes), what its graph shows
+    of StopOnArtifact (`_stop_status`) and what the check cannot see in it (`AgentCheck.notes`)."""
     stand_ins = []
     for tool in tools:
         copy = stand_in(tool, ("", None))
@@ -609,8 +648,9 @@ def _preflight(factory: AgentFactory, tools: Sequence[BaseTool]) -> tuple[frozen
     yours = {id(t) for t in tools}
     nodes = getattr(agent, "nodes", None) if isinstance(agent, Pregel) else None
     for node in (nodes or {}).values():
-        held = getattr(getattr(node, "bound", None), "tools_by_name", None)
-        own = [name for name, t in (held or {}).items() if id(t) in yours]
+        tool_node = find_tool_node(_own(node, "bound"))
+        held = tool_node.tools_by_name if tool_node is not None else {}
+        own = [name for name, t in held.items() if id(t) in yours]
         if own:
             msg = (
                 f"--agent {factory.name} builds with its own tools ({', '.join(own)}) instead of "
@@ -619,4 +659,36 @@ def _preflight(factory: AgentFactory, tools: Sequence[BaseTool]) -> tuple[frozen
             )
             raise ToolstopConfigError(msg)
     names = frozenset(name.split(".", 1)[0] for name in nodes or {} if "." in name)
-    return names, _stop_status(dict(nodes or {}))
+    return names, _stop_status(dict(nodes or {})), _unseen(agent, dict(nodes or {}))
+
+
+def _unseen(agent: Any, nodes: dict[str, Any]) -> list[str]:
+    """What the check cannot see in the agent, a sentence each (`AgentCheck.notes`)."""
+    if not nodes:
+        return [
+            f"your agent is a {type(agent).__name__}, not a compiled LangGraph graph: the check "
+            "cannot see its nodes, so it cannot tell whether it runs the tools it is given"
+        ]
+    if any(find_tool_node(_own(node, "bound")) is not None for node in nodes.values()):
+        return []
+    return [
+        "no node of your graph is a ToolNode (or one wrapped by with_fallbacks, with_config or "
+        "with_retry): the check cannot see which tools your graph runs; the stand-ins are "
+        "called only if it runs the `tools` your factory is given"
+    ]
+
+
+def stand_in_summary(tools: Sequence[BaseTool]) -> dict[str, list[str]]:
+    """Which of your tools the check stood in for, and what their declaration tells.
+
+    Returns `{"stand_ins": [...], "signal": [...], "plain": [...]}`: every tool (the check ran a
+    stand-in of each, never the tool); those declared `response_format="content_and_artifact"`,
+    which can signal in their own code (whether they do, only their code tells); and the others,
+    whose results go back to the model as text and never stop a run.
+    """
+    signal_ = [t.name for t in tools if t.response_format == "content_and_artifact"]
+    return {
+        "stand_ins": [t.name for t in tools],
+        "signal": signal_,
+        "plain": [t.name for t in tools if t.name not in signal_],
+    }
