@@ -227,15 +227,16 @@ class _Nodes:
         return {**self._update(begun, run, answer), "stop_record": record}
 
     def _answer(
-        self, state: ReactState, run: RunState, response: AIMessage
+        self, state: ReactState, begun: Begun, response: AIMessage
     ) -> tuple[AIMessage, RunState]:
         return answered(
-            run,
+            begun.run,
             self._named(response),  # type: ignore[arg-type]
             self.policy,
             remaining_steps=state.get("remaining_steps"),
             loop_steps=GRAPH_LOOP_STEPS,
             name=self.name,
+            messages=begun.messages,
         )
 
     def _polished(self, run: RunState, response: BaseMessage) -> tuple[AIMessage, RunState]:
@@ -251,7 +252,7 @@ class _Nodes:
             publish_run_end(begun.aborted.record, config)
         turn_event(begun.decision, begun.turn, begun.run)
         response = self.bound.invoke(self._messages(begun, state, config), config)
-        answer, run = self._answer(state, begun.run, response)
+        answer, run = self._answer(state, begun, response)
         if answer.tool_calls:
             return self._update(begun, run, answer)
         return self._end(begun, run, answer, config)
@@ -262,7 +263,7 @@ class _Nodes:
             await apublish_run_end(begun.aborted.record, config)
         turn_event(begun.decision, begun.turn, begun.run)
         response = await self.bound.ainvoke(await self._amessages(begun, state, config), config)
-        answer, run = self._answer(state, begun.run, response)
+        answer, run = self._answer(state, begun, response)
         if answer.tool_calls:
             return self._update(begun, run, answer)
         return await self._aend(begun, run, answer, config)
