@@ -67,8 +67,9 @@ class PromptInput:
             if unfilled:
                 msg = (
                     f"the prompt needs {unfilled}, which neither the state nor "
-                    "config['configurable'] holds: pass them in the config, "
-                    "{'configurable': {...}}, or fill them with prompt.partial(...)"
+                    "config['configurable'] holds: pass them in config['configurable'], fill "
+                    "them with prompt.partial(...), or give a function prompt(state, config) "
+                    "that supplies them (a default when the config has none)"
                 )
                 raise ToolstopConfigError(msg)
         return given
