@@ -84,6 +84,7 @@ class PromptInput:
     def apply(
         self, state: Mapping[str, Any], messages: list[BaseMessage], config: RunnableConfig
     ) -> Any:
+        """The model's input for `messages` (sync: an async function prompt is refused)."""
         prompt = self.prompt
         if prompt is None:
             return messages
@@ -101,6 +102,7 @@ class PromptInput:
     async def aapply(
         self, state: Mapping[str, Any], messages: list[BaseMessage], config: RunnableConfig
     ) -> Any:
+        """The model's input for `messages`, in async code."""
         prompt = self.prompt
         if isinstance(prompt, Runnable):
             return await prompt.ainvoke(self._input(state, messages, config), config)

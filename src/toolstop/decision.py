@@ -276,10 +276,11 @@ def _read(message: ToolMessage) -> tuple[Outcome, bool] | Problem:
 
 
 def near_miss_key(key: str) -> bool:
-    """True for a key that is `stop`, `reason` or `answer` only when case and surrounding space
-    are ignored (`"Stop"`, `"stop "`) or one doubled letter is read once (`"stopp"`,
-    `"reasson"`): a typo of a signal key. Plurals and other words (`"stops"`, `"stopped"`,
-    `"step"`) are the application's own keys."""
+    """True for a typo of a signal key (`stop`, `reason`, `answer`).
+
+    A typo is the key with case and surrounding space ignored (`"Stop"`, `"stop "`) or with one
+    doubled letter read once (`"stopp"`, `"reasson"`). Plurals and other words (`"stops"`,
+    `"stopped"`, `"step"`) are the application's own keys."""
     if key in SIGNAL_KEYS:
         return False
     folded = key.strip().lower()
@@ -750,9 +751,11 @@ def _is_transient(signal: CallSignal) -> bool:
 def budget_relay(
     turn: Turn | None, policy: StopPolicy
 ) -> tuple[str | list[str | dict[str, Any]], tuple[str, ...]]:
-    """The relay of a step-budget stop that replaces a model answer asking for more tools, and
-    the call ids it shows: as any budget stop, the run's completed results no text answered
-    (`turn` read with its earlier turns), then the policy's `step_budget_message`."""
+    """The relay of a step-budget stop that replaces a model answer asking for more tools.
+
+    Returns the relay's content and the call ids it shows: as any budget stop, the run's
+    completed results no text answered (`turn` read with its earlier turns), then the policy's
+    `step_budget_message`."""
     return _relay_for(Rule.STEP_BUDGET, turn, (), policy)
 
 

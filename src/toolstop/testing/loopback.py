@@ -139,8 +139,9 @@ def request_problem(body: Any) -> tuple[str, str | None] | None:
 
 
 class LoopbackProvider:
-    """A scripted OpenAI-compatible server on 127.0.0.1 (a free port, or `port`). Use as a context
-    manager.
+    """A scripted OpenAI-compatible server on 127.0.0.1, as a context manager.
+
+    It listens on a free port, or on the `port` given.
 
     Args:
         script: The replies, served in order to the accepted chat completion requests.
