@@ -217,3 +217,33 @@ def test_a_factory_that_takes_a_checkpointer_gets_the_checks_own() -> None:
     first, run = given  # the build before any run, then the run's
     assert first is None  # the check never hands your factory a checkpointer of yours
     assert isinstance(run, InMemorySaver)
+
+
+def test_a_tool_node_inside_a_subgraph_is_seen() -> None:
+    from langchain_core.tools import tool
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    from toolstop import Outcome, build_react_graph, signal
+    from toolstop._check import agent as engine
+    from toolstop._check.factory import as_factory
+
+    @tool(response_format="content_and_artifact")
+    def fetch(n: int) -> tuple[str, dict[str, object]]:
+        """Fetch a numbered page."""
+        return "page", signal(Outcome.COMPLETED)
+
+    def outer(model: Any, tools: list[Any], policy: Any) -> Any:
+        builder = StateGraph(MessagesState)
+        builder.add_node("support", build_react_graph(model, tools, policy=policy))
+        builder.add_edge(START, "support")
+        return builder.compile()
+
+    def function_node(model: Any, tools: list[Any], policy: Any) -> Any:
+        builder = StateGraph(MessagesState)
+        builder.add_node("support", lambda state: {"messages": []})
+        builder.add_edge(START, "support")
+        return builder.compile()
+
+    assert engine._preflight(as_factory(outer), [fetch])[2] == []
+    [note] = engine._preflight(as_factory(function_node), [fetch])[2]
+    assert note.startswith("no node of your graph is a ToolNode")

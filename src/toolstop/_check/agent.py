@@ -662,6 +662,18 @@ def _preflight(
     return names, _stop_status(dict(nodes or {})), _unseen(agent, dict(nodes or {}))
 
 
+def _holds_a_tool_node(nodes: dict[str, Any], depth: int = 3) -> bool:
+    """True when a node, or a node of a subgraph node (`depth` levels down), is a ToolNode."""
+    for node in nodes.values():
+        bound = _own(node, "bound")
+        if find_tool_node(bound) is not None:
+            return True
+        inner = getattr(bound, "nodes", None) if isinstance(bound, Pregel) else None
+        if depth > 0 and isinstance(inner, dict) and _holds_a_tool_node(inner, depth - 1):
+            return True
+    return False
+
+
 def _unseen(agent: Any, nodes: dict[str, Any]) -> list[str]:
     """What the check cannot see in the agent, a sentence each (`AgentCheck.notes`)."""
     if not nodes:
@@ -669,7 +681,7 @@ def _unseen(agent: Any, nodes: dict[str, Any]) -> list[str]:
             f"your agent is a {type(agent).__name__}, not a compiled LangGraph graph: the check "
             "cannot see its nodes, so it cannot tell whether it runs the tools it is given"
         ]
-    if any(find_tool_node(_own(node, "bound")) is not None for node in nodes.values()):
+    if _holds_a_tool_node(nodes):
         return []
     return [
         "no node of your graph is a ToolNode (or one wrapped by with_fallbacks, with_config or "
