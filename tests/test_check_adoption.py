@@ -224,7 +224,7 @@ def test_a_tool_node_inside_a_subgraph_is_seen() -> None:
     from langgraph.graph import START, MessagesState, StateGraph
 
     from toolstop import Outcome, build_react_graph, signal
-    from toolstop._check import agent as engine
+    from toolstop._check import preflight
     from toolstop._check.factory import as_factory
 
     @tool(response_format="content_and_artifact")
@@ -244,6 +244,6 @@ def test_a_tool_node_inside_a_subgraph_is_seen() -> None:
         builder.add_edge(START, "support")
         return builder.compile()
 
-    assert engine._preflight(as_factory(outer), [fetch])[2] == []
-    [note] = engine._preflight(as_factory(function_node), [fetch])[2]
+    assert preflight._preflight(as_factory(outer), [fetch])[2] == []
+    [note] = preflight._preflight(as_factory(function_node), [fetch])[2]
     assert note.startswith("no node of your graph is a ToolNode")

@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, TextIO
 
-from toolstop._check.agent import PAUSED_NOTE, stand_in_summary
+from toolstop._check.agent import PAUSED_NOTE
 from toolstop._check.factory import load_factory, load_tools
 from toolstop._check.harness import (
     CheckResult,
@@ -22,6 +22,7 @@ from toolstop._check.harness import (
     planned_malformed_signals_hidden,
     write_golden,
 )
+from toolstop._check.preflight import stand_in_summary
 from toolstop._check.pydantic_ai_router import PYDANTIC_AI, pydantic_ai_unavailable
 from toolstop._check.routers import ROUTERS, available_routers
 from toolstop._check.scenarios import Scenario, scenario_matrix
