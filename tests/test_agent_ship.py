@@ -123,7 +123,7 @@ def test_the_step_budget_is_skipped_on_a_tool_the_agents_review_pauses(
         "starts LangGraph's step count again: no recursion limit reaches the step budget after "
         "the tool ran"
     ) in text.splitlines()
-    assert text.splitlines()[-1] == "1 passed, 0 failed"
+    assert "1 passed, 0 failed" in text.splitlines()
 
 
 def test_a_run_cut_before_its_tool_ran_says_the_model_called_it() -> None:
@@ -149,15 +149,16 @@ def test_an_async_only_agent_passes_the_whole_check_in_one_line_a_scenario(
     code, text = run(*AGENT)
     assert code == 0, text
     lines = text.splitlines()
-    summary = re.fullmatch(r"(\d+) passed, 0 failed", lines[-1])
-    assert summary is not None, lines[-1]
+    # the summary, then which tools were stand-ins (two lines: all of them signal)
+    summary = re.fullmatch(r"(\d+) passed, 0 failed", lines[-3])
+    assert summary is not None, lines[-3]
     rows = [line for line in lines if ".hard " in line or ".polish " in line or ".never " in line]
     # every scenario this stack's matrix has (53 on the newest; older langchain has fewer)
     assert len(rows) == int(summary.group(1)) >= 45
     skips = [line for line in lines if line.startswith("skipped ")]
     assert len(skips) >= 1  # at least the step budget on the reviewed tool, with its reason
-    # title, the skipped lines, table header, one row per scenario, the summary
-    assert len(lines) == 1 + len(skips) + 1 + len(rows) + 1
+    # title, the skipped lines, table header, one row per scenario, the summary, the stand-ins
+    assert len(lines) == 1 + len(skips) + 1 + len(rows) + 1 + 2
     assert "breaches" not in text
     # the path's middle nodes are elided: no row runs to hundreds of characters in a CI log
     assert max(len(row) for row in rows) <= 165
@@ -194,7 +195,7 @@ def test_breaches_are_grouped_by_cause_in_a_ci_log(shipped: Path) -> None:
         "--agent", "nopolicy:make_agent", "--tools", "nopolicy:TOOLS", "--scenario", "success"
     )
     assert code == 1
-    causes = text.split("breaches, by cause (2):\n", 1)[1].splitlines()
+    causes = text.split("breaches, by cause (2):\n", 1)[1].splitlines()[:-2]  # - stand-ins
     ignored = (
         "- 2 runs: your factory ignores the policy it is given: the record says mode 'hard', "
         "parallel 'all'; the check passed mode '{}', parallel 'all' (pass `policy` on: "

@@ -163,7 +163,7 @@ def test_cli_table_and_summary() -> None:
     assert header.split() == ["scenario", "router", "calls", "result", "path"]
     assert "success.hard" in text
     assert "agent>tools>finalize" in text
-    assert lines[-1] == "3 passed, 0 failed"
+    assert "3 passed, 0 failed" in lines  # then: none of your tools was called
 
 
 # the longest paths of each router (hooks of several middleware, a run of retries)
@@ -241,7 +241,7 @@ def test_cli_exits_non_zero_and_explains_a_breach(
     code, text = cli("--scenario", "success.hard", "--router", "graph")
     assert code == 1
     assert "expected 2 model calls, got 1 (a missing model call: the run stopped too early)" in text
-    assert text.splitlines()[-1] == "0 passed, 1 failed"
+    assert "0 passed, 1 failed" in text.splitlines()
 
 
 def test_cli_update_goldens_writes_then_matches(

@@ -23,6 +23,7 @@ from langchain_core.tools import BaseTool, tool
 from routers import MIDDLEWARE_UNAVAILABLE
 from toolstop import Outcome, StopPolicy, build_react_graph, signal
 from toolstop._check import agent as engine
+from toolstop._check import preflight
 from toolstop._check.agent import (
     PAUSED_NOTE,
     REVIEWER,
@@ -552,17 +553,17 @@ def test_a_model_call_past_the_script_says_what_the_graph_shows_of_stoponartifac
     )
     fatal = SCENARIOS["fatal.hard"]
     assert engine._run_breaches(fatal, fatal, error, 0, "missing") == [
-        said + engine._CALLED_AGAIN_HINT
+        said + preflight._CALLED_AGAIN_HINT
     ]
     assert engine._run_breaches(fatal, fatal, error, 0, "policy-dropped") == [
-        said + engine._POLICY_DROPPED_HINT
+        said + preflight._POLICY_DROPPED_HINT
     ]
     assert engine._run_breaches(fatal, fatal, error, 0, "present") == [said]
     assert engine._run_breaches(fatal, fatal, error, 0, "") == [said]
     assert engine._run_breaches(fatal, fatal, error, 0) == [said]
     waiting = {**error, "waiting_for": "Own"}  # the hint goes on the first breach only
     first, second = engine._run_breaches(fatal, fatal, waiting, 0, "missing")
-    assert first.endswith(engine._CALLED_AGAIN_HINT)
+    assert first.endswith(preflight._CALLED_AGAIN_HINT)
     assert second == said
 
 
@@ -588,7 +589,7 @@ def test_each_breach_of_a_run_the_agents_own_review_paused_says_so() -> None:
     error = {"error": "ScriptExhaustedError: x", "interrupts": ["Review"]}
     [breach] = engine._breaches(fatal, fatal, error, 0, "missing")
     assert breach.endswith(
-        engine._CALLED_AGAIN_HINT
+        preflight._CALLED_AGAIN_HINT
         + " (this run was paused by your own review, Review, and approved by the check)"
     )
 
@@ -883,21 +884,21 @@ def nodes_with(*owners: Any, names: tuple[str, ...] = ("model", "tools")) -> dic
 def test_the_graph_shows_whether_stoponartifact_is_there_and_with_which_policy() -> None:
     from toolstop import StopOnArtifact
 
-    given = engine._PREFLIGHT_POLICY
+    given = preflight._PREFLIGHT_POLICY
     assert given == StopPolicy(mode="polish", parallel="any")
-    assert engine._stop_status(nodes_with(StopOnArtifact(given))) == "present"
-    assert engine._stop_status(nodes_with(SimpleNamespace(wrap_model_call=None))) == "missing"
-    assert engine._stop_status(nodes_with(StopOnArtifact())) == "policy-dropped"
+    assert preflight._stop_status(nodes_with(StopOnArtifact(given))) == "present"
+    assert preflight._stop_status(nodes_with(SimpleNamespace(wrap_model_call=None))) == "missing"
+    assert preflight._stop_status(nodes_with(StopOnArtifact())) == "policy-dropped"
     both = nodes_with(StopOnArtifact(given), StopOnArtifact())  # the second one on afunc
-    assert engine._stop_status(both) == "policy-dropped"
-    assert engine._stop_status(nodes_with(StopOnArtifact(), StopOnArtifact(given))) == (
+    assert preflight._stop_status(both) == "policy-dropped"
+    assert preflight._stop_status(nodes_with(StopOnArtifact(), StopOnArtifact(given))) == (
         "policy-dropped"
     )
-    assert engine._stop_status(nodes_with(SimpleNamespace(), StopOnArtifact(given))) == "present"
-    assert engine._stop_status(nodes_with(names=("model", "tools"))) == "missing"
-    assert engine._stop_status(nodes_with(names=("model",))) == ""
-    assert engine._stop_status(nodes_with(names=("tools",))) == ""
-    assert engine._stop_status({}) == ""
+    assert preflight._stop_status(nodes_with(SimpleNamespace(), StopOnArtifact(given))) == "present"
+    assert preflight._stop_status(nodes_with(names=("model", "tools"))) == "missing"
+    assert preflight._stop_status(nodes_with(names=("model",))) == ""
+    assert preflight._stop_status(nodes_with(names=("tools",))) == ""
+    assert preflight._stop_status({}) == ""
 
 
 @needs_middleware
@@ -915,12 +916,13 @@ def test_the_preflight_build_reads_the_agents_middleware_and_stop() -> None:
         return create_agent(model, tools, middleware=[limit, StopOnArtifact(policy)])
 
     static = fetch.model_copy(update={"return_direct": True})
-    assert engine._preflight(as_factory(mine), [static, lookup]) == (
+    assert preflight._preflight(as_factory(mine), [static, lookup]) == (
         frozenset({"ModelCallLimitMiddleware", "StopOnArtifact"}),
         "present",
+        [],
     )
     [seen] = built
-    assert seen["policy"] == engine._PREFLIGHT_POLICY
+    assert seen["policy"] == preflight._PREFLIGHT_POLICY
     assert isinstance(seen["model"], ScriptedChatModel)
     assert [t.name for t in seen["tools"]] == ["fetch", "lookup"]
     assert [t.return_direct for t in seen["tools"]] == [False, False]
@@ -936,7 +938,7 @@ def test_the_preflight_build_reads_the_agents_middleware_and_stop() -> None:
     def plain(model: Any, tools: list[BaseTool], policy: StopPolicy) -> Any:
         return create_agent(model, tools)
 
-    assert engine._preflight(as_factory(plain), [fetch]) == (frozenset(), "missing")
+    assert preflight._preflight(as_factory(plain), [fetch]) == (frozenset(), "missing", [])
 
 
 def test_the_preflight_refuses_a_factory_that_builds_with_its_own_tools() -> None:
@@ -944,7 +946,7 @@ def test_the_preflight_refuses_a_factory_that_builds_with_its_own_tools() -> Non
         return build_react_graph(model, [third, fetch], policy=policy)
 
     with pytest.raises(ToolstopConfigError) as error:
-        engine._preflight(as_factory(own, name="acme:own"), [fetch, third])
+        preflight._preflight(as_factory(own, name="acme:own"), [fetch, third])
     assert str(error.value) == (
         "--agent acme:own builds with its own tools (third, fetch) instead of the `tools` it is "
         "given: the check would run your real tools; build the agent from the `tools` argument"
@@ -953,14 +955,21 @@ def test_the_preflight_refuses_a_factory_that_builds_with_its_own_tools() -> Non
         check_agent(as_factory(own, name="acme:own"), [fetch, third])
 
 
-def test_the_preflight_of_an_agent_that_is_not_a_graph_tells_nothing() -> None:
+def test_the_preflight_of_an_agent_that_is_not_a_graph_says_it_cannot_see_its_tools() -> None:
     from langchain_core.runnables import RunnableLambda
 
     def runnable(model: Any, tools: list[BaseTool], policy: StopPolicy) -> Any:
         return RunnableLambda(lambda x: x)
 
-    assert engine._preflight(as_factory(runnable), [fetch]) == (frozenset(), "")
-    assert engine._preflight(as_factory(graph_agent), [fetch]) == (frozenset(), "")
+    assert preflight._preflight(as_factory(runnable), [fetch]) == (
+        frozenset(),
+        "",
+        [
+            "your agent is a RunnableLambda, not a compiled LangGraph graph: the check cannot "
+            "see its nodes, so it cannot tell whether it runs the tools it is given"
+        ],
+    )
+    assert preflight._preflight(as_factory(graph_agent), [fetch]) == (frozenset(), "", [])
 
 
 @needs_middleware
@@ -995,7 +1004,7 @@ def test_a_create_agent_without_stoponartifact_gets_the_hint() -> None:
         return create_agent(model, tools)
 
     [fatal] = check_agent(plain, [fetch], scenarios=["fatal@fetch.hard"]).results
-    assert fatal.breaches[0].endswith(engine._CALLED_AGAIN_HINT)
+    assert fatal.breaches[0].endswith(preflight._CALLED_AGAIN_HINT)
 
 
 @needs_middleware
@@ -1115,7 +1124,7 @@ def test_without_stoponartifact_importable_the_graph_tells_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "toolstop.middleware", None)
-    assert engine._stop_status(nodes_with(names=("model", "tools"))) == ""
+    assert preflight._stop_status(nodes_with(names=("model", "tools"))) == ""
 
 
 def test_the_nodes_of_an_agent_that_is_not_a_graph_are_not_read() -> None:
@@ -1129,4 +1138,6 @@ def test_the_nodes_of_an_agent_that_is_not_a_graph_are_not_read() -> None:
     def factory(model: Any, tools: list[BaseTool], policy: StopPolicy) -> Any:
         return NotAGraph()
 
-    assert engine._preflight(as_factory(factory), [fetch]) == (frozenset(), "")
+    names, stop, [note] = preflight._preflight(as_factory(factory), [fetch])
+    assert (names, stop) == (frozenset(), "")
+    assert note.startswith("your agent is a NotAGraph, not a compiled LangGraph graph")

@@ -675,6 +675,9 @@ def test_an_answer_without_stop_is_a_signal_missing_its_key() -> None:
         {"stop": True, "reason": "completed", "Answer": "x"},
         {"REASON": "fatal"},
         {"answer\n": "x"},
+        {"stopp": True, "reason": "completed"},
+        {"stop": True, "reasson": "completed"},
+        {"Sttop": True},
     ],
 )
 def test_a_near_miss_key_is_a_malformed_signal(artifact: dict[str, Any]) -> None:
@@ -684,7 +687,17 @@ def test_a_near_miss_key_is_a_malformed_signal(artifact: dict[str, Any]) -> None
 
 
 @pytest.mark.parametrize(
-    "artifact", [{"stopped": True}, {"reasons": "x"}, {"s top": 1}, {1: "stop"}, {"answers": 1}]
+    "artifact",
+    [
+        {"stopped": True},
+        {"reasons": "x"},
+        {"s top": 1},
+        {1: "stop"},
+        {"answers": 1},
+        {"stops": ["a", "b"]},
+        {"step": 1},
+        {"sstopp": True},
+    ],
 )
 def test_keys_that_only_look_alike_are_the_applications_own(artifact: dict[Any, Any]) -> None:
     assert read_signal(_tool_result("x", artifact, "c")).problem is Problem.UNSIGNALLED

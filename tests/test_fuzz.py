@@ -143,9 +143,16 @@ STOPPING = {"completed": Rule.COMPLETED, "fatal": Rule.FATAL, "policy_block": Ru
 
 
 def near_miss(key: Any) -> bool:
-    """A key that would be `stop`, `reason` or `answer` with case and outer space ignored."""
+    """A key that would be `stop`, `reason` or `answer` with case and outer space ignored, or
+    with one doubled letter read once (`stopp`)."""
     keys = ("stop", "reason", "answer")
-    return type(key) is str and key not in keys and key.strip().lower() in keys
+    if type(key) is not str or key in keys:
+        return False
+    folded = key.strip().lower()
+    undoubled = {
+        folded[:i] + folded[i + 1 :] for i in range(1, len(folded)) if folded[i - 1] == folded[i]
+    }
+    return folded in keys or bool(undoubled & set(keys))
 
 
 def is_text(value: Any) -> bool:

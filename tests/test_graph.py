@@ -82,7 +82,7 @@ def static_free(query: str) -> str:
 
 def test_bad_prompt_type_is_refused() -> None:
     with pytest.raises(ToolstopConfigError, match="prompt"):
-        build_react_graph(ScriptedChatModel([]), [], prompt=lambda state: [])  # type: ignore[arg-type]
+        build_react_graph(ScriptedChatModel([]), [], prompt=42)  # type: ignore[arg-type]
 
 
 def test_legacy_accepts_a_tool_node_and_plain_callables() -> None:
@@ -319,7 +319,10 @@ def test_the_refusals_name_what_they_refuse() -> None:
     )
     with pytest.raises(ToolstopConfigError) as error:
         build_react_graph(ScriptedChatModel([]), [], prompt=42)  # type: ignore[arg-type]
-    assert str(error.value) == "prompt must be a str, a SystemMessage or None, got int"
+    assert str(error.value) == (
+        "prompt must be None, a str, a SystemMessage, a function of the state or a "
+        "Runnable (a ChatPromptTemplate), got int"
+    )
 
 
 def _pair_sync() -> tuple[str, dict[str, object]]:

@@ -30,6 +30,7 @@ LIBRARY = [
     "toolstop._version",
     "toolstop._lifecycle",
     "toolstop._relay",
+    "toolstop._prompt",
     "toolstop.graph",
     "toolstop.middleware",
     "toolstop.legacy",

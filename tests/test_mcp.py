@@ -206,3 +206,35 @@ def test_a_stop_whose_result_has_no_text_goes_back_to_the_model(router: Router) 
     record = state["stop_record"]
     assert (record["rule"], record["stopped"]) == ("none", False)
     assert [i["problem"] for i in record["invalid_signals"]] == ["empty_relay"]
+
+
+# -- near misses in structuredContent ---------------------------------------------------------
+@pytest.mark.parametrize(
+    ("shape", "problem"),
+    [
+        ("case", "near_miss_key"),
+        ("doubled", "near_miss_key"),
+        ("no-stop", "missing_stop"),
+        ("nested", "malformed_envelope"),
+    ],
+)
+def test_a_near_miss_in_structured_content_is_a_malformed_signal(
+    router: Router, shape: str, problem: str
+) -> None:
+    state, model = run_with(router, [call("near", shape=shape), "I looked."])
+    model.assert_complete()  # back to the model: a near miss never stops the loop
+    record = state["stop_record"]
+    assert record["rule"] == "none"
+    assert [i["problem"] for i in record["invalid_signals"]] == [problem]
+    assert (
+        state["messages"][2].artifact["mcp"]["structured_content"]
+        == (billing_mcp.NEAR_MISSES[shape])
+    )
+
+
+def test_a_near_miss_from_an_untrusted_server_is_untrusted(router: Router) -> None:
+    state, model = run_with(
+        router, [call("near", shape="case"), "ok"], trusted=frozenset({"someone-else"})
+    )
+    model.assert_complete()
+    assert [i["problem"] for i in state["stop_record"]["invalid_signals"]] == ["untrusted"]

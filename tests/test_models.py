@@ -33,7 +33,7 @@ def test_check_with_a_real_client_checks_the_invariants(monkeypatch: pytest.Monk
     with LoopbackProvider([LOOKUP] * 5 * len(CHECK_ROUTERS)) as provider:
         code, text = run("check", "--model", "openai:gpt-loopback", "--base-url", provider.base_url)
     assert code == 0, text
-    assert text.splitlines()[-1] == f"{4 * len(CHECK_ROUTERS)} passed, 0 failed"
+    assert f"{4 * len(CHECK_ROUTERS)} passed, 0 failed" in text.splitlines()
     assert provider.rejected == []
     assert provider.remaining == 0
 
@@ -163,7 +163,7 @@ def test_unreachable_server_fails_each_check_scenario_without_a_traceback(
     code, text = run(*argv, "--model", "openai:gpt-x", "--base-url", url)
     assert code == 1
     assert re.search(r"the run raised \w+: Connection error\.", text), text
-    assert text.splitlines()[-1] == "0 passed, 1 failed"
+    assert "0 passed, 1 failed" in text.splitlines()
     assert "Traceback" not in text + capsys.readouterr().err
 
 

@@ -72,7 +72,10 @@ def test_the_check_table_on_the_testing_page_is_what_check_prints() -> None:
     out = io.StringIO()
     argv = ["check", "--router", "graph", "--scenario", "success.hard"]
     assert main([*argv, "--scenario", "retryable-then-success.hard"], out=out) == 0
-    printed = [line.split() for line in out.getvalue().splitlines()[2:]]  # after the versions
+    # after the versions, up to the summary (then: none of your tools was called)
+    lines = out.getvalue().splitlines()
+    summary = next(i for i, line in enumerate(lines) if line.endswith(" failed"))
+    printed = [line.split() for line in lines[2 : summary + 1]]
     # the header and the two passing rows; the sample's FAIL rows show a breach of another router
     assert printed == [*shown[:3], ["2", "passed,", "0", "failed"]]
     assert shown[3][3:5] == ["FAIL", "expected"]
@@ -88,11 +91,14 @@ def test_the_documented_example_check_runs() -> None:
         pytest.skip(MIDDLEWARE_UNAVAILABLE)
     out = io.StringIO()
     assert main(argv.split()[1:], out=out) == 0
-    rows = [line.split() for line in out.getvalue().splitlines()[3:-1]]  # versions, model, header
+    # after the versions, model and header; before the summary and "none of your tools ..."
+    lines = out.getvalue().splitlines()
+    summary = next(i for i, line in enumerate(lines) if line.endswith(" failed"))
+    rows = [line.split() for line in lines[3:summary]]
     assert {(row[0], row[1], row[3]) for row in rows} == {
         ("parallel-any-stop-last.hard", "middleware", "pass")
     }
-    assert out.getvalue().splitlines()[-1] == f"{len(rows)} passed, 0 failed"
+    assert lines[summary] == f"{len(rows)} passed, 0 failed"
 
 
 def _edges(mermaid: str) -> set[str]:

@@ -34,7 +34,15 @@ from langchain_core.messages import (
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from typing_extensions import TypedDict
 
-from toolstop.decision import Decision, Rule, Turn, current_turn, decide_turn
+from toolstop.decision import (
+    Decision,
+    Rule,
+    Turn,
+    budget_relay,
+    content_text,
+    current_turn,
+    decide_turn,
+)
 from toolstop.observe import apublish_run_end, publish_run_end, publish_turn
 from toolstop.policy import StopPolicy
 from toolstop.record import (
@@ -461,17 +469,31 @@ def answered(
     remaining_steps: int | None,
     loop_steps: int,
     name: str | None = None,
+    messages: Sequence[BaseMessage] = (),
 ) -> tuple[AIMessage, RunState]:
     """Count a model call; replace a tool-calling answer that could not finish in the steps left.
 
-    Returns the answer to keep (the model's, or the policy's step-budget text with no tool calls,
-    so the history stays valid) and the updated run. The run's loop is measured from the steps
-    between this model call and the previous one.
+    Returns the answer to keep (the model's, or a step-budget relay with no tool calls, so the
+    history stays valid) and the updated run. The relay is what any budget stop shows: the
+    run's completed results in `messages` (the ones the model saw) that no text answered, then
+    the policy's step-budget text. The run's loop is measured from the steps between this model
+    call and the previous one.
     """
     record = count_model_call(run["record"], response)
     if response.tool_calls and remaining_steps is not None and remaining_steps <= loop_steps:
-        record = StopRecord(**{**record, "rule": Rule.STEP_BUDGET.value, "stopped": True})
-        response = relay_message(policy.step_budget_message, Rule.STEP_BUDGET, name=name)
+        # an empty answer (no text, no calls) answered nothing: the results before it still show
+        said = [m for m in messages if not _empty_answer(m)]
+        turn = current_turn(said, since=run_start(run)) if said else None
+        relay, relayed, for_model = budget_relay(turn, policy)
+        record = StopRecord(
+            **{
+                **record,
+                "rule": Rule.STEP_BUDGET.value,
+                "stopped": True,
+                "relayed": list(relayed),
+            }
+        )
+        response = relay_message(relay, Rule.STEP_BUDGET, name=name, for_model=for_model)
     updated: RunState = {**run, "record": record, "remaining": remaining_steps}
     if response.id is not None:
         updated["answer"] = response.id
@@ -479,6 +501,15 @@ def answered(
     if remaining_steps is not None and previous is not None and previous > remaining_steps:
         updated["loop"] = previous - remaining_steps
     return response, updated
+
+
+def _empty_answer(message: BaseMessage) -> bool:
+    """An AIMessage with neither text nor tool calls (a model's empty answer)."""
+    return (
+        isinstance(message, AIMessage)
+        and not message.tool_calls
+        and not content_text(message.content).strip()  # type: ignore[arg-type]
+    )
 
 
 def last_answer(run: RunState, response: BaseMessage) -> RunState:

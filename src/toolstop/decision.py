@@ -30,10 +30,12 @@ __all__ = [
     "SignalProblem",
     "StopRule",
     "Turn",
+    "budget_relay",
     "content_text",
     "current_turn",
     "decide",
     "decide_turn",
+    "near_miss_key",
     "read_signal",
     "shown",
 ]
@@ -260,8 +262,8 @@ def _read(message: ToolMessage) -> tuple[Outcome, bool] | Problem:
             return Problem.UNTRUSTED
         if "envelope_error" in artifact:
             return Problem.MALFORMED_ENVELOPE
-        for key in artifact:  # a key that is a signal key only with case and space ignored
-            if type(key) is str and key not in SIGNAL_KEYS and key.strip().lower() in SIGNAL_KEYS:
+        for key in artifact:  # a key that is a signal key but for case, space or a doubled letter
+            if type(key) is str and near_miss_key(key):
                 return Problem.NEAR_MISS_KEY
         if "stop" not in artifact:
             signals = "reason" in artifact or "answer" in artifact
@@ -289,6 +291,29 @@ def _read(message: ToolMessage) -> tuple[Outcome, bool] | Problem:
     if reason is Outcome.TRANSIENT and stop:
         return Problem.TRANSIENT_WITH_STOP
     return reason, stop
+
+
+def near_miss_key(key: str) -> bool:
+    """True for a typo of a signal key (`stop`, `reason`, `answer`).
+
+    A typo is the key with case and surrounding space ignored (`"Stop"`, `"stop "`) or with one
+    doubled letter read once (`"stopp"`, `"reasson"`). Plurals and other words (`"stops"`,
+    `"stopped"`, `"step"`) are the application's own keys."""
+    if key in SIGNAL_KEYS:
+        return False
+    folded = key.strip().lower()
+    if folded in SIGNAL_KEYS:
+        return True
+    if len(folded) not in _NEAR_MISS_LENGTHS:
+        return False
+    return any(
+        folded[i] == folded[i + 1] and folded[:i] + folded[i + 1 :] in SIGNAL_KEYS
+        for i in range(len(folded) - 1)
+    )
+
+
+_NEAR_MISS_LENGTHS = frozenset(len(k) + 1 for k in SIGNAL_KEYS)
+"""A key one letter longer than a signal key may be one with a doubled letter."""
 
 
 _NO_ANSWER = object()
@@ -448,7 +473,8 @@ def _has_text(message: AIMessage) -> bool:
 
 
 def _earlier(messages: Sequence[BaseMessage], index: int, since: str | None) -> tuple[Earlier, ...]:
-    """The tool turns before `messages[index]` that belong to the run and no text answered."""
+    """The tool turns before `messages[index]` that belong to the run and no text answered (an
+    empty answer, with neither text nor tool calls, answers nothing and is passed over)."""
     turns: list[Earlier] = []
     results: list[ToolMessage] = []
     index -= 1
@@ -459,6 +485,9 @@ def _earlier(messages: Sequence[BaseMessage], index: int, since: str | None) -> 
         if since is None and isinstance(message, HumanMessage):
             break  # no explicit start: a person's message begins the run
         if isinstance(message, AIMessage):
+            if not message.tool_calls and not _has_text(message):
+                index -= 1  # an empty answer (the model asked again) answered nothing
+                continue
             if not message.tool_calls or _has_text(message):
                 break
             results.reverse()
@@ -788,6 +817,19 @@ def decide_turn(
 def _is_transient(signal: CallSignal) -> bool:
     """Counts against the retry budget: a transient failure, or a tool exception."""
     return signal.reason is Outcome.TRANSIENT or signal.problem is Problem.TOOL_ERROR
+
+
+def budget_relay(
+    turn: Turn | None, policy: StopPolicy
+) -> tuple[
+    str | list[str | dict[str, Any]], tuple[str, ...], str | list[str | dict[str, Any]] | None
+]:
+    """The relay of a step-budget stop that replaces a model answer asking for more tools.
+
+    Returns the relay's content, the call ids it shows and its text for later model calls (as
+    `Decision.for_model`): as any budget stop, the run's completed results no text answered
+    (`turn` read with its earlier turns), then the policy's `step_budget_message`."""
+    return _relay_for(Rule.STEP_BUDGET, turn, (), policy)
 
 
 def _relay_for(

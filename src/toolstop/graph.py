@@ -11,7 +11,6 @@ from langchain_core.messages import (
     AnyMessage,
     BaseMessage,
     MessageLikeRepresentation,
-    SystemMessage,
 )
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langchain_core.tools import BaseTool
@@ -44,13 +43,14 @@ from toolstop._lifecycle import (
     run_start,
     turn_event,
 )
+from toolstop._prompt import Prompt, PromptInput
 from toolstop._relay import to_model
 from toolstop.decision import Decision, decide
 from toolstop.errors import ToolstopConfigError
 from toolstop.observe import apublish_run_end, publish_run_end
 from toolstop.policy import StopPolicy, resolve_policy
 from toolstop.record import StopRecord, count_model_call
-from toolstop.tools import check_tools, reject_return_direct, tool_error_text
+from toolstop.tools import check_tools, find_tool_node, reject_return_direct, tool_error_text
 
 _RunnableCallable: Any
 try:  # private, but stable across langgraph 0.6.6 - 1.2; a fallback keeps us working without it
@@ -147,17 +147,6 @@ def route_after_agent(state: ReactState) -> Literal["tools", "__end__"]:
     return "__end__"
 
 
-def _prompt_messages(prompt: str | SystemMessage | None) -> list[BaseMessage]:
-    if prompt is None:
-        return []
-    if isinstance(prompt, str):
-        return [SystemMessage(content=prompt)]
-    if isinstance(prompt, SystemMessage):
-        return [prompt]
-    msg = f"prompt must be a str, a SystemMessage or None, got {type(prompt).__name__}"
-    raise ToolstopConfigError(msg)
-
-
 GRAPH_LOOP_STEPS = 2
 """Nodes a tool turn needs on the hand-built graph after `agent` until the run can end: `tools`,
 then `finalize` (or `polish`, or `agent` answering without tools)."""
@@ -171,11 +160,11 @@ class _Nodes:
         model: BaseChatModel,
         tools: Sequence[BaseTool],
         policy: StopPolicy,
-        prompt: str | SystemMessage | None,
+        prompt: Prompt,
         name: str | None,
     ) -> None:
         self.policy = policy
-        self.prompt = _prompt_messages(prompt)
+        self.prompt = PromptInput(prompt)
         self.model = model
         self.name = name
         self.bound: Runnable[Any, Any] = model.bind_tools(list(tools))
@@ -206,8 +195,11 @@ class _Nodes:
         turn_event(decision, begun.turn, begun.run)
         return begun, decision
 
-    def _messages(self, begun: Begun) -> list[BaseMessage]:
-        return self.prompt + to_model(begun.messages)
+    def _messages(self, begun: Begun, state: ReactState, config: RunnableConfig) -> Any:
+        return self.prompt.apply(state, to_model(begun.messages), config)
+
+    async def _amessages(self, begun: Begun, state: ReactState, config: RunnableConfig) -> Any:
+        return await self.prompt.aapply(state, to_model(begun.messages), config)
 
     def _named(self, answer: BaseMessage) -> BaseMessage:
         if self.name is not None and isinstance(answer, AIMessage):
@@ -236,15 +228,16 @@ class _Nodes:
         return {**self._update(begun, run, answer), "stop_record": record}
 
     def _answer(
-        self, state: ReactState, run: RunState, response: AIMessage
+        self, state: ReactState, begun: Begun, response: AIMessage
     ) -> tuple[AIMessage, RunState]:
         return answered(
-            run,
+            begun.run,
             self._named(response),  # type: ignore[arg-type]
             self.policy,
             remaining_steps=state.get("remaining_steps"),
             loop_steps=GRAPH_LOOP_STEPS,
             name=self.name,
+            messages=begun.messages,
         )
 
     def _polished(self, run: RunState, response: BaseMessage) -> tuple[AIMessage, RunState]:
@@ -259,8 +252,8 @@ class _Nodes:
         if begun.aborted is not None:
             publish_run_end(begun.aborted.record, config)
         turn_event(begun.decision, begun.turn, begun.run)
-        response = self.bound.invoke(self._messages(begun), config)
-        answer, run = self._answer(state, begun.run, response)
+        response = self.bound.invoke(self._messages(begun, state, config), config)
+        answer, run = self._answer(state, begun, response)
         if answer.tool_calls:
             return self._update(begun, run, answer)
         return self._end(begun, run, answer, config)
@@ -270,8 +263,8 @@ class _Nodes:
         if begun.aborted is not None:
             await apublish_run_end(begun.aborted.record, config)
         turn_event(begun.decision, begun.turn, begun.run)
-        response = await self.bound.ainvoke(self._messages(begun), config)
-        answer, run = self._answer(state, begun.run, response)
+        response = await self.bound.ainvoke(await self._amessages(begun, state, config), config)
+        answer, run = self._answer(state, begun, response)
         if answer.tool_calls:
             return self._update(begun, run, answer)
         return await self._aend(begun, run, answer, config)
@@ -292,13 +285,13 @@ class _Nodes:
 
     def polish(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
         begun, _ = self._stop(state, config)
-        response = self.model.invoke(self._messages(begun), config)
+        response = self.model.invoke(self._messages(begun, state, config), config)
         answer, run = self._polished(begun.run, response)
         return self._end(begun, run, answer, config)
 
     async def apolish(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
         begun, _ = self._stop(state, config)
-        response = await self.model.ainvoke(self._messages(begun), config)
+        response = await self.model.ainvoke(await self._amessages(begun, state, config), config)
         answer, run = self._polished(begun.run, response)
         return await self._aend(begun, run, answer, config)
 
@@ -323,10 +316,10 @@ class _Nodes:
 
 def build_react_graph(
     model: BaseChatModel,
-    tools: Sequence[BaseTool | Callable[..., Any]] | ToolNode,
+    tools: Sequence[BaseTool | Callable[..., Any]] | Runnable[Any, Any],
     *,
     policy: StopPolicy | None = None,
-    prompt: str | SystemMessage | None = None,
+    prompt: Prompt = None,
     checkpointer: Any = None,
     store: Any = None,
     interrupt_before: list[str] | None = None,
@@ -345,11 +338,18 @@ def build_react_graph(
 
     Args:
         model: A chat model that supports `bind_tools`.
-        tools: Tools (or callables, or a ready `ToolNode`, used as it is). Tools signal through
+        tools: Tools (or callables), or a ready tools node used as it is: a `ToolNode`, or one
+            wrapped by `with_fallbacks`, `with_config` or `with_retry` (the customer-support
+            tutorial's `ToolNode(tools).with_fallbacks([...], exception_key="error")`); the
+            model is bound to the `ToolNode`'s tools. Tools signal through
             `content_and_artifact`; plain tools work too (their results go back to the model).
         policy: The stop policy; `StopPolicy()` by default.
-        prompt: A system prompt (str or SystemMessage) put before the messages on every call;
-            not stored in state.
+        prompt: What LangGraph's `create_react_agent` takes, applied before every model call
+            and not stored in state: a system prompt (str or `SystemMessage`); a function of
+            the state, `prompt(state)` or `prompt(state, config)`, sync or async, returning
+            the model's input; or a Runnable invoked with the state, such as a
+            `ChatPromptTemplate` with `("placeholder", "{messages}")`, whose variables the state
+            does not hold are filled from `config["configurable"]`.
         checkpointer: Any LangGraph checkpointer, passed to `compile`.
         store: A LangGraph store, passed to `compile`.
         interrupt_before: Node names to interrupt before, passed to `compile`.
@@ -365,9 +365,11 @@ def build_react_graph(
         toolstop's private `toolstop_run` (the run in progress).
 
     Raises:
-        ToolstopConfigError: if a tool has `return_direct=True`, or the prompt is of a wrong type.
+        ToolstopConfigError: if a tool has `return_direct=True`, the prompt is of a wrong type,
+            or `tools` is a runnable with no `ToolNode` inside (a node function: the tools to
+            bind to the model cannot be seen in it).
 
-    Deliberately not handled: callable or dynamic prompts, structured responses, dynamic models
+    Deliberately not handled: structured responses, dynamic models, a state schema of your own
     (use `create_agent` with `StopOnArtifact` for those).
     """
     return compile_react_graph(
@@ -387,12 +389,42 @@ def build_react_graph(
     )
 
 
+def _tools_node(tools: Any, where: str) -> tuple[Any, list[BaseTool]]:
+    """The graph's `tools` node and the tools it runs (bound to the model).
+
+    A list of tools gets LangGraph's `ToolNode` with toolstop's error text; a `ToolNode`, or one
+    wrapped (`with_fallbacks`, `with_config`, `with_retry`), is used as it is.
+
+    Raises:
+        ToolstopConfigError: for a runnable with no `ToolNode` inside (a node function): the
+            tools the model is bound to cannot be seen in it.
+    """
+    if isinstance(tools, Runnable) and not isinstance(tools, BaseTool):
+        found = find_tool_node(tools)
+        if found is None:
+            msg = (
+                f"{where} takes a list of tools or a ToolNode (also wrapped: with_fallbacks, "
+                f"with_config, with_retry); got {type(tools).__name__}, with no ToolNode inside, "
+                "so the tools to bind to the model cannot be seen: pass the tools list"
+            )
+            raise ToolstopConfigError(msg)
+        return tools, list(found.tools_by_name.values())
+    if isinstance(tools, BaseTool) or not isinstance(tools, Sequence):
+        msg = (
+            f"{where} takes a list of tools or a ToolNode, got {type(tools).__name__} (put a "
+            "single tool in a list)"
+        )
+        raise ToolstopConfigError(msg)
+    tool_node = ToolNode(list(tools), handle_tool_errors=tool_error_text)
+    return tool_node, list(tool_node.tools_by_name.values())
+
+
 def compile_react_graph(
     model: BaseChatModel,
-    tools: Sequence[BaseTool | Callable[..., Any]] | ToolNode,
+    tools: Sequence[BaseTool | Callable[..., Any]] | Runnable[Any, Any],
     *,
     policy: StopPolicy | None,
-    prompt: str | SystemMessage | None,
+    prompt: Prompt,
     compile_kwargs: dict[str, Any],
     agent_name: str | None,
     where: str = "build_react_graph",
@@ -402,16 +434,13 @@ def compile_react_graph(
     `where` names the public function in error messages (`create_react_agent` for the legacy
     drop-in)."""
     policy = resolve_policy(policy, where)
-    if isinstance(tools, ToolNode):
-        tool_node = tools
-    else:
-        tool_node = ToolNode(list(tools), handle_tool_errors=tool_error_text)
-    check_tools(list(tool_node.tools_by_name.values()), where)
-    nodes = _Nodes(model, list(tool_node.tools_by_name.values()), policy, prompt, agent_name)
+    tools_node, held = _tools_node(tools, where)
+    check_tools(held, where)
+    nodes = _Nodes(model, held, policy, prompt, agent_name)
 
     graph = StateGraph(ReactState, input_schema=ReactIO, output_schema=ReactIO)
     graph.add_node("agent", _node(nodes.agent, nodes.aagent, "agent"))
-    graph.add_node("tools", tool_node)
+    graph.add_node("tools", tools_node)
     graph.add_node("finalize", _node(nodes.finalize, nodes.afinalize, "finalize"))
     targets: list[str] = ["agent", "finalize"]
     if policy.mode == "polish" or policy.on_budget == "model":

@@ -12,10 +12,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import SystemMessage
+from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langgraph.prebuilt import ToolNode
 
+from toolstop._prompt import Prompt
 from toolstop.errors import ToolstopConfigError
 from toolstop.graph import ReactGraph, compile_react_graph
 from toolstop.policy import StopPolicy
@@ -48,9 +49,9 @@ def _resolve_model(model: BaseChatModel | str) -> BaseChatModel:
 
 def create_react_agent(
     model: BaseChatModel | str,
-    tools: Sequence[BaseTool | Callable[..., Any]] | ToolNode,
+    tools: Sequence[BaseTool | Callable[..., Any]] | ToolNode | Runnable[Any, Any],
     *,
-    prompt: str | SystemMessage | None = None,
+    prompt: Prompt = None,
     checkpointer: Any = None,
     store: Any = None,
     interrupt_before: list[str] | None = None,
@@ -69,8 +70,11 @@ def create_react_agent(
 
     Args:
         model: A chat model, or a `"provider:name"` string (needs `toolstop[agents]`).
-        tools: Tools or callables, or a `ToolNode` (used as it is, with its error handling).
-        prompt: A system prompt (str or SystemMessage).
+        tools: Tools or callables, or a `ToolNode`, also wrapped by `with_fallbacks`,
+            `with_config` or `with_retry` (used as it is, with its error handling).
+        prompt: A system prompt (str or SystemMessage), a function of the state
+            (`prompt(state)` or `prompt(state, config)`), or a Runnable invoked with the state
+            (see `build_react_graph`).
         checkpointer: Any LangGraph checkpointer.
         store: A LangGraph store, passed to `compile`.
         interrupt_before: Node names to interrupt before.
@@ -85,8 +89,8 @@ def create_react_agent(
             `context_schema` and `config_schema` are refused with a clear error.
 
     Raises:
-        ToolstopConfigError: for an unsupported argument, a callable prompt, or a tool with
-            `return_direct=True`.
+        ToolstopConfigError: for an unsupported argument, a prompt of a wrong type, or a tool
+            with `return_direct=True`.
     """
     given = [key for key, value in unsupported.items() if value is not None]
     if given:

@@ -1,7 +1,9 @@
 """MCP tools on the same contract: signals from trusted servers only.
 
 An MCP server signals through its result's `structuredContent` (`{"stop": ..., "reason": ...}`)
-or namespaced keys of the result's `_meta` (`"toolstop/stop"`, `"toolstop/reason"`).
+or namespaced keys of the result's `_meta` (`"toolstop/stop"`, `"toolstop/reason"`). A
+`structuredContent` that tries to signal and gets it wrong (`"Stop"`, `"stopp"`, a `reason`
+without `stop`, a signal nested one level too deep) is a malformed signal, as in an artifact.
 langchain-mcp-adapters keeps structured content in the artifact (under `structured_content`) but
 drops `_meta` and raises on `isError` results, so `load_tools` installs an interceptor that sees
 the raw result, and wraps each tool so the router finds the signal where it always does: at the
@@ -32,6 +34,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
     msg = "toolstop.mcp needs langchain-mcp-adapters: pip install 'toolstop[mcp]'"
     raise ImportError(msg) from error
 
+from toolstop.decision import SIGNAL_KEYS, near_miss_key
 from toolstop.outcome import Outcome
 from toolstop.tools import as_content_and_artifact, tool_call
 
@@ -44,10 +47,26 @@ _META_REASON = "toolstop/reason"
 
 
 def _candidate(result: CallToolResult) -> dict[str, Any] | None:
-    """The signal a result carries, from `structuredContent` first, then `_meta`."""
+    """The signal a result carries, from `structuredContent` first, then `_meta`.
+
+    A `structuredContent` that tries to signal and gets it wrong is handed on as it is, for the
+    router to record as a malformed signal (back to the model, warned once): a near-miss key
+    (`"Stop"`, `"stopp"`), a `reason` without `stop`. A toolstop signal nested one
+    level too deep (`{"result": {"stop": true, "reason": "completed"}}`) is a malformed
+    envelope.
+    """
     structured = result.structuredContent or {}
-    if isinstance(structured, dict) and "stop" in structured:
-        return dict(structured)
+    if isinstance(structured, dict):
+        keys = [k for k in structured if isinstance(k, str)]
+        # a bare `answer` is a server's own data far more often than a signal missing `stop`
+        if any(k in ("stop", "reason") or near_miss_key(k) for k in keys):
+            return dict(structured)
+        nested = next((k for k in keys if _is_signal(structured[k])), None)
+        if nested is not None and not nested.startswith("toolstop:"):
+            return {
+                "envelope_error": f"a toolstop signal nested under {nested!r}: put `stop` and "
+                "`reason` at the top of structuredContent"
+            }
     meta = result.meta or {}
     if _META_STOP in meta:
         candidate = {"stop": meta[_META_STOP]}
@@ -55,6 +74,15 @@ def _candidate(result: CallToolResult) -> dict[str, Any] | None:
             candidate["reason"] = meta[_META_REASON]
         return candidate
     return None
+
+
+def _is_signal(value: Any) -> bool:
+    """A dict of signal keys only, with `stop` among them: a toolstop signal."""
+    return (
+        isinstance(value, dict)
+        and "stop" in value
+        and all(isinstance(k, str) and k in SIGNAL_KEYS for k in value)
+    )
 
 
 class SignalInterceptor:

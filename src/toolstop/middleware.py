@@ -506,6 +506,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
                     name=_agent_name(config)
                     if calls and remaining is not None and remaining <= begun.needed
                     else None,
+                    messages=begun.messages,
                 )
             if answer is not given:
                 messages = list(messages)

@@ -22,6 +22,7 @@ __all__ = [
     "ToolTimeoutError",
     "as_content_and_artifact",
     "check_tools",
+    "find_tool_node",
     "reject_return_direct",
     "tool_call",
     "tool_error_text",
@@ -217,3 +218,40 @@ def check_tools(tools: Sequence[BaseTool | Any], where: str) -> None:
                 where,
                 getattr(tool, "name", "?"),
             )
+
+
+_UNWRAP_DEPTH = 8
+"""How many wrappers `find_tool_node` looks through (a guard against a wrapper cycle)."""
+
+
+def find_tool_node(node: Any) -> Any | None:
+    """The LangGraph `ToolNode` a tools node runs, or None when it is not one.
+
+    Looks through the wrappers LangGraph and LangChain put around a `ToolNode`:
+    `with_fallbacks` (`RunnableWithFallbacks`, its primary runnable), `with_config`, `bind`,
+    `with_retry` (`RunnableBinding`), and a compiled graph's node (`PregelNode`'s `bound`).
+    Reads only the wrappers' own fields, never their `__getattr__` (`RunnableWithFallbacks`
+    forwards unknown attributes to the runnable it wraps, and that can raise).
+
+    Deliberately not handled: a node function that calls tools itself, a `RunnableSequence`
+    or a subgraph: which tools they run cannot be seen from outside (None).
+    """
+    from langchain_core.runnables.base import RunnableBindingBase
+    from langchain_core.runnables.fallbacks import RunnableWithFallbacks
+
+    try:
+        from langgraph.prebuilt import ToolNode
+    except ImportError:  # pragma: no cover - a broken langgraph-prebuilt: no ToolNode to find
+        return None
+    for _ in range(_UNWRAP_DEPTH):
+        if isinstance(node, ToolNode):
+            return node
+        if isinstance(node, RunnableWithFallbacks):
+            node = node.runnable
+        elif isinstance(node, RunnableBindingBase):
+            node = node.bound
+        elif type(node).__name__ == "PregelNode":
+            node = vars(node).get("bound")
+        else:
+            return None
+    return None

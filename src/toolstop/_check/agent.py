@@ -40,32 +40,27 @@ from toolstop._check.harness import (
     run_scenario,
     write_golden,
 )
+from toolstop._check.preflight import _STOP_HINTS, _preflight
 from toolstop._check.routers import Router
 from toolstop._check.scenarios import Scenario, scenario_matrix
 from toolstop.errors import ToolstopConfigError
 from toolstop.outcome import Outcome, signal
 from toolstop.policy import StopPolicy
 from toolstop.testing.forced import ForcedResult, ForcedTool
-from toolstop.testing.scripted import ScriptedChatModel, ScriptStep
+from toolstop.testing.scripted import ScriptStep
 from toolstop.testing.stand_ins import example_args, stand_in
 
-__all__ = ["AgentCheck", "agent_scenarios", "check_agent", "write_agent_goldens"]
+__all__ = [
+    "AgentCheck",
+    "agent_scenarios",
+    "check_agent",
+    "write_agent_goldens",
+]
 
 _IDLE: ForcedResult = ("(not called in this scenario)", signal(Outcome.COMPLETED))
 _RAISED_HINT = (
     " (create_agent re-raises a tool's exception: add langchain's ToolErrorMiddleware, or "
     "ToolRetryMiddleware(max_retries=0, on_failure=...), to send it back to the model)"
-)
-
-_CALLED_AGAIN_HINT = (
-    " (the model was called again where the scenario's tool result stops the run: is "
-    "StopOnArtifact(policy) in your create_agent middleware?)"
-)
-
-_POLICY_DROPPED_HINT = (
-    " (the model was called again where the scenario's tool result stops the run under the "
-    "policy the check passed; your StopOnArtifact was built without it: pass it on, "
-    "StopOnArtifact(policy))"
 )
 
 _NOT_TOOLSTOP_HINT = (
@@ -94,12 +89,15 @@ class AgentCheck:
         results: One per scenario run, in order.
         skipped: Scenario name -> why it did not run on this agent.
         goldens: The folder of golden transcripts compared with, if any.
+        notes: What the check cannot see in your agent, a sentence each (a graph whose tools
+            node is a function of yours, not a `ToolNode`).
     """
 
     factory: str
     results: list[CheckResult]
     skipped: dict[str, str] = field(default_factory=dict)
     goldens: Path | None = None
+    notes: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -319,11 +317,13 @@ def _router(factory: AgentFactory) -> Router:
         checkpointer: Any = None,
         middleware: Sequence[Any] | None = None,
     ) -> Any:
-        extra = {"middleware": list(middleware)} if middleware is not None else {}
+        extra: dict[str, Any] = {"middleware": list(middleware)} if middleware is not None else {}
+        # the check's own in-memory checkpointer (to resume after an interrupt), never yours:
+        # the check's runs are not written to your database
+        if checkpointer is not None and factory.takes_checkpointer:
+            extra["checkpointer"] = checkpointer
         agent = factory(model, tools, policy, **extra)
         if checkpointer is not None and isinstance(agent, Pregel):
-            # the check's own in-memory checkpointer (to resume after an interrupt), never
-            # yours: the check's runs are not written to your database
             agent = agent.copy(update={"checkpointer": checkpointer})
         return agent
 
@@ -428,7 +428,7 @@ def check_agent(
     """
     if not isinstance(factory, AgentFactory):
         factory = as_factory(factory)
-    own, stop = _preflight(factory, tools)
+    own, stop, notes = _preflight(factory, tools)
     matrix, skipped = agent_scenarios(tools, middleware=factory.takes_middleware, own=own)
     if scenarios:
         wanted = set(scenarios)
@@ -467,7 +467,9 @@ def check_agent(
             results.append(result)
             if on_result is not None:
                 on_result(result)
-    return AgentCheck(factory=factory.name, results=results, skipped=skipped, goldens=directory)
+    return AgentCheck(
+        factory=factory.name, results=results, skipped=skipped, goldens=directory, notes=notes
+    )
 
 
 _STEP_BUDGET_CALLS = 60
@@ -563,60 +565,3 @@ def write_agent_goldens(check: AgentCheck, directory: Path | str) -> list[Path]:
         )
         raise ToolstopConfigError(msg)
     return [write_golden(r.actual, r.scenario, "", Path(directory)) for r in check.results]
-
-
-_PREFLIGHT_POLICY = StopPolicy(mode="polish", parallel="any")
-"""The policy of the first build: not the default, so a StopOnArtifact built without the
-policy it is given shows (`_stop_status`)."""
-
-
-def _stop_status(nodes: dict[str, Any]) -> str:
-    """What the graph's nodes show of StopOnArtifact: `missing` (a create_agent graph without
-    it), `policy-dropped` (built with another policy than `_PREFLIGHT_POLICY`), `present`, or
-    `""` (not a create_agent graph: nothing to tell)."""
-    try:
-        from toolstop.middleware import StopOnArtifact
-    except ImportError:  # pragma: no cover - langchain missing: no create_agent graph either
-        return ""
-    found = []
-    for node in nodes.values():
-        bound = getattr(node, "bound", None)
-        for func in (getattr(bound, "func", None), getattr(bound, "afunc", None)):
-            owner = getattr(func, "__self__", None)
-            if isinstance(owner, StopOnArtifact):
-                found.append(owner)
-    if found:
-        same = all(m.policy == _PREFLIGHT_POLICY for m in found)
-        return "present" if same else "policy-dropped"
-    return "missing" if "model" in nodes and "tools" in nodes else ""
-
-
-_STOP_HINTS = {"missing": _CALLED_AGAIN_HINT, "policy-dropped": _POLICY_DROPPED_HINT}
-"""The hint after a model call past the script, by `_stop_status`."""
-
-
-def _preflight(factory: AgentFactory, tools: Sequence[BaseTool]) -> tuple[frozenset[str], str]:
-    """Build the agent once before any scenario: a factory that cannot build, or that ignores the
-    tools it is given, is one sentence instead of a breach in every row. Returns the names of
-    the middleware the agent has (from its graph's `Name.hook` nodes) and what its graph shows
-    of StopOnArtifact (`_stop_status`)."""
-    stand_ins = []
-    for tool in tools:
-        copy = stand_in(tool, ("", None))
-        copy.return_direct = False  # a return_direct tool is a breach of its own, per scenario
-        stand_ins.append(copy)
-    agent = factory.build_or_refuse(ScriptedChatModel([]), stand_ins, _PREFLIGHT_POLICY)
-    yours = {id(t) for t in tools}
-    nodes = getattr(agent, "nodes", None) if isinstance(agent, Pregel) else None
-    for node in (nodes or {}).values():
-        held = getattr(getattr(node, "bound", None), "tools_by_name", None)
-        own = [name for name, t in (held or {}).items() if id(t) in yours]
-        if own:
-            msg = (
-                f"--agent {factory.name} builds with its own tools ({', '.join(own)}) instead of "
-                "the `tools` it is given: the check would run your real tools; build the agent "
-                "from the `tools` argument"
-            )
-            raise ToolstopConfigError(msg)
-    names = frozenset(name.split(".", 1)[0] for name in nodes or {} if "." in name)
-    return names, _stop_status(dict(nodes or {}))

@@ -1,10 +1,12 @@
 """Load your agent factory and tools by name (`MODULE:ATTR`), as `--agent` / `--tools` take them.
 
-The recommended structure of an agent is a factory, `make_agent(model, tools, policy)`, that
-returns a compiled graph or agent (anything with `invoke` on `{"messages": [...]}`). Production
-calls it with the real model, the real tools and `StopPolicy()`; `toolstop check --agent` calls it
-with a scripted model, stand-ins of the tools and each scenario's policy; `toolstop bench --agent`
-with the real tools and each mode's policy.
+The recommended structure of an agent is a factory, `make_agent(model, tools, policy,
+checkpointer=None)`, that returns a compiled graph or agent (anything with `invoke` on
+`{"messages": [...]}`). Production calls it with the real model, the real tools, `StopPolicy()`
+and its checkpointer; `toolstop check --agent` calls it with a scripted model, stand-ins of the
+tools, each scenario's policy and an in-memory checkpointer of its own; `toolstop bench --agent`
+with the real tools and each mode's policy. `--agent` imports the factory's module: building
+clients or running anything at import happens then too, so keep those in another module.
 
 Every loading problem raises `ToolstopConfigError` with one sentence that names what was wrong;
 the CLI prints it and exits 2.
@@ -92,11 +94,14 @@ class AgentFactory:
         takes_middleware: Whether it takes a `middleware` keyword (langchain middleware it puts
             first in its list); `toolstop check` then also runs the model-call-limit and
             human-review scenarios.
+        takes_checkpointer: Whether it takes a `checkpointer` keyword (passed to `compile`,
+            or `create_agent`); `toolstop check` then passes its own in-memory one through it.
     """
 
     name: str
     build: Callable[..., Any]
     takes_middleware: bool = False
+    takes_checkpointer: bool = False
 
     def __call__(self, model: Any, tools: Sequence[BaseTool], policy: Any, **extra: Any) -> Any:
         """Build the agent; a factory that returns something without `invoke` is refused."""
@@ -163,12 +168,20 @@ def as_factory(factory: Any, *, name: str | None = None, flag: str = "--agent") 
     except TypeError:
         msg = f"{flag} {name} must take (model, tools, policy); its signature is {signature}"
         raise ToolstopConfigError(msg) from None
-    parameter = signature.parameters.get("middleware")
-    takes = parameter is not None and parameter.kind in (
+    return AgentFactory(
+        name=name,
+        build=factory,
+        takes_middleware=_keyword(signature, "middleware"),
+        takes_checkpointer=_keyword(signature, "checkpointer"),
+    )
+
+
+def _keyword(signature: inspect.Signature, name: str) -> bool:
+    parameter = signature.parameters.get(name)
+    return parameter is not None and parameter.kind in (
         inspect.Parameter.POSITIONAL_OR_KEYWORD,
         inspect.Parameter.KEYWORD_ONLY,
     )
-    return AgentFactory(name=name, build=factory, takes_middleware=takes)
 
 
 def load_tools(spec: str, flag: str = "--tools") -> list[BaseTool]:

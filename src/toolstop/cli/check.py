@@ -22,6 +22,7 @@ from toolstop._check.harness import (
     planned_malformed_signals_hidden,
     write_golden,
 )
+from toolstop._check.preflight import stand_in_summary
 from toolstop._check.pydantic_ai_router import PYDANTIC_AI, pydantic_ai_unavailable
 from toolstop._check.routers import ROUTERS, available_routers
 from toolstop._check.scenarios import Scenario, scenario_matrix
@@ -314,6 +315,13 @@ def run_check(args: argparse.Namespace, out: TextIO) -> int:
     if failed:
         _by_cause(failed, out, routers=True)
     print(summary, file=out)
+    print(
+        wrap.fill(
+            "the runs used toolstop's own forced tools; none of your tools was called (check "
+            "your agent with --agent MODULE:FACTORY --tools MODULE:ATTR)"
+        ),
+        file=out,
+    )
     return 1 if failed else 0
 
 
@@ -413,6 +421,9 @@ def run_check_agent(args: argparse.Namespace, out: TextIO) -> int:
             "passed": len(result.results) - len(failed),
             "failed": len(failed),
             "skipped": result.skipped,
+            "notes": result.notes,
+            "your_tools_called": False,
+            **stand_in_summary(tools),
         }
         print(json.dumps(document, indent=2), file=out)
         return 1 if failed else 0
@@ -428,4 +439,28 @@ def run_check_agent(args: argparse.Namespace, out: TextIO) -> int:
     if failed:
         _by_cause(failed, out, routers=False)
     print(f"{len(result.results) - len(failed)} passed, {len(failed)} failed", file=out)
+    for note in result.notes:
+        print(f"note: {note}", file=out)
+    for line in _stand_in_lines(tools):
+        print(line, file=out)
     return 1 if failed else 0
+
+
+def _stand_in_lines(tools: list[Any]) -> list[str]:
+    """What a green check does not prove: it ran stand-ins, never your tools."""
+    summary = stand_in_summary(tools)
+    lines = [
+        f"stand-ins: {', '.join(summary['stand_ins'])}: the check forced their results; your "
+        "real tools were not called (bench --agent runs them)"
+    ]
+    if summary["signal"]:
+        lines.append(
+            f"signal in their own code (response_format='content_and_artifact'): "
+            f"{', '.join(summary['signal'])}"
+        )
+    if summary["plain"]:
+        lines.append(
+            f"no signal (plain results go back to the model, never stop a run): "
+            f"{', '.join(summary['plain'])}"
+        )
+    return lines

@@ -28,11 +28,29 @@ class ForcedTool(StructuredTool):
         return self._forced
 
 
-def in_call_order(results: Sequence[ForcedResult]) -> Callable[[], tuple[Any, Any]]:
-    """A function returning `results` one per call (the last repeats; exceptions are raised)."""
+def in_call_order(
+    results: Sequence[ForcedResult], helper: str = "forced_tool(name, *results)"
+) -> Callable[[], tuple[Any, Any]]:
+    """A function returning `results` one per call (the last repeats; exceptions are raised).
+
+    Raises:
+        ValueError: no result.
+        TypeError: a result that is neither a `(content, artifact)` pair nor an exception,
+            naming `helper` and what it takes.
+    """
     if not results:
         msg = "a forced tool needs at least one result"
         raise ValueError(msg)
+    for index, result in enumerate(results, 1):
+        if not isinstance(result, BaseException) and not (
+            isinstance(result, tuple) and len(result) == 2
+        ):
+            msg = (
+                f"{helper} takes results that are (content, artifact) pairs or exceptions, "
+                f'e.g. ("found it", signal("completed")); result {index} is a '
+                f"{type(result).__name__}: {result!r:.80}"
+            )
+            raise TypeError(msg)
     lock = threading.Lock()
     used = [0]
 
@@ -63,6 +81,9 @@ def forced_tool(name: str, *results: ForcedResult, description: str | None = Non
 
         ```
     """
+    if not isinstance(name, str) or not name:
+        msg = f"forced_tool(name, *results) takes the tool's name as a str first, got {name!r:.80}"
+        raise TypeError(msg)
     next_result = in_call_order(results)
 
     def run(query: str = "") -> tuple[Any, Any]:

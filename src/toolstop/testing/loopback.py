@@ -39,7 +39,30 @@ class Reply:
 
 
 def reply(text: str | None = None, *calls: tuple[str, dict[str, Any]]) -> Reply:
-    """A scripted answer: `reply("hi")` or `reply(None, ("search", {"query": "x"}))`."""
+    """A scripted answer: `reply("hi")` or `reply(None, ("search", {"query": "x"}))`.
+
+    Raises:
+        TypeError: `text` is neither a str nor None (a call given first: pass None before
+            it), or a call is not a `(name, arguments)` pair of a str and a dict.
+    """
+    if text is not None and not isinstance(text, str):
+        msg = (
+            "reply(text, *calls) takes the answer's text (a str, or None for tool calls "
+            f'only) first, e.g. reply(None, ("search", {{"query": "x"}})); got {text!r:.80}'
+        )
+        raise TypeError(msg)
+    for index, tool_call in enumerate(calls, 1):
+        if not (
+            isinstance(tool_call, tuple)
+            and len(tool_call) == 2
+            and isinstance(tool_call[0], str)
+            and isinstance(tool_call[1], dict)
+        ):
+            msg = (
+                "reply(text, *calls) takes tool calls as (name, arguments) pairs, e.g. "
+                f'("search", {{"query": "x"}}); call {index} is {tool_call!r:.80}'
+            )
+            raise TypeError(msg)
     return Reply(text=text, tool_calls=tuple(calls))
 
 
@@ -116,11 +139,21 @@ def request_problem(body: Any) -> tuple[str, str | None] | None:
 
 
 class LoopbackProvider:
-    """A scripted OpenAI-compatible server on a free port of 127.0.0.1. Use as a context manager.
+    """A scripted OpenAI-compatible server on 127.0.0.1, as a context manager.
+
+    It listens on a free port, or on the `port` given.
 
     Args:
         script: The replies, served in order to the accepted chat completion requests.
         model: The model name `GET /v1/models` lists (requests may name any model).
+        port: The port to listen on; 0 (the default) takes a free one (see `port`, `base_url`).
+            A fixed port lets a client config written beforehand point at it.
+
+    Raises:
+        TypeError: a script item that is neither a `Reply` nor a str, or a port that is not an
+            int.
+        ValueError: a port outside 0-65535.
+        OSError: the port is taken.
 
     Attributes:
         requests: Every chat completion body that parsed as JSON, in order (rejected ones too).
@@ -128,7 +161,25 @@ class LoopbackProvider:
         rejected: Bodies answered with HTTP 400 (parsed, or the raw bytes when they did not parse).
     """
 
-    def __init__(self, script: Sequence[Reply | str], *, model: str = "gpt-loopback") -> None:
+    def __init__(
+        self, script: Sequence[Reply | str], *, model: str = "gpt-loopback", port: int = 0
+    ) -> None:
+        if isinstance(script, str) or not isinstance(script, Sequence):
+            msg = f"LoopbackProvider(script) takes a list of replies, got {script!r:.80}"
+            raise TypeError(msg)
+        for index, item in enumerate(script, 1):
+            if not isinstance(item, Reply | str):
+                msg = (
+                    "LoopbackProvider(script) takes replies made by reply(...) or str answers; "
+                    f"item {index} is a {type(item).__name__}: {item!r:.80}"
+                )
+                raise TypeError(msg)
+        if isinstance(port, bool) or not isinstance(port, int):
+            msg = f"LoopbackProvider(port=...) takes an int (0: a free port), got {port!r:.80}"
+            raise TypeError(msg)
+        if not 0 <= port <= 65535:
+            msg = f"LoopbackProvider(port=...) takes 0 (a free port) to 65535, got {port}"
+            raise ValueError(msg)
         self.model = model
         self._script = [Reply(text=s) if isinstance(s, str) else s for s in script]
         self._position = 0
@@ -136,7 +187,7 @@ class LoopbackProvider:
         self.requests: list[dict[str, Any]] = []
         self.raw_requests: list[bytes] = []
         self.rejected: list[Any] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         )

@@ -87,13 +87,51 @@ class ScriptMismatchError(AssertionError):
 
 
 def call(name: str, /, *, id: str | None = None, **args: Any) -> ToolCall:  # noqa: A002
-    """A tool call for a script, e.g. `call("search", query="refunds")`."""
+    """A tool call for a script, e.g. `call("search", query="refunds")`.
+
+    Raises:
+        TypeError: `name` is not a non-empty str, or `id` is neither a str nor None.
+    """
+    if not isinstance(name, str) or not name:
+        msg = (
+            "call(name, **args) takes the tool's name as a str, then its arguments as keywords, "
+            f'e.g. call("search", query="refunds"); got {_shown(name)}'
+        )
+        raise TypeError(msg)
+    if id is not None and not isinstance(id, str):
+        msg = f"call(name, id=..., **args) takes the call's id as a str or None, got {_shown(id)}"
+        raise TypeError(msg)
     return ToolCall(name=name, args=args, id=id, type="tool_call")
 
 
 def turn(*calls: ToolCall, content: str = "") -> AIMessage:
-    """An AIMessage asking for `calls` (in this order) in one turn."""
+    """An AIMessage asking for `calls` (in this order) in one turn.
+
+    Raises:
+        TypeError: a call that is not a tool call as `call(...)` makes it (a dict with a str
+            `name` and a dict `args`), or `content` that is not a str.
+    """
+    for index, tool_call in enumerate(calls, 1):
+        if not (
+            isinstance(tool_call, dict)
+            and isinstance(tool_call.get("name"), str)
+            and isinstance(tool_call.get("args"), dict)
+        ):
+            msg = (
+                "turn(*calls) takes tool calls made by call(name, **args), e.g. "
+                f'turn(call("search", query="refunds")); call {index} is {_shown(tool_call)}'
+            )
+            raise TypeError(msg)
+    if not isinstance(content, str):
+        msg = f"turn(*calls, content=...) takes the turn's text as a str, got {_shown(content)}"
+        raise TypeError(msg)
     return AIMessage(content=content, tool_calls=list(calls))
+
+
+def _shown(value: Any) -> str:
+    """`value` for an error message: its type and the start of its repr."""
+    text = repr(value)
+    return f"a {type(value).__name__}: {text if len(text) <= 80 else text[:77] + '...'}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,7 +196,10 @@ def _as_message(step: ScriptStep, index: int) -> AIMessage:
     elif isinstance(step, Sequence) and all(isinstance(c, dict) for c in step):
         message = turn(*step)
     else:
-        msg = f"script step {index} is not an AIMessage, a str or tool calls: {step!r}"
+        msg = (
+            f"ScriptedChatModel: script step {index} is not an AIMessage, a str or tool calls "
+            f"made by call(...) or turn(...): {step!r}"
+        )
         raise TypeError(msg)
     calls = []
     for position, tool_call in enumerate(message.tool_calls):
@@ -297,6 +338,12 @@ class ScriptedChatModel(BaseChatModel):
     _script: _Script = PrivateAttr()
 
     def __init__(self, script: Sequence[ScriptStep], **kwargs: Any) -> None:
+        if isinstance(script, str | bytes | AIMessage | dict) or not isinstance(script, Sequence):
+            msg = (
+                "ScriptedChatModel(script) takes a list of steps (answers as str or AIMessage, "
+                f'tool calls as call(...) or turn(...)), e.g. ["hi"]; got {_shown(script)}'
+            )
+            raise TypeError(msg)
         super().__init__(**kwargs)
         self._script = _Script(steps=[_as_message(step, i) for i, step in enumerate(script)])
 

@@ -36,8 +36,18 @@ def stand_in(tool: BaseTool, *results: ForcedResult) -> BaseTool:
 
     It keeps `tool`'s name, description, argument schema and `return_direct`. The last result
     repeats; an exception is raised, as a failing tool would. The arguments are validated by the
-    schema, then ignored."""
-    next_result = in_call_order(results)
+    schema, then ignored.
+
+    Raises:
+        TypeError: `tool` is not a LangChain tool, or a result is neither a
+            `(content, artifact)` pair nor an exception."""
+    if not isinstance(tool, BaseTool):
+        msg = (
+            "stand_in(tool, *results) takes a LangChain tool (decorated with @tool) first, got "
+            f"a {type(tool).__name__}"
+        )
+        raise TypeError(msg)
+    next_result = in_call_order(results, "stand_in(tool, *results)")
 
     def run(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
         return next_result()

@@ -90,5 +90,19 @@ def chart(with_text: bool) -> CallToolResult:
     return CallToolResult(content=content, structuredContent={"stop": True, "reason": "completed"})
 
 
+NEAR_MISSES: dict[str, dict[str, object]] = {
+    "case": {"Stop": True, "reason": "completed"},
+    "doubled": {"stopp": True, "reason": "completed"},
+    "no-stop": {"reason": "completed", "receipt_id": "r-2"},
+    "nested": {"result": {"stop": True, "reason": "completed"}},
+}
+
+
+@server.tool()
+def near(shape: str) -> CallToolResult:
+    """A signal in structuredContent that almost follows the contract (`NEAR_MISSES`)."""
+    return CallToolResult(content=text(f"near miss: {shape}"), structuredContent=NEAR_MISSES[shape])
+
+
 if __name__ == "__main__":
     server.run("stdio")
