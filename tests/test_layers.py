@@ -27,6 +27,7 @@ LIBRARY = [
     "toolstop._redact",
     "toolstop._version",
     "toolstop._lifecycle",
+    "toolstop._invocation",
     "toolstop.graph",
     "toolstop.middleware",
     "toolstop.legacy",

@@ -28,6 +28,7 @@ try:
 except ImportError as error:  # pragma: no cover - a broken langgraph / langgraph-prebuilt pair
     raise ImportError(prebuilt_mismatch(error)) from error
 
+from toolstop import _invocation
 from toolstop._lifecycle import (
     RUN_KEY,
     Begun,
@@ -191,7 +192,7 @@ class _Nodes:
             state.get("stop_record"),
             state["messages"],
             self.policy,
-            invocation=invocation_of(remaining, config),
+            invocation=_invocation.current(config) or invocation_of(remaining, config),
             remaining_steps=remaining,
             loop_steps=GRAPH_LOOP_STEPS,
         )
