@@ -1,7 +1,8 @@
 """A run's identity comes from LangGraph's invocation, not from arithmetic on its steps (issue 41).
 
-Two runs overlapping on one thread: the second is refused with an error naming the thread, and
-the first is recorded once, as it ended. A changed `recursion_limit` never hides an aborted run;
+Two runs overlapping on one thread: the second is refused with an error naming the thread (after
+`toolstop._invocation.GRACE_S`, in case the first is only unwinding), and the first is recorded
+once, as it ended. A changed `recursion_limit` never hides an aborted run;
 a resume and a retry of a failed step continue their run.
 """
 
@@ -470,3 +471,96 @@ def test_without_langgraphs_loop_the_invocation_is_its_step_limit(
     assert isinstance(agent.get_state(config).values["toolstop_run"]["invocation"], int)
     result = agent.invoke({"messages": [HumanMessage("second")]}, {**config, "recursion_limit": 25})
     _check_closed(model, result, _records(caplog))
+
+
+class _Loop:
+    """Stands for LangGraph's Pregel loop, as a node's config reaches it."""
+
+    def __init__(self, checkpoint_id: str, thread_id: str, checkpointer: Any) -> None:
+        import contextlib
+
+        self.stack = contextlib.ExitStack()
+        self.checkpoint = {"id": checkpoint_id}
+        self.config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        self.checkpointer = checkpointer
+
+    def accept_push(self) -> None:
+        """LangGraph's `schedule_task`, bound to its loop."""
+
+    def node_config(self) -> dict[str, Any]:
+        import functools
+
+        return {
+            "configurable": {
+                "__pregel_call": functools.partial(print, schedule_task=self.accept_push)
+            }
+        }
+
+
+def test_a_run_waits_for_the_previous_run_of_its_thread_to_finish_unwinding() -> None:
+    """A run cancelled to make room for the next (LangGraph Server's `interrupt` strategy) may
+    still be unwinding when the next one starts: the next one waits for it, then runs."""
+    from toolstop import _invocation
+
+    checkpointer = object()
+    first = _Loop("ckpt-1", "grace", checkpointer)
+    second = _Loop("ckpt-2", "grace", checkpointer)
+    assert _invocation.current(first.node_config()) == "ckpt-1"
+    assert _invocation.current(first.node_config()) == "ckpt-1"  # the same invocation
+    named: list[str | None] = []
+    waiting = threading.Thread(
+        target=lambda: named.append(_invocation.current(second.node_config()))
+    )
+    waiting.start()
+    first.stack.close()  # the first run's loop ends
+    waiting.join(HANG_GUARD_S)
+    assert named == ["ckpt-2"]
+    assert "grace" in _invocation.running()
+    second.stack.close()
+    assert "grace" not in _invocation.running()
+
+
+def test_an_async_run_waits_for_the_previous_run_without_blocking_the_event_loop() -> None:
+    from toolstop import _invocation
+
+    async def main() -> str | None:
+        checkpointer = object()
+        first = _Loop("ckpt-1", "agrace", checkpointer)
+        second = _Loop("ckpt-2", "agrace", checkpointer)
+        assert _invocation.current(first.node_config()) == "ckpt-1"
+
+        async def unwind() -> None:  # runs on the loop the waiting run must not block
+            first.stack.close()
+
+        closing = asyncio.ensure_future(unwind())
+        await _invocation.aclaim(second.node_config())
+        await closing
+        name = _invocation.current(second.node_config())
+        second.stack.close()
+        return name
+
+    assert asyncio.run(main()) == "ckpt-2"
+
+
+def test_a_run_still_running_after_the_grace_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolstop import _invocation
+
+    monkeypatch.setattr(_invocation, "GRACE_S", 0.0)
+    checkpointer = object()
+    first = _Loop("ckpt-1", "busy\x1b[2J" + "x" * 500, checkpointer)
+    second = _Loop("ckpt-2", first.config["configurable"]["thread_id"], checkpointer)
+    other = _Loop("ckpt-3", "elsewhere", checkpointer)
+    _invocation.current(first.node_config())
+    try:
+        with pytest.raises(ToolstopError, match="another run of thread 'busy") as refused:
+            _invocation.current(second.node_config())
+        assert "\x1b" not in str(refused.value)  # the thread id is shown escaped, and cut
+        assert len(str(refused.value)) < 600
+        with pytest.raises(ToolstopError):
+            asyncio.run(_invocation.aclaim(second.node_config()))
+        assert _invocation.current(other.node_config()) == "ckpt-3"  # another thread runs
+    finally:
+        first.stack.close()
+        other.stack.close()
+    assert _invocation.current(second.node_config()) == "ckpt-2"
+    second.stack.close()

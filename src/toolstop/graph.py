@@ -266,6 +266,7 @@ class _Nodes:
         return self._end(begun, run, answer, config)
 
     async def aagent(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
+        await _invocation.aclaim(config)
         begun = self._begin(state, config)
         if begun.aborted is not None:
             await apublish_run_end(begun.aborted.record, config)
@@ -282,6 +283,7 @@ class _Nodes:
         return self._end(begun, begun.run, relay, config)
 
     async def afinalize(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
+        await _invocation.aclaim(config)
         begun, decision = self._stop(state, config)
         relay = relay_message(decision.relay, decision.rule, name=self.name)
         return await self._aend(begun, begun.run, relay, config)
@@ -293,6 +295,7 @@ class _Nodes:
         return self._end(begun, run, answer, config)
 
     async def apolish(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
+        await _invocation.aclaim(config)
         begun, _ = self._stop(state, config)
         response = await self.model.ainvoke(self._messages(begun), config)
         answer, run = self._polished(begun.run, response)

@@ -540,6 +540,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
 
     async def awrap_model_call(self, request: ModelRequest, handler: AsyncHandler) -> Any:
         """Async twin of `wrap_model_call`."""
+        await _invocation.aclaim(_config())
         begun, remaining, config = self._begin(request)
         decision = begun.decision
         if begun.aborted is not None:
@@ -627,6 +628,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
 
         Sync handlers get it as langchain-core runs sync handlers in async code."""
         config = _config()
+        await _invocation.aclaim(config)
         update, run, aborted = self._ending(state, config)
         if aborted is not None:
             await apublish_run_end(aborted, config)
