@@ -564,3 +564,48 @@ def test_a_run_still_running_after_the_grace_is_refused(monkeypatch: pytest.Monk
         other.stack.close()
     assert _invocation.current(second.node_config()) == "ckpt-2"
     second.stack.close()
+
+
+def test_report_counts_each_run_once_after_an_overlap(tmp_path: Path) -> None:
+    """`toolstop report` on the thread's database: the run that went on and the next one, no
+    run counted twice, none `interrupted`."""
+    pytest.importorskip("langgraph.checkpoint.sqlite")
+    import io
+    import json
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from toolstop import _invocation
+    from toolstop.cli import main
+    from toolstop.graph import build_react_graph
+
+    started, release = threading.Event(), threading.Event()
+
+    @tool
+    def slow(q: str) -> str:
+        """A tool that runs until the test releases it."""
+        started.set()
+        release.wait(HANG_GUARD_S)
+        return "slow result"
+
+    db = tmp_path / "threads.db"
+    config = _thread("report")
+    with SqliteSaver.from_conn_string(str(db)) as checkpointer:
+        agent = build_react_graph(_overlap_model(), [slow], checkpointer=checkpointer)
+        worker = threading.Thread(
+            target=lambda: agent.invoke({"messages": [HumanMessage("first")]}, config)
+        )
+        worker.start()
+        assert started.wait(HANG_GUARD_S)
+        try:
+            with pytest.raises(ToolstopError):
+                agent.invoke({"messages": [HumanMessage("second")]}, config)
+        finally:
+            release.set()
+            worker.join(HANG_GUARD_S)
+        agent.invoke({"messages": [HumanMessage("third")]}, config)
+    assert config["configurable"]["thread_id"] not in _invocation.running()
+    assert main(["report", "--db", str(db), "--out", str(tmp_path / "r")], out=io.StringIO()) == 0
+    document = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert document["runs"] == 2
+    assert document["rules"] == {"none": 2}
