@@ -31,6 +31,7 @@ LIBRARY = [
     "toolstop._lifecycle",
     "toolstop._relay",
     "toolstop._prompt",
+    "toolstop._invocation",
     "toolstop.graph",
     "toolstop.middleware",
     "toolstop.legacy",

@@ -32,6 +32,7 @@ def test_toolstop_all() -> None:
             "StopRecord",
             "StopRule",
             "ToolTimeoutError",
+            "ToolstopConcurrentRunError",
             "ToolstopConfigError",
             "ToolstopError",
             "__version__",
@@ -63,6 +64,7 @@ def test_every_exception_is_exported() -> None:
             if ours and issubclass(value, Exception):
                 assert name in toolstop.__all__, name
     assert issubclass(toolstop.ToolstopConfigError, ValueError)
+    assert issubclass(toolstop.ToolstopConcurrentRunError, RuntimeError)
     assert "ScriptExhaustedError" in toolstop.testing.__all__
     assert "ScriptMismatchError" in toolstop.testing.__all__
 

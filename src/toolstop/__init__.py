@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolstop._version import __version__
 from toolstop.decision import CallSignal, Decision, Problem, Rule, SignalProblem, StopRule, decide
-from toolstop.errors import ToolstopConfigError, ToolstopError
+from toolstop.errors import ToolstopConcurrentRunError, ToolstopConfigError, ToolstopError
 from toolstop.graph import ReactState, build_react_graph
 from toolstop.outcome import Outcome, signal
 from toolstop.policy import Mode, OnBudget, Parallel, ParallelRule, StopMode, StopPolicy
@@ -50,6 +50,7 @@ __all__ = [
     "StopRecord",
     "StopRule",
     "ToolTimeoutError",
+    "ToolstopConcurrentRunError",
     "ToolstopConfigError",
     "ToolstopError",
     "__version__",

@@ -15,6 +15,11 @@ leaves its run open in the last checkpoint. The thread's next run closes it (`cl
 its record is written and published with rule `interrupted`, the tool calls it left open are
 answered with error ToolMessages before the model is called, and the new run is numbered and
 counted afresh. A run resumed after a human review (`Command(resume=...)`) is not such a run.
+
+Which invocation of the graph served a run is named by `toolstop._invocation.current` (LangGraph's
+loop: a checkpoint id written for the invocation), not by arithmetic on its steps, so a later run
+with another `recursion_limit` is never taken for the aborted one; a second run started on a
+thread while one runs there is refused before its first model call.
 """
 
 from __future__ import annotations
@@ -96,8 +101,10 @@ class RunState(TypedDict):
         remaining: LangGraph's remaining steps at the run's last model call (measures the loop).
         loop: Steps from one model call to the next, when known (measured or read from the graph).
         tail: Steps from the final model call to the end of the run, when known.
-        invocation: Which invocation of the graph last called the model for this run (see
-            `invocation_of`), so the next invocation can tell a resumed run from an aborted one.
+        invocation: Which invocation of the graph last served this run (its name from
+            `toolstop._invocation.current`: a checkpoint id LangGraph wrote for it; an int in
+            runs checkpointed before, see `invocation_of`), so the next invocation can tell a
+            resumed run from an aborted one.
         start: The id of the last message before the run began (its input): a stop relays
             results of this run only (see `toolstop.decision.current_turn`). Absent in runs
             checkpointed before it existed.
@@ -111,7 +118,7 @@ class RunState(TypedDict):
     remaining: int | None
     loop: NotRequired[int | None]
     tail: NotRequired[int | None]
-    invocation: NotRequired[int | None]
+    invocation: NotRequired[int | str | None]
     start: NotRequired[str | None]
     answer: NotRequired[str | None]
 
@@ -151,10 +158,12 @@ class Aborted(NamedTuple):
 
 
 def invocation_of(remaining_steps: int | None, config: Any) -> int | None:
-    """A number that is the same for every node of one invocation of a graph.
+    """A number that is the same for every node of one invocation of a graph (a fallback).
 
-    It differs between invocations of one thread: LangGraph's step plus its remaining steps
-    (the invocation's step limit). `None` when either is unknown."""
+    Used when `toolstop._invocation.current` cannot name the invocation: LangGraph's step plus
+    its remaining steps (the invocation's step limit). Two invocations of one thread can share
+    it (a later one with a smaller `recursion_limit`), so it is used only when LangGraph's loop
+    is out of reach. `None` when either is unknown."""
     metadata = (config or {}).get("metadata") or {}
     step = metadata.get("langgraph_step")
     if isinstance(step, int) and isinstance(remaining_steps, int):
@@ -181,7 +190,7 @@ def _new_input(messages: list[AnyMessage], after: int) -> bool:
 def close_aborted(
     run: RunState | None,
     messages: list[AnyMessage],
-    invocation: int | None,
+    invocation: int | str | None,
     policy: StopPolicy | None = None,
 ) -> Aborted | None:
     """The thread's open run, when it belongs to an earlier invocation that did not finish.
@@ -195,7 +204,7 @@ def close_aborted(
     Args:
         run: The run state in the graph.
         messages: The thread's messages as the model would get them.
-        invocation: The current invocation (`invocation_of`).
+        invocation: The current invocation (`toolstop._invocation.current`).
         policy: The stop policy, to account for a tool turn the aborted run had answered but
             not decided (its signals go into the closed record; nothing is delivered).
 
@@ -259,7 +268,7 @@ def repair_history(messages: list[AnyMessage]) -> list[AnyMessage] | None:
     return [*messages[:end], *answers, *closing, *messages[end:]]
 
 
-def served(run: RunState, invocation: int | None) -> RunState:
+def served(run: RunState, invocation: int | str | None) -> RunState:
     """`run` marked as served by `invocation` (the same dict when it already is)."""
     if run.get("invocation") == invocation:
         return run
@@ -396,7 +405,7 @@ def begin(
     messages: list[AnyMessage],
     policy: StopPolicy,
     *,
-    invocation: int | None,
+    invocation: int | str | None,
     remaining_steps: int | None,
     loop_steps: int | Callable[[RunState], tuple[RunState, int]],
     as_said: Callable[[Turn], Turn | None] | None = None,
@@ -414,7 +423,7 @@ def begin(
         previous: The thread's last finished record (`stop_record`), to number a new run.
         messages: The thread's messages.
         policy: The stop policy.
-        invocation: The current invocation (see `invocation_of`).
+        invocation: The current invocation (see `toolstop._invocation.current`).
         remaining_steps: LangGraph's remaining steps at this node.
         loop_steps: The steps a further tool turn needs from this node, or a function of the
             (open) run that returns it with the run (the middleware reads or measures its

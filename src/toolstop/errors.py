@@ -1,13 +1,13 @@
 """Exceptions raised by toolstop.
 
 toolstop raises only for programming errors: a policy that makes no sense, a tool set that would
-bypass the policy. A *tool* that signals badly never raises; it is recorded and routing continues
-with the model (see `toolstop.decide`).
+bypass the policy, a second run started on a thread that has one running. A *tool* that signals
+badly never raises; it is recorded and routing continues with the model (see `toolstop.decide`).
 """
 
 from __future__ import annotations
 
-__all__ = ["ToolstopConfigError", "ToolstopError"]
+__all__ = ["ToolstopConcurrentRunError", "ToolstopConfigError", "ToolstopError"]
 
 
 class ToolstopError(Exception):
@@ -19,4 +19,12 @@ class ToolstopConfigError(ToolstopError, ValueError):
 
     Subclasses `ValueError`, so `except ValueError` keeps working for callers that validate input
     generically.
+    """
+
+
+class ToolstopConcurrentRunError(ToolstopError, RuntimeError):
+    """A run was started on a thread while another run of this process was still running on it.
+
+    Raised before the new run's first model call; the run already in progress goes on and is
+    recorded as usual. Subclasses `RuntimeError`.
     """

@@ -27,6 +27,7 @@ try:
 except ImportError as error:  # pragma: no cover - a broken langgraph / langgraph-prebuilt pair
     raise ImportError(prebuilt_mismatch(error)) from error
 
+from toolstop import _invocation
 from toolstop._lifecycle import (
     RUN_KEY,
     Begun,
@@ -181,7 +182,7 @@ class _Nodes:
             state.get("stop_record"),
             state["messages"],
             self.policy,
-            invocation=invocation_of(remaining, config),
+            invocation=_invocation.current(config) or invocation_of(remaining, config),
             remaining_steps=remaining,
             loop_steps=GRAPH_LOOP_STEPS,
         )
@@ -259,6 +260,7 @@ class _Nodes:
         return self._end(begun, run, answer, config)
 
     async def aagent(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
+        await _invocation.aclaim(config)
         begun = self._begin(state, config)
         if begun.aborted is not None:
             await apublish_run_end(begun.aborted.record, config)
@@ -277,6 +279,7 @@ class _Nodes:
         return self._end(begun, begun.run, relay, config)
 
     async def afinalize(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
+        await _invocation.aclaim(config)
         begun, decision = self._stop(state, config)
         relay = relay_message(
             decision.relay, decision.rule, name=self.name, for_model=decision.for_model
@@ -290,6 +293,7 @@ class _Nodes:
         return self._end(begun, run, answer, config)
 
     async def apolish(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
+        await _invocation.aclaim(config)
         begun, _ = self._stop(state, config)
         response = await self.model.ainvoke(await self._amessages(begun, state, config), config)
         answer, run = self._polished(begun.run, response)

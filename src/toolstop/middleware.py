@@ -30,6 +30,7 @@ from langchain_core.tools import BaseTool
 from langgraph.config import get_config
 from langgraph.types import Command
 
+from toolstop import _invocation
 from toolstop._lifecycle import (
     RUN_KEY,
     Begun,
@@ -103,12 +104,13 @@ def _config() -> Any:
         return None
 
 
-def _steps(config: Any) -> tuple[int | None, int | None]:
-    """`(remaining steps, invocation)` of the running node, from LangGraph's scratchpad.
+def _steps(config: Any) -> tuple[int | None, int | str | None]:
+    """`(remaining steps, invocation)` of the running node, from LangGraph's scratchpad and loop.
 
-    The remaining steps are what `RemainingSteps` gives a node; the invocation (its step limit,
-    the same for every node of one invocation) is what `toolstop._lifecycle.invocation_of`
-    computes from them. `(None, None)` outside a graph run.
+    The remaining steps are what `RemainingSteps` gives a node; the invocation is named by
+    `toolstop._invocation.current` (which also refuses a second run on a thread that has one in
+    progress), or, when LangGraph's loop is out of reach, is the invocation's step limit.
+    `(None, None)` outside a graph run.
     """
     try:
         scratchpad = config["configurable"][_SCRATCHPAD]
@@ -117,7 +119,8 @@ def _steps(config: Any) -> tuple[int | None, int | None]:
         return None, None
     if type(step) is not int or type(stop) is not int:
         return None, None
-    return stop - step, stop
+    name = _invocation.current(config)
+    return stop - step, stop if name is None else name
 
 
 def _graph_shape(config: Any) -> tuple[int, int] | None:
@@ -550,6 +553,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
 
     async def awrap_model_call(self, request: ModelRequest, handler: AsyncHandler) -> Any:
         """Async twin of `wrap_model_call`."""
+        await _invocation.aclaim(_config())
         begun, remaining, config = self._begin(request)
         decision = begun.decision
         if begun.aborted is not None:
@@ -643,6 +647,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
 
         Sync handlers get it as langchain-core runs sync handlers in async code."""
         config = _config()
+        await _invocation.aclaim(config)
         update, run, aborted = self._ending(state, config)
         if aborted is not None:
             await apublish_run_end(aborted, config)

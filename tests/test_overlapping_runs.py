@@ -1,0 +1,611 @@
+"""A run's identity comes from LangGraph's invocation, not from arithmetic on its steps (issue 41).
+
+Two runs overlapping on one thread: the second is refused with an error naming the thread (after
+`toolstop._invocation.GRACE_S`, in case the first is only unwinding), and the first is recorded
+once, as it ended. A changed `recursion_limit` never hides an aborted run;
+a resume and a retry of a failed step continue their run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from routers import ROUTERS, Router
+from toolstop import StopPolicy, ToolstopError
+from toolstop._lifecycle import INTERRUPTED_TEXT
+from toolstop.testing import ScriptedChatModel, assert_valid_history, call, turn
+
+KINDS = ["memory", "sqlite", "postgres"]
+HANG_GUARD_S = 60  # a hang guard only: the tests wait on events, never on time
+
+
+def _records(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    return [r.toolstop for r in caplog.records if hasattr(r, "toolstop")]
+
+
+def _agent(router: Router, model: Any, tools: list[Any], checkpointer: Any) -> Any:
+    return router.build(model, tools, policy=StopPolicy(), checkpointer=checkpointer)
+
+
+def _thread(name: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": f"{name}-{uuid.uuid4()}"}}
+
+
+@contextmanager
+def _saver(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+    if kind == "memory":
+        yield InMemorySaver()
+    elif kind == "sqlite":
+        pytest.importorskip("langgraph.checkpoint.sqlite")
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        with SqliteSaver.from_conn_string(str(tmp_path / "t.db")) as checkpointer:
+            yield checkpointer
+    else:
+        url = request.getfixturevalue("postgres_url")
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        with PostgresSaver.from_conn_string(url) as checkpointer:
+            checkpointer.setup()
+            yield checkpointer
+
+
+@asynccontextmanager
+async def _asaver(kind: str, tmp_path: Path, url: str | None) -> AsyncIterator[Any]:
+    if kind == "memory":
+        yield InMemorySaver()
+    elif kind == "sqlite":
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "t.db")) as checkpointer:
+            yield checkpointer
+    else:
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        assert url is not None
+        async with AsyncPostgresSaver.from_conn_string(url) as checkpointer:
+            await checkpointer.setup()
+            yield checkpointer
+
+
+def _url(kind: str, request: pytest.FixtureRequest) -> str | None:
+    if kind == "sqlite":
+        pytest.importorskip("langgraph.checkpoint.sqlite.aio")
+    url: str | None = request.getfixturevalue("postgres_url") if kind == "postgres" else None
+    return url
+
+
+# -- 9: two runs overlapping on one thread -------------------------------------------------------
+
+
+def _overlap_model() -> ScriptedChatModel:
+    return ScriptedChatModel(
+        [turn(call("slow", q="a", id="c1")), AIMessage("first done"), AIMessage("third done")]
+    )
+
+
+def _check_overlap(
+    error: BaseException,
+    first: dict[str, Any],
+    third: dict[str, Any],
+    thread_id: str,
+    model: ScriptedChatModel,
+    records: list[dict[str, Any]],
+) -> None:
+    """The second run was refused by name; the first is one run, recorded once as it ended."""
+    assert isinstance(error, ToolstopError)
+    assert repr(thread_id) in str(error)
+    assert "another run" in str(error)
+    assert (first["stop_record"]["run"], first["stop_record"]["rule"]) == (1, "none")
+    assert first["stop_record"]["model_calls"] == 2
+    assert first["messages"][-1].content == "first done"
+    assert (third["stop_record"]["run"], third["stop_record"]["model_calls"]) == (2, 1)
+    assert [(r["run"], r["rule"]) for r in records] == [(1, "none"), (2, "none")]
+    assert not any(m.content == INTERRUPTED_TEXT for m in third["messages"])
+    assert [m.content for m in third["messages"] if isinstance(m, HumanMessage)] == [
+        "first",
+        "third",
+    ]  # the refused run's input is not in the thread's state
+    assert_valid_history(third["messages"], "all")
+    model.assert_complete()  # the refused run never reached the model
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
+def test_a_run_started_while_another_runs_on_its_thread_is_refused(
+    router: Router,
+    kind: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="toolstop")
+    started, release = threading.Event(), threading.Event()
+
+    @tool
+    def slow(q: str) -> str:
+        """A tool that runs until the test releases it."""
+        started.set()
+        release.wait(HANG_GUARD_S)
+        return "slow result"
+
+    model = _overlap_model()
+    config = _thread(f"overlap-{router.name}-{kind}")
+    with _saver(kind, tmp_path, request) as checkpointer:
+        agent = _agent(router, model, [slow], checkpointer)
+        results: dict[str, Any] = {}
+
+        def first_run() -> None:
+            results["first"] = agent.invoke({"messages": [HumanMessage("first")]}, config)
+
+        worker = threading.Thread(target=first_run)
+        worker.start()
+        assert started.wait(HANG_GUARD_S)
+        try:
+            with pytest.raises(ToolstopError) as refused:
+                agent.invoke({"messages": [HumanMessage("second")]}, config)
+        finally:
+            release.set()
+            worker.join(HANG_GUARD_S)
+        third = agent.invoke({"messages": [HumanMessage("third")]}, config)
+    _check_overlap(
+        refused.value,
+        results["first"],
+        third,
+        config["configurable"]["thread_id"],
+        model,
+        _records(caplog),
+    )
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
+def test_an_async_run_started_while_another_runs_on_its_thread_is_refused(
+    router: Router,
+    kind: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="toolstop")
+    url = _url(kind, request)
+    model = _overlap_model()
+    config = _thread(f"aoverlap-{router.name}-{kind}")
+
+    async def main() -> tuple[BaseException, dict[str, Any], dict[str, Any]]:
+        started, release = asyncio.Event(), asyncio.Event()
+
+        @tool
+        async def slow(q: str) -> str:
+            """A tool that runs until the test releases it."""
+            started.set()
+            await release.wait()
+            return "slow result"
+
+        async with _asaver(kind, tmp_path, url) as checkpointer:
+            agent = _agent(router, model, [slow], checkpointer)
+            task = asyncio.ensure_future(
+                agent.ainvoke({"messages": [HumanMessage("first")]}, config)
+            )
+            await asyncio.wait_for(started.wait(), HANG_GUARD_S)
+            try:
+                with pytest.raises(ToolstopError) as refused:
+                    await agent.ainvoke({"messages": [HumanMessage("second")]}, config)
+            finally:
+                release.set()
+            first = await asyncio.wait_for(task, HANG_GUARD_S)
+            third = await agent.ainvoke({"messages": [HumanMessage("third")]}, config)
+        return refused.value, first, third
+
+    error, first, third = asyncio.run(main())
+    _check_overlap(
+        error, first, third, config["configurable"]["thread_id"], model, _records(caplog)
+    )
+
+
+@pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
+def test_runs_on_different_threads_may_overlap(router: Router) -> None:
+    """Only one thread's runs are serialised: another thread runs meanwhile."""
+    started, release = threading.Event(), threading.Event()
+
+    @tool
+    def slow(q: str) -> str:
+        """A tool that runs until the test releases it."""
+        if q == "a":
+            started.set()
+            release.wait(HANG_GUARD_S)
+        return "slow result"
+
+    first_model = ScriptedChatModel([turn(call("slow", q="a", id="c1")), AIMessage("one")])
+    other_model = ScriptedChatModel([turn(call("slow", q="b", id="c2")), AIMessage("two")])
+    checkpointer = InMemorySaver()
+    first = _agent(router, first_model, [slow], checkpointer)
+    other = _agent(router, other_model, [slow], checkpointer)
+    results: dict[str, Any] = {}
+    worker = threading.Thread(
+        target=lambda: results.update(
+            one=first.invoke({"messages": [HumanMessage("1")]}, _thread("one"))
+        )
+    )
+    worker.start()
+    assert started.wait(HANG_GUARD_S)
+    try:
+        two = other.invoke({"messages": [HumanMessage("2")]}, _thread("two"))
+    finally:
+        release.set()
+        worker.join(HANG_GUARD_S)
+    assert two["stop_record"]["run"] == results["one"]["stop_record"]["run"] == 1
+    assert two["messages"][-1].content == "two"
+
+
+# -- 10: a changed recursion limit ---------------------------------------------------------------
+
+
+class _Crash(BaseException):
+    """What a worker's death looks like to the graph: nothing catches it."""
+
+
+@tool
+def crashes(q: str) -> str:
+    """A tool whose run never comes back (the worker dies)."""
+    raise _Crash
+
+
+def _check_closed(
+    model: ScriptedChatModel, result: dict[str, Any], records: list[dict[str, Any]]
+) -> None:
+    assert_valid_history(model.calls[-1].messages, "all", finished=False)
+    answer = next(m for m in model.calls[-1].messages if isinstance(m, ToolMessage))
+    assert (answer.tool_call_id, answer.content) == ("c1", INTERRUPTED_TEXT)
+    record = result["stop_record"]
+    assert (record["run"], record["model_calls"], record["rule"]) == (2, 1, "none")
+    assert [(r["run"], r["rule"]) for r in records] == [(1, "interrupted"), (2, "none")]
+
+
+LIMITS = range(18, 31)
+"""Run 2's limits: each router's step count makes one of them collide with run 1's (limit 25)
+under the old arithmetic, step + remaining steps."""
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
+def test_a_changed_recursion_limit_never_hides_an_aborted_run(
+    router: Router,
+    kind: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="toolstop")
+    with _saver(kind, tmp_path, request) as checkpointer:
+        for limit in LIMITS:
+            caplog.clear()
+            config = _thread(f"limit-{router.name}-{kind}-{limit}")
+            model = ScriptedChatModel([turn(call("crashes", q="x", id="c1")), AIMessage("fine")])
+            agent = _agent(router, model, [crashes], checkpointer)
+            with pytest.raises(_Crash):
+                agent.invoke(
+                    {"messages": [HumanMessage("first")]}, {**config, "recursion_limit": 25}
+                )
+            result = agent.invoke(
+                {"messages": [HumanMessage("second")]}, {**config, "recursion_limit": limit}
+            )
+            _check_closed(model, result, _records(caplog))
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
+def test_a_changed_recursion_limit_never_hides_an_aborted_async_run(
+    router: Router,
+    kind: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="toolstop")
+    url = _url(kind, request)
+
+    async def main() -> None:
+        async with _asaver(kind, tmp_path, url) as checkpointer:
+            for limit in LIMITS:
+                caplog.clear()
+                config = _thread(f"alimit-{router.name}-{kind}-{limit}")
+                model = ScriptedChatModel(
+                    [turn(call("crashes", q="x", id="c1")), AIMessage("fine")]
+                )
+                agent = _agent(router, model, [crashes], checkpointer)
+                with pytest.raises(_Crash):
+                    await agent.ainvoke(
+                        {"messages": [HumanMessage("first")]}, {**config, "recursion_limit": 25}
+                    )
+                result = await agent.ainvoke(
+                    {"messages": [HumanMessage("second")]}, {**config, "recursion_limit": limit}
+                )
+                _check_closed(model, result, _records(caplog))
+
+    asyncio.run(main())
+
+
+# -- a retry and a resume continue their run -----------------------------------------------------
+
+
+@pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
+def test_a_failed_step_retried_with_invoke_none_continues_its_run(
+    router: Router, caplog: pytest.LogCaptureFixture
+) -> None:
+    """LangGraph's retry of a failed run (`invoke(None)` reruns the failed step) is one run,
+    whatever recursion limit the retry uses."""
+    caplog.set_level(logging.INFO, logger="toolstop")
+    failures = [_Crash()]
+
+    @tool
+    def flaky(q: str) -> str:
+        """Fails once, then works."""
+        if failures:
+            raise failures.pop()
+        return "data"
+
+    model = ScriptedChatModel([turn(call("flaky", q="x", id="c1")), AIMessage("done")])
+    agent = _agent(router, model, [flaky], InMemorySaver())
+    config = _thread(f"retry-{router.name}")
+    with pytest.raises(_Crash):
+        agent.invoke({"messages": [HumanMessage("first")]}, {**config, "recursion_limit": 25})
+    result = agent.invoke(None, {**config, "recursion_limit": 23})
+    record = result["stop_record"]
+    assert (record["run"], record["model_calls"], record["rule"]) == (1, 2, "none")
+    assert [(r["run"], r["rule"]) for r in _records(caplog)] == [(1, "none")]
+    assert not any(m.content == INTERRUPTED_TEXT for m in result["messages"])
+    model.assert_complete()
+
+
+@pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
+def test_a_review_resumed_with_another_recursion_limit_is_one_run(
+    router: Router, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A paused run resumed (`Command(resume=...)` after `HumanInTheLoopMiddleware`, or
+    `invoke(None)` after `interrupt_before`) continues its run, whatever limit the resume uses."""
+    from langgraph.types import Command
+
+    caplog.set_level(logging.INFO, logger="toolstop")
+
+    @tool
+    def lookup(q: str) -> str:
+        """Plain tool."""
+        return "data"
+
+    model = ScriptedChatModel([turn(call("lookup", q="x", id="c1")), AIMessage("done")])
+    config = _thread(f"review-{router.name}")
+    if router.takes_middleware:
+        from langchain.agents.middleware import HumanInTheLoopMiddleware
+
+        agent = router.build(
+            model,
+            [lookup],
+            policy=StopPolicy(),
+            checkpointer=InMemorySaver(),
+            middleware=[HumanInTheLoopMiddleware(interrupt_on={"lookup": True})],
+        )
+        resume: Any = Command(resume={"decisions": [{"type": "approve"}]})
+    else:
+        from toolstop.graph import build_react_graph
+
+        agent = build_react_graph(
+            model, [lookup], checkpointer=InMemorySaver(), interrupt_before=["tools"]
+        )
+        resume = None
+    agent.invoke({"messages": [HumanMessage("first")]}, {**config, "recursion_limit": 25})
+    assert agent.get_state(config).next
+    result = agent.invoke(resume, {**config, "recursion_limit": 22})
+    record = result["stop_record"]
+    assert (record["run"], record["model_calls"], record["rule"]) == (1, 2, "none")
+    assert [(r["run"], r["rule"]) for r in _records(caplog)] == [(1, "none")]
+    assert not any(m.content == INTERRUPTED_TEXT for m in result["messages"])
+    model.assert_complete()
+
+
+# -- the invocation's name and the thread's claim ------------------------------------------------
+
+
+def test_an_invocation_is_named_only_inside_a_graph_run() -> None:
+    from toolstop import _invocation
+
+    assert _invocation.current(None) is None
+    assert _invocation.current({}) is None
+    assert _invocation.current({"configurable": {"__pregel_call": object()}}) is None
+
+
+@pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
+def test_a_run_that_failed_or_was_abandoned_releases_its_thread(router: Router) -> None:
+    """Whichever way a run ends, its thread takes the next run: a tool that killed the run, a
+    stream the caller stopped reading, a run paused for review."""
+    from toolstop import _invocation
+
+    config = _thread(f"release-{router.name}")
+    thread_id = config["configurable"]["thread_id"]
+    model = ScriptedChatModel(
+        [
+            turn(call("crashes", q="x", id="c1")),
+            turn(call("crashes", q="y", id="c2")),
+            AIMessage("fine"),
+        ]
+    )
+    agent = _agent(router, model, [crashes], InMemorySaver())
+    with pytest.raises(_Crash):
+        agent.invoke({"messages": [HumanMessage("first")]}, config)
+    assert thread_id not in _invocation.running()
+    for _ in agent.stream({"messages": [HumanMessage("second")]}, config, stream_mode="updates"):
+        break  # the model has been called: the run claimed the thread, and is dropped here
+    assert thread_id not in _invocation.running()
+    result = agent.invoke({"messages": [HumanMessage("third")]}, config)
+    assert (result["stop_record"]["run"], result["stop_record"]["model_calls"]) == (3, 1)
+    assert thread_id not in _invocation.running()
+
+
+@pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
+def test_without_langgraphs_loop_the_invocation_is_its_step_limit(
+    router: Router, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The fallback, should a LangGraph release move its loop: step + remaining steps names the
+    invocation (an aborted run is still closed when the limit is unchanged)."""
+    from toolstop import _invocation
+
+    caplog.set_level(logging.INFO, logger="toolstop")
+    monkeypatch.setattr(_invocation, "_CALL", "__no_such_key")
+    config = _thread(f"fallback-{router.name}")
+    model = ScriptedChatModel([turn(call("crashes", q="x", id="c1")), AIMessage("fine")])
+    agent = _agent(router, model, [crashes], InMemorySaver())
+    with pytest.raises(_Crash):
+        agent.invoke({"messages": [HumanMessage("first")]}, {**config, "recursion_limit": 25})
+    assert isinstance(agent.get_state(config).values["toolstop_run"]["invocation"], int)
+    result = agent.invoke({"messages": [HumanMessage("second")]}, {**config, "recursion_limit": 25})
+    _check_closed(model, result, _records(caplog))
+
+
+class _Loop:
+    """Stands for LangGraph's Pregel loop, as a node's config reaches it."""
+
+    def __init__(self, checkpoint_id: str, thread_id: str, checkpointer: Any) -> None:
+        import contextlib
+
+        self.stack = contextlib.ExitStack()
+        self.checkpoint = {"id": checkpoint_id}
+        self.config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        self.checkpointer = checkpointer
+
+    def accept_push(self) -> None:
+        """LangGraph's `schedule_task`, bound to its loop."""
+
+    def node_config(self) -> dict[str, Any]:
+        import functools
+
+        return {
+            "configurable": {
+                "__pregel_call": functools.partial(print, schedule_task=self.accept_push)
+            }
+        }
+
+
+def test_a_run_waits_for_the_previous_run_of_its_thread_to_finish_unwinding() -> None:
+    """A run cancelled to make room for the next (LangGraph Server's `interrupt` strategy) may
+    still be unwinding when the next one starts: the next one waits for it, then runs."""
+    from toolstop import _invocation
+
+    checkpointer = object()
+    first = _Loop("ckpt-1", "grace", checkpointer)
+    second = _Loop("ckpt-2", "grace", checkpointer)
+    assert _invocation.current(first.node_config()) == "ckpt-1"
+    assert _invocation.current(first.node_config()) == "ckpt-1"  # the same invocation
+    named: list[str | None] = []
+    waiting = threading.Thread(
+        target=lambda: named.append(_invocation.current(second.node_config()))
+    )
+    waiting.start()
+    first.stack.close()  # the first run's loop ends
+    waiting.join(HANG_GUARD_S)
+    assert named == ["ckpt-2"]
+    assert "grace" in _invocation.running()
+    second.stack.close()
+    assert "grace" not in _invocation.running()
+
+
+def test_an_async_run_waits_for_the_previous_run_without_blocking_the_event_loop() -> None:
+    from toolstop import _invocation
+
+    async def main() -> str | None:
+        checkpointer = object()
+        first = _Loop("ckpt-1", "agrace", checkpointer)
+        second = _Loop("ckpt-2", "agrace", checkpointer)
+        assert _invocation.current(first.node_config()) == "ckpt-1"
+
+        async def unwind() -> None:  # runs on the loop the waiting run must not block
+            first.stack.close()
+
+        closing = asyncio.ensure_future(unwind())
+        await _invocation.aclaim(second.node_config())
+        await closing
+        name = _invocation.current(second.node_config())
+        second.stack.close()
+        return name
+
+    assert asyncio.run(main()) == "ckpt-2"
+
+
+def test_a_run_still_running_after_the_grace_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolstop import _invocation
+
+    monkeypatch.setattr(_invocation, "GRACE_S", 0.0)
+    checkpointer = object()
+    first = _Loop("ckpt-1", "busy\x1b[2J" + "x" * 500, checkpointer)
+    second = _Loop("ckpt-2", first.config["configurable"]["thread_id"], checkpointer)
+    other = _Loop("ckpt-3", "elsewhere", checkpointer)
+    _invocation.current(first.node_config())
+    try:
+        with pytest.raises(ToolstopError, match="another run of thread 'busy") as refused:
+            _invocation.current(second.node_config())
+        assert "\x1b" not in str(refused.value)  # the thread id is shown escaped, and cut
+        assert len(str(refused.value)) < 600
+        with pytest.raises(ToolstopError):
+            asyncio.run(_invocation.aclaim(second.node_config()))
+        assert _invocation.current(other.node_config()) == "ckpt-3"  # another thread runs
+    finally:
+        first.stack.close()
+        other.stack.close()
+    assert _invocation.current(second.node_config()) == "ckpt-2"
+    second.stack.close()
+
+
+def test_report_counts_each_run_once_after_an_overlap(tmp_path: Path) -> None:
+    """`toolstop report` on the thread's database: the run that went on and the next one, no
+    run counted twice, none `interrupted`."""
+    pytest.importorskip("langgraph.checkpoint.sqlite")
+    import io
+    import json
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from toolstop import _invocation
+    from toolstop.cli import main
+    from toolstop.graph import build_react_graph
+
+    started, release = threading.Event(), threading.Event()
+
+    @tool
+    def slow(q: str) -> str:
+        """A tool that runs until the test releases it."""
+        started.set()
+        release.wait(HANG_GUARD_S)
+        return "slow result"
+
+    db = tmp_path / "threads.db"
+    config = _thread("report")
+    with SqliteSaver.from_conn_string(str(db)) as checkpointer:
+        agent = build_react_graph(_overlap_model(), [slow], checkpointer=checkpointer)
+        worker = threading.Thread(
+            target=lambda: agent.invoke({"messages": [HumanMessage("first")]}, config)
+        )
+        worker.start()
+        assert started.wait(HANG_GUARD_S)
+        try:
+            with pytest.raises(ToolstopError):
+                agent.invoke({"messages": [HumanMessage("second")]}, config)
+        finally:
+            release.set()
+            worker.join(HANG_GUARD_S)
+        agent.invoke({"messages": [HumanMessage("third")]}, config)
+    assert config["configurable"]["thread_id"] not in _invocation.running()
+    assert main(["report", "--db", str(db), "--out", str(tmp_path / "r")], out=io.StringIO()) == 0
+    document = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert document["runs"] == 2
+    assert document["rules"] == {"none": 2}
