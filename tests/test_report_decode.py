@@ -261,3 +261,12 @@ def test_explain_and_report_never_run_what_a_postgres_checkpoint_names(
         saver.serde = Crafting()
         put(saver, hostile_values(marks))
     check_commands(postgres_db, tmp_path / "out", marks)
+
+
+def test_demo_resuming_a_crafted_conversation_runs_nothing_it_names(tmp_path: Path) -> None:
+    marks = evils(tmp_path, "demo")
+    db = sqlite_db(tmp_path / "crafted.sqlite", hostile_values(marks))
+    code, _, err = run_cli("demo", "--thread", "t", "--db", db, "--outcome", "success")
+    assert code in (0, 1), err  # the conversation goes on, or one sentence says why not
+    assert "Traceback" not in err
+    assert not [m.code for m in marks if m.marker.exists()]

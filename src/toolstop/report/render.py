@@ -30,10 +30,20 @@ def write_json(document: dict[str, Any], path: Path) -> None:
 
 
 def render_chart(document: dict[str, Any], path: Path) -> None:
-    """A PNG: runs by rule, model calls per run by mode, and what shadow mode would save."""
+    """A PNG: runs by rule, model calls per run by mode, and what shadow mode would save.
+
+    Labels are names a run produced (tools the model chose, rules, modes): they are drawn as
+    plain text, never parsed as mathtext (`$\\frac{$` is a tool name, not a formula)."""
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with plt.rc_context({"text.parse_math": False, "text.usetex": False}):
+        _draw(document, path)
+
+
+def _draw(document: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(1, 3, figsize=(14, 4.6))
