@@ -98,6 +98,7 @@ EXPECTED: dict[str, Any] = {
         },
     ],
     "candidate_runs": 2,
+    "folded": {},
 }  # fmt: skip
 
 

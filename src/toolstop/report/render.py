@@ -156,6 +156,14 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
             f"{hard['model_calls_saved']} model calls",
             file=out,
         )
+    folded = document.get("folded") or {}
+    if folded:
+        tools = max((entry["names"] for entry in folded.values()), default=0)
+        print(
+            f"long tail: tables show their largest entries; up to {tools} other names were "
+            "counted together (report.json's folded)",
+            file=out,
+        )
     signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
     unconverted = [e for e in document["candidates"] if e["tool"] not in signalling]
     top = unconverted[0] if unconverted else None
