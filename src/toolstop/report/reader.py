@@ -379,7 +379,11 @@ def _sqlite(db: str) -> Iterator[Database]:
     if not path.is_file():
         msg = f"no database at {db} (a SQLite file path or a postgresql:// URL)"
         raise ToolstopConfigError(msg)
-    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+    # A WAL database opened read-only makes SQLite create its -wal and -shm files beside it;
+    # with no -wal file there is nothing but the file to read, so it is opened immutable and
+    # nothing is written. A live writer's -wal (and -shm) are read as they are.
+    wal = path.with_name(path.name + "-wal").exists()
+    uri = f"file:{quote(str(path.resolve()))}?mode=ro" + ("" if wal else "&immutable=1")
     try:
         conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
         tables = {
