@@ -203,24 +203,53 @@ def test_replaced_blobs_and_deleted_rows(
         shutil.rmtree(folder)
 
 
+class Opened:
+    """A msgpack extension opened up (LangGraph packs a message as one), so that a value inside
+    it, a message's field, can be mutated too; packed back as the same extension."""
+
+    def __init__(self, code: int, data: bytes) -> None:
+        self.code = code
+        try:
+            self.tree: Any = unpack(data)
+            self.raw = False
+        except ValueError:
+            self.tree, self.raw = data, True
+
+    def __getitem__(self, key: str) -> Any:
+        return self.tree
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.tree = value
+
+
+def unpack(data: bytes) -> Any:
+    return ormsgpack.unpackb(data, ext_hook=Opened, option=ormsgpack.OPT_NON_STR_KEYS)
+
+
+def pack(tree: Any) -> bytes:
+    return ormsgpack.packb(tree, default=_repack, option=ormsgpack.OPT_NON_STR_KEYS)
+
+
+def _repack(value: Any) -> ormsgpack.Ext:
+    if not isinstance(value, Opened):
+        raise TypeError
+    return ormsgpack.Ext(value.code, value.tree if value.raw else pack(value.tree))
+
+
 def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every path into a tree of dicts and lists (the root excluded)."""
+    """Every path into a tree of dicts, lists and opened extensions (the root excluded)."""
+    items: Any = []
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    elif isinstance(value, Opened) and not value.raw:
+        items = [("tree", value.tree)]
     found = []
-    items = (
-        value.items()
-        if isinstance(value, dict)
-        else enumerate(value)
-        if isinstance(value, list)
-        else []
-    )
     for key, child in items:
         found.append((*prefix, key))
         found.extend(_paths(child, (*prefix, key)))
     return found
-
-
-def _keep_ext(code: int, data: bytes) -> ormsgpack.Ext:
-    return ormsgpack.Ext(code, data)
 
 
 @FUZZ
@@ -228,21 +257,24 @@ def _keep_ext(code: int, data: bytes) -> ormsgpack.Ext:
 def test_one_value_deep_in_a_checkpoint_replaced(
     seed: Path, row: int, where: int, value: Any
 ) -> None:
-    """The record, the run state, a message's fields: any one value becomes any other."""
+    """The record, the run state, a message's fields: any one value becomes any other.
+
+    `where` picks among the checkpoint's values, those inside messages included."""
     folder = copy(seed.read_bytes())
     try:
         with opened(folder) as conn:
             rows = conn.execute("SELECT rowid, checkpoint FROM checkpoints").fetchall()
             rowid, blob = rows[row % len(rows)]
-            tree = ormsgpack.unpackb(blob, ext_hook=_keep_ext, option=ormsgpack.OPT_NON_STR_KEYS)
+            tree = unpack(blob)
             paths = _paths(tree)
             path = paths[where % len(paths)]
             parent = tree
             for key in path[:-1]:
                 parent = parent[key]
             parent[path[-1]] = value
-            packed = ormsgpack.packb(tree, option=ormsgpack.OPT_NON_STR_KEYS)
-            conn.execute("UPDATE checkpoints SET checkpoint = ? WHERE rowid = ?", (packed, rowid))
+            conn.execute(
+                "UPDATE checkpoints SET checkpoint = ? WHERE rowid = ?", (pack(tree), rowid)
+            )
         check_commands(folder)
     finally:
         shutil.rmtree(folder)
