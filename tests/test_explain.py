@@ -81,6 +81,7 @@ class Database:
         self.checkpoints = checkpoints
         self.full = SimpleNamespace(get_tuple=self.get_tuple)
         self.asked: list[str] = []
+        self.unreadable = self.rejected = 0
 
     def namespaces(self, thread_id: str) -> list[str]:
         return list(self.threads.get(thread_id, {}))

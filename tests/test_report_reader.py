@@ -372,3 +372,13 @@ def test_since_takes_a_date_a_time_or_an_age() -> None:
             "--since takes an ISO date or date-time (2025-05-01, 2025-05-01T12:00+02:00) "
             f"or an age (30m, 12h, 7d, 2w), got {wrong!r}"
         )
+
+
+def test_reading_writes_no_file_beside_the_database(db: tuple[str, dict[str, str]]) -> None:
+    """SqliteSaver's databases are in WAL mode: read-only, SQLite still made -wal and -shm."""
+    path, _ = db
+    folder = Path(path).parent
+    before = sorted(p.name for p in folder.iterdir())
+    with open_database(path) as database:
+        assert [e.record["run"] for e in database.run_ends("t", "")[0]] == [1, 2, 3]
+    assert sorted(p.name for p in folder.iterdir()) == before

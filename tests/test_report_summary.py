@@ -98,6 +98,7 @@ EXPECTED: dict[str, Any] = {
         },
     ],
     "candidate_runs": 2,
+    "folded": {},
 }  # fmt: skip
 
 
@@ -354,3 +355,25 @@ def test_the_chart_shows_no_share_of_nothing_spent(
     ]  # fmt: skip
     figure = drawn(summary(shadow), tmp_path / "chart.png", monkeypatch)
     assert [p.get_height() for p in figure.axes[2].patches] == [50.0, 50.0, 0.0]
+
+
+def test_names_a_run_produced_are_drawn_as_text_never_as_mathtext(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool the model named `$\\frac{$` once made the report fail in matplotlib's parser."""
+    names = ["$\\frac{$", "$x^{$", "$$", "a $b$ c"]
+    runs = [
+        end(
+            "t", "2026-12-01T10:00+00:00",
+            schema_version=5, mode=name, rule=name, stopped=False, would_stop=None,
+            model_calls=1, calls_by_tool={name: 1},
+            ended_after={"tools": {name: 0.9}, "input_tokens": 1, "output_tokens": 1},
+        )
+        for name in names
+    ]  # fmt: skip
+    figure = drawn(summary(runs), tmp_path / "chart.png", monkeypatch)
+    rules, modes, tools = figure.axes
+    assert sorted(label.get_text() for label in rules.get_xticklabels()) == sorted(names)
+    assert sorted(label.get_text() for label in modes.get_xticklabels()) == sorted(names)
+    assert sorted(label.get_text() for label in tools.get_yticklabels()) == sorted(names)
+    assert (tmp_path / "chart.png").read_bytes()[:4] == b"\x89PNG"

@@ -21,6 +21,7 @@ from toolstop.examples.search import DEFAULT_WEIGHTS, make_search_tool
 from toolstop.graph import build_react_graph
 from toolstop.models import chat_model
 from toolstop.policy import StopPolicy
+from toolstop.report.decode import SafeDecoder, install
 from toolstop.testing import ScriptedChatModel, ScriptStep, call
 
 __all__ = ["add_demo_parser", "run_demo"]
@@ -108,6 +109,9 @@ def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
             checkpointer = None
             if args.thread:
                 checkpointer = stack.enter_context(open_checkpointer(args.db))
+                # the conversation is read back with toolstop's decoder: a database from
+                # elsewhere names no class that is built (it writes as LangGraph does)
+                install(checkpointer, SafeDecoder(write_with=checkpointer.serde))
         except ToolstopConfigError as error:
             print(f"toolstop demo: {error}", file=sys.stderr)
             return 2

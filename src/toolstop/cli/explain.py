@@ -62,7 +62,7 @@ def run_explain(args: argparse.Namespace, out: TextIO) -> int:
         )
         return 1
     if args.json:
-        print(json.dumps(explanation, indent=2), file=out)
+        print(json.dumps(explanation, indent=2, default=repr), file=out)
     else:
         print_explanation(explanation, out)
     return 0

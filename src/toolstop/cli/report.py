@@ -103,16 +103,17 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                     extra["unreadable_threads"] = database.unreadable
                     print(
                         f"toolstop report: {database.unreadable} thread(s) could not be read "
-                        "(checkpoints written with a serializer toolstop cannot decode); "
-                        "their runs are not counted",
+                        "(checkpoints written with a serializer toolstop cannot decode, "
+                        "undecodable, or not of a checkpoint's shape); their runs are not counted",
                         file=sys.stderr,
                     )
+                rejected = [database.rejected]
                 source = {"db": redact(args.db)}
             else:
                 stream = sys.stdin if args.log == "-" else _open_log(args.log, stack)
-                skipped = [0]
+                skipped, rejected = [0], [0]
                 thread_ids: set[str] = set()
-                for end in log_run_ends(stream, since=since, skipped=skipped):
+                for end in log_run_ends(stream, since=since, skipped=skipped, rejected=rejected):
                     summary.add(end)
                     if end.thread_id is not None:
                         thread_ids.add(end.thread_id)
@@ -125,6 +126,14 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                         "(other log lines, toolstop's warnings, or not JSON) and were skipped",
                         file=sys.stderr,
                     )
+        if rejected[0]:
+            extra["unreadable_runs"] = rejected[0]
+            print(
+                f"toolstop report: {rejected[0]} run record(s) hold a number out of range "
+                "(negative, not finite, absurd or not a number) or a list that is not one; "
+                "they are not counted",
+                file=sys.stderr,
+            )
     except ToolstopConfigError as error:
         print(f"toolstop report: {shown(str(error), args.db)}", file=sys.stderr)
         return 2

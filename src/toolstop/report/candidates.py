@@ -26,6 +26,8 @@ from collections import Counter
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from toolstop.report.tally import Table, Tally
+
 __all__ = ["MIN_ENDED_RUNS", "REASONS", "REPEATS", "Candidates", "verdict"]
 
 REPEATS = 0.6
@@ -77,9 +79,9 @@ class Candidates:
 
     def __init__(self) -> None:
         """No runs yet."""
-        self.runs: Counter[str] = Counter()
-        self.ended: dict[str, Counter[str]] = {}
-        self.overlaps: dict[str, Counter[int]] = {}
+        self.runs: Tally = Tally()  # bounded: tool names are the model's choice
+        self.ended: Table = Table()
+        self.overlaps: dict[str, Counter[int]] = Table()
         self.measured = 0
 
     def add(self, record: Mapping[str, Any]) -> None:

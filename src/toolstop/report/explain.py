@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from toolstop._lifecycle import left_open_calls
 from toolstop._printable import printable_data
 from toolstop.decision import PROBLEMS_NOT_INVALID, Turn, decide_turn
-from toolstop.report.reader import Database, RunEnd
+from toolstop.report.reader import Database, RunEnd, database_error
 
 __all__ = ["explain_thread", "print_explanation", "turns_of"]
 
@@ -62,10 +62,14 @@ def _messages(database: Database, end: RunEnd) -> list[BaseMessage] | None:
             "checkpoint_id": end.checkpoint_id,
         }
     }
-    found = database.full.get_tuple(config)
-    if found is None:
+    try:
+        found = database.full.get_tuple(config)
+        values = found.checkpoint.get("channel_values") if found is not None else None
+    except Exception as error:  # a checkpoint the saver cannot take apart: turns unknown
+        if database_error(error):
+            raise
         return None
-    messages = (found.checkpoint.get("channel_values") or {}).get("messages")
+    messages = values.get("messages") if isinstance(values, dict) else None
     return list(messages) if isinstance(messages, list) else None
 
 
@@ -100,7 +104,7 @@ def _run(record: dict[str, Any], end: RunEnd, turns: list[Turn] | None) -> dict[
                 record.get("tools") or [], record.get("tool_call_ids") or [], strict=False
             )
         ],
-        "shown": list(record.get("relayed") or []),
+        "shown": [str(call_id) for call_id in record.get("relayed") or []],
         "turns": None if turns is None else [_signals(turn) for turn in turns],
         "tool_turns": record.get("tool_turns"),
         "transient_retries": record.get("transient_retries"),
@@ -123,8 +127,13 @@ def explain_thread(
         return None
     runs: list[dict[str, Any]] = []
     in_progress = []
+    unreadable: list[str] = []
+    rejected = database.rejected
     for namespace in namespaces:
+        before = database.unreadable
         ends, current = database.run_ends(thread_id, namespace)
+        if database.unreadable > before:
+            unreadable.append(namespace)
         if current is not None:
             in_progress.append(
                 {
@@ -150,7 +159,13 @@ def explain_thread(
                     own = [t for t in turns if t.id is None or t.id not in earlier]
                 runs.append(_run(record, end, own))
             earlier = None if turns is None else {t.id for t in turns if t.id is not None}
-    return {"thread_id": thread_id, "runs": runs, "in_progress": in_progress}
+    return {
+        "thread_id": thread_id,
+        "runs": runs,
+        "in_progress": in_progress,
+        "unreadable_namespaces": unreadable,
+        "unreadable_runs": database.rejected - rejected,
+    }
 
 
 def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
@@ -213,6 +228,18 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
                 f"{saved.get('input_tokens')} input and {saved.get('output_tokens')} output tokens",
                 file=out,
             )
+    if explanation.get("unreadable_namespaces"):
+        print(
+            "\ncould not be read (a checkpoint undecodable or not of a checkpoint's shape): "
+            "namespace(s) " + ", ".join(repr(ns) for ns in explanation["unreadable_namespaces"]),
+            file=out,
+        )
+    if explanation.get("unreadable_runs"):
+        print(
+            f"\n{explanation['unreadable_runs']} run record(s) left out: a number out of range "
+            "or a list that is not one",
+            file=out,
+        )
     for current in explanation["in_progress"]:
         print(
             f"\nrun {current['run']} in progress: {_turns(current['tool_turns'])}, "

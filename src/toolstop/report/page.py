@@ -20,6 +20,7 @@ from typing import Any
 from toolstop._page import inline_png, page
 from toolstop._redact import is_postgres
 from toolstop.report.candidates import REASONS, REPEATS
+from toolstop.report.tally import SHOWN
 
 __all__ = ["render_html", "when"]
 
@@ -311,12 +312,32 @@ def _threads(document: dict[str, Any]) -> str:
         rows.append(("runs of nested agents (subgraphs)", "namespaces.nested", nested))
     if "unreadable_threads" in document:
         rows.append(("unreadable threads", "unreadable_threads", document["unreadable_threads"]))
+    if "unreadable_runs" in document:  # a record with a number out of range
+        rows.append(("unreadable run records", "unreadable_runs", document["unreadable_runs"]))
     body = [
         f"<tr><td>{html.escape(label)}</td>"
         f"{_td(path if isinstance(value, int) and path else None, value, '')}</tr>"
         for label, path, value in rows
     ]
     return _table("Threads and open runs", ["", ""], body)
+
+
+def _folded(document: dict[str, Any]) -> str:
+    """The long tail each table folded into "other N" (report.json's `folded`)."""
+    folded = document.get("folded") or {}
+    if not folded:
+        return ""
+    items = "".join(
+        f'<li data-folded="{html.escape(key)}"><code>{html.escape(key)}</code>: other '
+        f"{_n(entry['names'])}{'+' if entry.get('at_least') else ''} "
+        f"{'tools' if 'tool' in key or key == 'candidates' else 'names'}</li>"
+        for key, entry in folded.items()
+    )
+    return (
+        f"<h2>Long tail</h2><p>Each table shows its {SHOWN} largest entries; the rest are "
+        "counted together (report.json's <code>folded</code> has their sums):</p>"
+        f'<ul id="folded">{items}</ul>'
+    )
 
 
 def render_html(document: dict[str, Any], chart: Path | None, path: Path) -> None:
@@ -357,6 +378,7 @@ to {html.escape(when(document["last_run_ended"]))}. Generated {html.escape(made)
 {inline_png(chart, "runs by rule (shadow runs by the rule that would have stopped them), "
             "model calls per run by mode, what shadow mode would save")}
 <h2>In figures</h2><table id="headline">{figures}</table>
+{_folded(document)}
 {_counts("Runs by outcome (shadow runs: the rule that would have stopped them)",
          "runs_by_outcome", document["runs_by_outcome"])}
 {_counts("Runs another middleware ended (rule none, not the model's answer)", "ended_by",

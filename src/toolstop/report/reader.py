@@ -7,9 +7,10 @@ version of that channel is one finished run; the run ended at the oldest checkpo
 the version (its `ts`). Every namespace of a thread counts (a toolstop agent used as a subgraph
 keeps its runs in its own namespace).
 
-Only the records are needed, so the saver is given a serializer that decodes a checkpoint's
-plain values (the record is plain JSON) and skips LangChain objects such as messages without
-building them; `explain` reads the few checkpoints it needs with the saver's own serializer.
+Every value is decoded by `toolstop.report.decode.SafeDecoder`, never by LangGraph's default
+serializer (which builds whatever class a blob names): the records saver skips LangChain objects
+such as messages without parsing them (the record is plain data); `explain` reads the few
+checkpoints it needs with messages built by toolstop from their plain fields.
 
 The database is opened read-only: SQLite with `mode=ro`, PostgreSQL with
 `default_transaction_read_only`; neither saver's `setup()` writes anything here.
@@ -29,10 +30,13 @@ from urllib.parse import quote
 
 from toolstop._redact import connection_string, driver_error, is_postgres, redact
 from toolstop.errors import ToolstopConfigError
+from toolstop.report.decode import SafeDecoder, install
+from toolstop.report.records import out_of_range
 
 __all__ = [
     "Database",
     "RunEnd",
+    "database_error",
     "is_postgres",
     "log_run_ends",
     "open_database",
@@ -102,43 +106,18 @@ def _moment(value: Any) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-class _PlainValues:
-    """A checkpoint serializer for reading records only: LangChain objects are not built.
-
-    msgpack checkpoints (LangGraph's default) are decoded with every extension type (messages,
-    other objects) replaced by `None`; other formats go to LangGraph's own serializer.
-    """
-
-    def __init__(self) -> None:
-        from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-
-        self.full = JsonPlusSerializer()
-
-    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
-        return self.full.dumps_typed(obj)
-
-    def loads_typed(self, data: tuple[str, bytes]) -> Any:
-        kind, payload = data
-        if kind == "msgpack":
-            import ormsgpack
-
-            return ormsgpack.unpackb(payload, ext_hook=_skip, option=ormsgpack.OPT_NON_STR_KEYS)
-        return self.full.loads_typed(data)
-
-
-def _skip(code: int, data: bytes) -> None:
-    return None
-
-
 class Database:
     """A checkpoint database opened for reading (see `open_database`).
 
     Attributes:
         location: The database, without a password.
         records: A saver that reads records only (messages are skipped).
-        full: A saver with LangGraph's default serializer (messages are built).
-        unreadable: Threads whose checkpoints could not be decoded (written with a custom or
-            encrypting serializer); counted and reported, their runs are not guessed at.
+        full: A saver that also reads messages (built by toolstop from plain fields).
+        rejected: Runs left out because their record holds a number out of range (see
+            `toolstop.report.records`).
+        unreadable: Threads whose checkpoints could not be read (written with a custom or
+            encrypting serializer, undecodable bytes, a checkpoint of the wrong shape); counted
+            and reported, their runs are not guessed at.
     """
 
     def __init__(self, location: str, records: Any, full: Any, query: Any, marker: str) -> None:
@@ -148,6 +127,7 @@ class Database:
         self._query = query
         self._marker = marker
         self.unreadable = 0
+        self.rejected = 0
 
     def threads(self) -> Iterator[tuple[str, str]]:
         """Every `(thread_id, checkpoint_ns)` with checkpoints, in order, a page at a time."""
@@ -209,7 +189,28 @@ class Database:
 
         Memory is one page of checkpoints plus the thread's runs; a thread's runs are few
         compared with its checkpoints. With `since`, older checkpoints are not read.
+
+        Never raises for what a thread holds: a thread that cannot be read counts in
+        `unreadable` (its runs read before the fault are kept), a record with a number out of
+        range counts in `rejected` and is left out. Errors of the database itself (gone,
+        corrupt) are raised.
         """
+        try:
+            ends, in_progress = self._run_ends(thread_id, checkpoint_ns, since)
+        except Exception as error:
+            if database_error(error):
+                raise
+            self.unreadable += 1
+            return [], None
+        kept = [end for end in ends if out_of_range(end.record) is None]
+        self.rejected += len(ends) - len(kept)
+        if in_progress is not None and out_of_range(in_progress) is not None:
+            in_progress = {}
+        return kept, in_progress
+
+    def _run_ends(
+        self, thread_id: str, checkpoint_ns: str, since: datetime | None
+    ) -> tuple[list[RunEnd], dict[str, Any] | None]:
         ends: list[RunEnd] = []
         seen: set[Any] = set()
         held: dict[str, Any] | None = None
@@ -229,7 +230,7 @@ class Database:
             elif isinstance(run, dict) and run.get("open") is True:
                 _remember_open(opened, run, moment, checkpoint_id)
             record = values.get("stop_record")
-            version = (checkpoint.get("channel_versions") or {}).get("stop_record")
+            version = _hashable((checkpoint.get("channel_versions") or {}).get("stop_record"))
             if held is not None and version == held["version"]:
                 held["ended_at"], held["checkpoint_id"] = moment, checkpoint_id
                 if since is not None and moment is not None and moment < since:
@@ -270,11 +271,36 @@ class Database:
 
     def _readable(self, thread_id: str, checkpoint_ns: str) -> Iterator[Any]:
         """The thread's checkpoints; one that cannot be decoded (an unknown serialization type,
-        undecodable bytes) ends the thread's reading and counts it in `unreadable`."""
+        undecodable bytes) or is not of a checkpoint's shape (valid msgpack holding a list)
+        ends the thread's reading and counts it in `unreadable`."""
         try:
-            yield from self.checkpoints(thread_id, checkpoint_ns)
-        except (NotImplementedError, ValueError):
+            for item in self.checkpoints(thread_id, checkpoint_ns):
+                if not _well_formed(item):
+                    self.unreadable += 1
+                    return
+                yield item
+        except Exception as error:
+            if database_error(error):
+                raise
             self.unreadable += 1
+
+
+def database_error(error: BaseException) -> bool:
+    """An error of the database itself (gone, locked, corrupt), not of what a thread holds."""
+    return type(error).__module__.split(".")[0] in ("sqlite3", "psycopg")
+
+
+def _well_formed(item: Any) -> bool:
+    checkpoint = getattr(item, "checkpoint", None)
+    return (
+        isinstance(checkpoint, dict)
+        and isinstance(checkpoint.get("channel_values") or {}, dict)
+        and isinstance(checkpoint.get("channel_versions") or {}, dict)
+    )
+
+
+def _hashable(version: Any) -> Any:
+    return version if isinstance(version, (str, int, float, type(None))) else repr(version)
 
 
 def _remember_open(
@@ -318,6 +344,12 @@ def _interrupted(
     ]
 
 
+def _savers(saver: Any, conn: Any) -> tuple[Any, Any]:
+    """A saver for records (messages skipped) and one for messages, both on the safe decoder."""
+    records, full = SafeDecoder(messages=False), SafeDecoder()
+    return install(saver(conn, serde=records), records), install(saver(conn, serde=full), full)
+
+
 @contextmanager
 def open_database(db: str) -> Iterator[Database]:
     """Open `db` read-only through LangGraph's savers.
@@ -347,7 +379,11 @@ def _sqlite(db: str) -> Iterator[Database]:
     if not path.is_file():
         msg = f"no database at {redact(db)} (a SQLite file path or a postgresql:// URL)"
         raise ToolstopConfigError(msg)
-    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+    # A WAL database opened read-only makes SQLite create its -wal and -shm files beside it;
+    # with no -wal file there is nothing but the file to read, so it is opened immutable and
+    # nothing is written. A live writer's -wal (and -shm) are read as they are.
+    wal = path.with_name(path.name + "-wal").exists()
+    uri = f"file:{quote(str(path.resolve()))}?mode=ro" + ("" if wal else "&immutable=1")
     try:
         conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
         tables = {
@@ -360,8 +396,7 @@ def _sqlite(db: str) -> Iterator[Database]:
         if "checkpoints" not in tables:
             msg = f"{db} holds no LangGraph checkpoints (no `checkpoints` table)"
             raise ToolstopConfigError(msg)
-        records = SqliteSaver(conn, serde=_PlainValues())
-        full = SqliteSaver(conn)
+        records, full = _savers(SqliteSaver, conn)
         records.setup()  # on an existing database: reads its layout, writes nothing
         full.setup()
 
@@ -404,18 +439,22 @@ def _postgres(db: str) -> Iterator[Database]:
             rows = conn.execute(sql, params).fetchall()
             return [tuple(r.values()) for r in rows]
 
-        yield Database(
-            shown, PostgresSaver(conn, serde=_PlainValues()), PostgresSaver(conn), query, "%s"
-        )
+        records, full = _savers(PostgresSaver, conn)
+        yield Database(shown, records, full, query, "%s")
 
 
 def log_run_ends(
-    stream: TextIO, *, since: datetime | None = None, skipped: list[int] | None = None
+    stream: TextIO,
+    *,
+    since: datetime | None = None,
+    skipped: list[int] | None = None,
+    rejected: list[int] | None = None,
 ) -> Iterator[RunEnd]:
     """Finished runs from JSON lines written by `toolstop.logs.JsonLines`, one line at a time.
 
     Lines that are not JSON objects, or not a `run_end` event with a record, are skipped and
     counted in `skipped[0]` when a list is given (other loggers' lines may share the file).
+    A record holding a number out of range is left out and counted in `rejected[0]`.
     """
     for line in stream:
         try:
@@ -430,6 +469,10 @@ def log_run_ends(
         ):
             if skipped is not None and line.strip():
                 skipped[0] += 1
+            continue
+        if out_of_range(record) is not None:
+            if rejected is not None:
+                rejected[0] += 1
             continue
         moment = _moment(entry.get("time"))
         if since is not None and moment is not None and moment < since:

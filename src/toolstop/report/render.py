@@ -33,11 +33,20 @@ def write_json(document: dict[str, Any], path: Path) -> None:
 def render_chart(document: dict[str, Any], path: Path) -> None:
     """A PNG: runs by rule, model calls per run by mode, and what shadow mode would save.
 
-    Every string from the runs is drawn escaped (a control character has no glyph)."""
+    Every string from the runs is drawn escaped (a control character has no glyph). Labels are
+    names a run produced (tools the model chose, rules, modes): they are drawn as plain text,
+    never parsed as mathtext (`$\\frac{$` is a tool name, not a formula)."""
     document = printable_data(document)
     import matplotlib
 
     matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with plt.rc_context({"text.parse_math": False, "text.usetex": False}):
+        _draw(document, path)
+
+
+def _draw(document: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(1, 3, figsize=(14, 4.6))
@@ -149,6 +158,14 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
         print(
             f"hard mode: stopped {hard['stopped']} of {hard['runs']} runs, saving at least "
             f"{hard['model_calls_saved']} model calls",
+            file=out,
+        )
+    folded = document.get("folded") or {}
+    if folded:
+        tools = max((entry["names"] for entry in folded.values()), default=0)
+        print(
+            f"long tail: tables show their largest entries; up to {tools} other names were "
+            "counted together (report.json's folded)",
             file=out,
         )
     signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])

@@ -15,6 +15,7 @@ from toolstop.decision import Rule
 from toolstop.metrics import deciding_tools
 from toolstop.report.candidates import Candidates
 from toolstop.report.reader import RunEnd
+from toolstop.report.tally import LABELS, SHOWN, Table, Tally, top
 
 __all__ = ["REPORT_VERSION", "Summary", "with_prices"]
 
@@ -38,29 +39,29 @@ class Summary:
     def __init__(self) -> None:
         """An empty summary."""
         self.runs = 0
-        self.rules: Counter[str] = Counter()
-        self.ended_by: Counter[str] = Counter()
-        self.modes: Counter[str] = Counter()
+        self.rules: Counter[str] = Tally(LABELS)
+        self.ended_by: Counter[str] = Tally(LABELS)
+        self.modes: Counter[str] = Tally(LABELS)
         self.stopped = 0
         self.hard_stops = 0
         self.totals: Counter[str] = Counter()
-        self.by_mode: dict[str, Counter[str]] = {}
-        self.calls_per_run: Counter[int] = Counter()
-        self.stops: dict[str, Counter[str]] = {}
-        self.would_stops: dict[str, Counter[str]] = {}
-        self.tool_calls: Counter[str] = Counter()
-        self.invalid_by_problem: Counter[str] = Counter()
-        self.invalid_by_tool: dict[str, Counter[str]] = {}
+        self.by_mode: dict[str, Counter[str]] = Table(LABELS)
+        self.calls_per_run: Counter[int] = Tally()
+        self.stops: dict[str, Counter[str]] = Table()
+        self.would_stops: dict[str, Counter[str]] = Table()
+        self.tool_calls: Counter[str] = Tally(LABELS)
+        self.invalid_by_problem: Counter[str] = Tally(LABELS)
+        self.invalid_by_tool: dict[str, Counter[str]] = Table()
         self.saved: Counter[str] = Counter()
         self.saving_runs = 0
-        self.schema_versions: Counter[str] = Counter()
+        self.schema_versions: Counter[str] = Tally(LABELS)
         self.namespaces: Counter[str] = Counter()
         self.first: datetime | None = None
         self.last: datetime | None = None
         self.candidates = Candidates()
-        self.would_stop_rules: Counter[str] = Counter()
-        self.outcomes: Counter[str] = Counter()
-        self.days: dict[str, Counter[str]] = {}
+        self.would_stop_rules: Counter[str] = Tally(LABELS)
+        self.outcomes: Counter[str] = Tally(LABELS)
+        self.days = Table()
 
     def add(self, end: RunEnd) -> None:
         """Fold one finished run in."""
@@ -121,7 +122,43 @@ class Summary:
                 self.last = end.ended_at
 
     def document(self) -> dict[str, Any]:
-        """The figures as report.json's body: runs, model calls, tools, by rule and mode."""
+        """The figures as report.json's body: runs, model calls, tools, by rule and mode.
+
+        Each table keyed by names shows its `SHOWN` largest entries; the rest are folded
+        into `folded` (see `toolstop.report.tally`)."""
+        folded: dict[str, Any] = {}
+        body = self._figures()
+        for key, source in self._tables():
+            body[key] = top(body[key], source, folded, key)
+        body["candidates"], cut = _cut_candidates(body["candidates"], self.candidates)
+        if cut:
+            folded["candidates"] = cut
+        if self.days.folded:  # days are not ranked: the first ones are shown
+            folded["by_day"] = {
+                "names": len(self.days.folded),
+                "at_least": self.days.folded.more,
+                "counts": dict(sorted(self.days.other.items())),
+            }
+        return {**body, "folded": folded}
+
+    def _tables(self) -> list[tuple[str, Any]]:
+        return [
+            ("rules", self.rules),
+            ("ended_by", self.ended_by),
+            ("modes", self.modes),
+            ("by_mode", self.by_mode),
+            ("model_calls_per_run", self.calls_per_run),
+            ("stops_by_tool", self.stops),
+            ("would_stop_by_tool", self.would_stops),
+            ("tool_calls", self.tool_calls),
+            ("invalid_by_problem", self.invalid_by_problem),
+            ("invalid_by_tool", self.invalid_by_tool),
+            ("schema_versions", self.schema_versions),
+            ("would_stop_rules", self.would_stop_rules),
+            ("runs_by_outcome", self.outcomes),
+        ]
+
+    def _figures(self) -> dict[str, Any]:
         order = [r.value for r in Rule]
         rules = {r: self.rules[r] for r in order if self.rules[r]}
         rules |= {r: n for r, n in sorted(self.rules.items()) if r not in rules}
@@ -203,6 +240,27 @@ _DAY = (
     *_TOKENS,
     *(f"would_save_{key}" for key in _TOKENS),
 )
+
+
+def _cut_candidates(
+    entries: list[dict[str, Any]], candidates: Candidates
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """The first `SHOWN` candidates (they are ranked), and what the rest would save."""
+    cut = entries[SHOWN:]
+    names = len(cut) + max(len(candidates.runs.folded), len(candidates.ended.folded))
+    if not names:
+        return entries, None
+    saved = Counter[str]()
+    for entry in cut:
+        saved.update(entry["would_save"])
+    other = candidates.ended.other
+    saved.update({k: other[k] for k in ("input_tokens", "output_tokens")})
+    saved["model_calls"] += other["runs"]
+    return entries[:SHOWN], {
+        "names": names,
+        "at_least": candidates.runs.folded.more or candidates.ended.folded.more,
+        "would_save": {k: saved[k] for k in ("model_calls", "input_tokens", "output_tokens")},
+    }
 
 
 def _ordered(counts: Counter[str], order: list[str]) -> dict[str, int]:

@@ -1,0 +1,88 @@
+"""Which stop records `report` and `explain` count: numbers in range, or the record is unreadable.
+
+A record read back from a database or a log line is hostile input like any other: a record with
+negative tokens once made the report say "hard mode would save -100 model calls". Every number a
+record carries that the report adds up or prints is checked here, one record at a time; a record
+with one number out of range (negative, NaN, infinite, absurdly large, or not a number at all)
+is not counted and is reported as unreadable, and so is a record whose lists are not lists.
+Missing numbers and `None` are fine: older records do not have every field.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["LIMIT", "out_of_range"]
+
+LIMIT = 10**12
+"""The largest count a record may hold (model calls, tokens, turns): anything above is absurd."""
+
+_COUNTS = (
+    "run",
+    "schema_version",
+    "model_calls",
+    "input_tokens",
+    "output_tokens",
+    "tool_turns",
+    "transient_retries",
+)
+_LISTS = ("tools", "tool_call_ids", "relayed", "invalid_signals")
+_SAVED = ("model_calls", "input_tokens", "output_tokens")
+
+
+def _count(value: Any) -> bool:
+    return value is None or (
+        isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= LIMIT
+    )
+
+
+def _share(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return math.isfinite(value) and 0 <= value <= 1
+
+
+def _counts_of(table: Any) -> bool:
+    return table is None or (
+        isinstance(table, Mapping) and all(_count(value) for value in table.values())
+    )
+
+
+def out_of_range(record: Mapping[str, Any]) -> str | None:
+    """The first field of `record` out of range or of the wrong shape; `None` when all are right.
+
+    Lists (`tools`, `invalid_signals`, ...) must be lists, and tool names strings."""
+    for key in _LISTS:
+        value = record.get(key)
+        if value is not None and not isinstance(value, list):
+            return key
+    if not all(isinstance(tool, str) for tool in record.get("tools") or []):
+        return "tools"
+    for key in _COUNTS:
+        if not _count(record.get(key)):
+            return key
+    saved = record.get("would_save")
+    if saved is not None:
+        if not isinstance(saved, Mapping):
+            return "would_save"
+        for key in _SAVED:
+            if not _count(saved.get(key)):
+                return f"would_save.{key}"
+    for key in ("outcomes", "calls_by_tool"):
+        if not _counts_of(record.get(key)):
+            return key
+    after = record.get("ended_after")
+    if after is not None:
+        if not isinstance(after, Mapping):
+            return "ended_after"
+        for key in ("input_tokens", "output_tokens"):
+            if not _count(after.get(key)):
+                return f"ended_after.{key}"
+        tools = after.get("tools")
+        if tools is not None and not (
+            isinstance(tools, Mapping) and all(_share(v) for v in tools.values())
+        ):
+            return "ended_after.tools"
+    return None

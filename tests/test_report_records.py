@@ -1,0 +1,171 @@
+"""Which stop records `report` and `explain` count (`toolstop.report.records`), and what they do
+with the others: a number out of range leaves the record out, counted as unreadable; a thread whose
+checkpoints are of the wrong shape is unreadable, and neither aborts a report."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import sqlite3
+from contextlib import redirect_stderr
+from pathlib import Path
+from typing import Any
+
+import ormsgpack
+import pytest
+
+from toolstop.cli import main
+from toolstop.report.reader import log_run_ends, open_database
+from toolstop.report.records import LIMIT, out_of_range
+
+GOOD = {
+    "schema_version": 5, "run": 1, "rule": "none", "stopped": False, "mode": "never",
+    "would_stop": "completed", "tools": ["pay"], "tool_call_ids": ["p1"],
+    "would_save": {"model_calls": 1, "input_tokens": 100, "output_tokens": 5},
+    "outcomes": {"completed": 1}, "model_calls": 2, "input_tokens": 300, "output_tokens": 9,
+    "calls_by_tool": {"pay": 1},
+    "ended_after": {"tools": {"pay": 0.5}, "input_tokens": 100, "output_tokens": 5},
+}  # fmt: skip
+
+BAD = [
+    ("input_tokens", {"input_tokens": -1}),
+    ("model_calls", {"model_calls": math.nan}),
+    ("output_tokens", {"output_tokens": math.inf}),
+    ("output_tokens", {"output_tokens": LIMIT + 1}),
+    ("model_calls", {"model_calls": True}),
+    ("input_tokens", {"input_tokens": "7"}),
+    ("run", {"run": -3}),
+    ("would_save.model_calls", {"would_save": {"model_calls": -100}}),
+    ("would_save", {"would_save": [1, 2]}),
+    ("outcomes", {"outcomes": {"completed": -1}}),
+    ("calls_by_tool", {"calls_by_tool": {"pay": 1.5}}),
+    ("ended_after.tools", {"ended_after": {"tools": {"pay": 2.0}}}),
+    ("ended_after.tools", {"ended_after": {"tools": {"pay": math.nan}}}),
+    ("ended_after.input_tokens", {"ended_after": {"tools": {}, "input_tokens": -5}}),
+    ("tools", {"tools": "pay"}),
+    ("tools", {"tools": [["pay"]]}),
+    ("invalid_signals", {"invalid_signals": 5}),
+]
+
+
+def test_a_record_in_range_is_counted_and_missing_numbers_are_fine() -> None:
+    assert out_of_range(GOOD) is None
+    assert out_of_range({"run": 1, "would_save": None, "ended_after": None}) is None
+    assert out_of_range({**GOOD, "input_tokens": LIMIT, "ended_after": {"tools": {"a": 1}}}) is None
+
+
+@pytest.mark.parametrize(("field", "change"), BAD, ids=[repr(c) for _, c in BAD])
+def test_a_number_out_of_range_names_its_field(field: str, change: dict[str, Any]) -> None:
+    assert out_of_range({**GOOD, **change}) == field
+
+
+def test_log_lines_out_of_range_are_left_out_and_counted() -> None:
+    lines = [{"event": "run_end", "record": GOOD}] + [
+        {"event": "run_end", "record": {**GOOD, **change}} for _, change in BAD
+    ]
+    stream = io.StringIO("".join(json.dumps(line) + "\n" for line in lines))
+    rejected = [0]
+    assert [end.record for end in log_run_ends(stream, rejected=rejected)] == [GOOD]
+    assert rejected == [len(BAD)]
+
+
+class Raw:
+    """Writes one checkpoint per thread with values packed as given (msgpack, no extensions)."""
+
+    def __init__(self, path: Path) -> None:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        self.conn = sqlite3.connect(str(path), check_same_thread=False)
+        self.saver = SqliteSaver(self.conn)
+        self.saver.setup()
+        self.count = 0
+
+    def good(self, thread: str, record: dict[str, Any]) -> None:
+        self.count += 1
+        checkpoint = {
+            "v": 1, "id": f"cp-{self.count:04d}", "ts": "2026-12-01T10:00:00+00:00",
+            "channel_values": {"stop_record": record}, "channel_versions": {"stop_record": "1"},
+            "versions_seen": {}, "pending_sends": [],
+        }  # fmt: skip
+        config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+        self.saver.put(config, checkpoint, {"source": "loop", "step": 1}, {})  # type: ignore[arg-type]
+
+    def raw(self, thread: str, value: Any) -> None:
+        """A checkpoint row whose blob is `value`, valid msgpack of any shape."""
+        self.count += 1
+        self.conn.execute(
+            "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, type, checkpoint, "
+            "metadata) VALUES (?, '', ?, 'msgpack', ?, '{}')",
+            (thread, f"cp-{self.count:04d}", ormsgpack.packb(value)),
+        )
+        self.conn.commit()
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+WRONG_SHAPES = [
+    [1, 2, 3],
+    "a checkpoint",
+    {"channel_values": [1], "ts": "x"},
+    {"channel_values": {"stop_record": GOOD}, "channel_versions": ["stop_record"]},
+]
+ODD_VERSION = {"channel_values": {"stop_record": GOOD}, "channel_versions": {"stop_record": [1]}}
+"""A version that is a list: unhashable, yet the record is read (a run)."""
+
+
+def report(db: str, out: Path) -> tuple[int, dict[str, Any], str]:
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = main(["report", "--db", db, "--out", str(out)], out=io.StringIO())
+    document = json.loads((out / "report.json").read_text()) if code == 0 else {}
+    return code, document, err.getvalue()
+
+
+def test_wrong_shapes_and_numbers_out_of_range_never_abort_a_report(tmp_path: Path) -> None:
+    pytest.importorskip("langgraph.checkpoint.sqlite", reason="needs the `sqlite` extra")
+    path = tmp_path / "threads.sqlite"
+    writer = Raw(path)
+    writer.good("a-good", GOOD)
+    for index, (_, change) in enumerate(BAD):
+        writer.good(f"bad-number-{index:02d}", {**GOOD, **change})
+    for index, value in enumerate(WRONG_SHAPES):
+        writer.raw(f"bad-shape-{index}", value)
+    writer.raw("odd-version", ODD_VERSION)
+    writer.good("z-good", {**GOOD, "run": 2})
+    writer.close()
+    with open_database(str(path)) as database:
+        assert [e.record["run"] for e in database.run_ends("z-good", "")[0]] == [2]
+        for index in range(len(WRONG_SHAPES)):
+            assert database.run_ends(f"bad-shape-{index}", "") == ([], None)
+        assert database.unreadable == len(WRONG_SHAPES)
+        assert database.run_ends("bad-number-00", "") == ([], None)
+        assert database.rejected == 1
+    code, document, err = report(str(path), tmp_path / "out")
+    assert code == 0, err
+    assert document["runs"] == 3  # the good threads, before and after the bad ones
+    assert document["unreadable_threads"] == len(WRONG_SHAPES)
+    assert document["unreadable_runs"] == len(BAD)
+    assert "Traceback" not in err
+    assert f"{len(BAD)} run record(s) hold a number out of range" in err
+
+
+def test_explain_leaves_out_a_record_out_of_range_and_says_so(tmp_path: Path) -> None:
+    pytest.importorskip("langgraph.checkpoint.sqlite", reason="needs the `sqlite` extra")
+    path = tmp_path / "threads.sqlite"
+    writer = Raw(path)
+    writer.good("t", {**GOOD, "would_save": {"model_calls": -100}})
+    writer.raw("shape", [1, 2])
+    writer.close()
+    for thread, said in [
+        ("t", "1 run record(s) left out: a number out of range"),
+        ("shape", "could not be read (a checkpoint undecodable or not of a checkpoint's shape)"),
+    ]:
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stderr(err):
+            code = main(["explain", thread, "--db", str(path)], out=out)
+        assert code == 0, err.getvalue()
+        assert "0 finished run(s)" in out.getvalue()
+        assert said in out.getvalue()
+        assert "-100" not in out.getvalue()
