@@ -24,9 +24,10 @@ from helpers import CHROMIUM, layout
 from routers import ROUTERS
 from toolstop import StopPolicy
 from toolstop.cli import main
-from toolstop.report.candidates import Candidates, verdict
+from toolstop.report.candidates import Candidates, verdict, writes
 from toolstop.testing import ScriptedChatModel, call
 
+TOKENS = ("input_tokens", "output_tokens")
 ORDER = "Order {id} ships Monday from the Berlin warehouse by express courier, tracking {id}-DE."
 FIGURES = "Order {id}: price 120 EUR, restocking fee 35 EUR, return shipping 12 EUR."
 
@@ -88,10 +89,13 @@ class Seen:
     ended_after: Counter[str]
     final_tokens: dict[str, Counter[str]]
     threads: set[str]
+    hard: dict[str, Counter[str]]
+    """Per tool: model calls and tokens after its first successful result, and the runs where
+    later tools were called (cut short)."""
 
 
 def drive(checkpointer: Any) -> Seen:
-    seen = Seen(Counter(), Counter(), {}, set())
+    seen = Seen(Counter(), Counter(), {}, set(), {})
     for n, plan in enumerate(plans()):
         router = ROUTERS[n % len(ROUTERS)]  # every router records it the same way
         model = ScriptedChatModel(plan.script)
@@ -109,6 +113,21 @@ def drive(checkpointer: Any) -> Seen:
         new = state["messages"][before + 1 :]
         for name in {m.name for m in new if isinstance(m, ToolMessage)}:
             seen.runs_with[str(name)] += 1
+        firsts: set[str] = set()
+        for at, message in enumerate(new):
+            if not isinstance(message, ToolMessage) or message.name in firsts:
+                continue
+            firsts.add(str(message.name))
+            hard = seen.hard.setdefault(str(message.name), Counter())
+            later = [m for m in new[at + 1 :] if isinstance(m, AIMessage)]
+            hard["model_calls"] += len(later)
+            hard["input_tokens"] += sum(
+                (m.usage_metadata or {}).get("input_tokens", 0) for m in later
+            )
+            hard["output_tokens"] += sum(
+                (m.usage_metadata or {}).get("output_tokens", 0) for m in later
+            )
+            hard["cut_short_runs"] += any(m.tool_calls for m in later)
         final = new[-1]
         assert isinstance(final, AIMessage)
         assert not final.tool_calls
@@ -137,11 +156,19 @@ def check_ranking(document: dict[str, Any], seen: Seen) -> None:
         tool = entry["tool"]
         assert entry["runs"] == seen.runs_with[tool]
         assert entry["ended_runs"] == seen.ended_after[tool]
-        assert entry["would_save"] == {
-            "model_calls": seen.ended_after[tool],
-            **seen.final_tokens[tool],
-        }
+        hard = seen.hard[tool]
+        assert entry["would_save"] == {k: hard[k] for k in ("model_calls", *TOKENS)}
+        assert entry["cut_short_runs"] == hard["cut_short_runs"]
     assert (first["ended_runs"], first["runs"]) == (7, 8)
+    # one run called refund_figures after lookup_order: a stop there would have skipped it
+    assert first["would_save"]["model_calls"] == 7 + 2
+    assert first["cut_short"]["runs"] == 1
+    assert first["cut_short"]["model_calls"] == 2
+    assert first["gain"]["model_calls"] == 7  # the cut-short run's calls are not a gain
+    assert first["cut_short"]["skipped_tools"] == [
+        {"tool": "refund_figures", "runs": 1, "writes": True}  # "refund" names a write
+    ]
+    assert second["cut_short_runs"] == 0
     assert (second["ended_runs"], second["runs"]) == (5, 5)
     assert first["answer_overlap"]["median"] >= 0.9
     assert first["answer_overlap"]["p10"] >= 0.6
@@ -179,7 +206,7 @@ def test_prices_turn_the_savings_into_money(sqlite_db: tuple[Path, Seen], tmp_pa
     )
     assert code == 0
     document = json.loads((tmp_path / "report.json").read_text())
-    tokens = seen.final_tokens["lookup_order"]
+    tokens = seen.hard["lookup_order"]
     expected = (tokens["input_tokens"] * 3 + tokens["output_tokens"] * 15) / 1_000_000
     assert document["candidates"][0]["would_save"]["cost"] == round(expected, 4)
     assert document["prices"] == {"input_per_million": 3.0, "output_per_million": 15.0}
@@ -446,11 +473,59 @@ def test_odd_values_in_a_record_count_as_nothing() -> None:
         "runs": 3,
         "ended_runs": 2,
         "would_save": {"model_calls": 2, "input_tokens": 100, "output_tokens": 0},
+        "cut_short_runs": 0,
+        "cut_short": {
+            "runs": 0,
+            "model_calls": 0,
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "writes_runs": 0,
+            "skipped_tools": [],
+        },
+        "gain": {"model_calls": 2, "input_tokens": 100, "output_tokens": 0},
+        "ended_on_it": 0,
         "answer_overlap": {"median": 0.8, "p10": 0.8},
         "verdict": "few",
         "why": "only 2 run(s) ended after it: too few to tell",
         "signals": False,
     }
+
+
+def test_odd_after_first_entries_count_as_nothing() -> None:
+    candidates = Candidates(writes={"notify"})
+    odd = {"t": "x", "u": {"model_calls": "3", "skipped": "a"}, 7: {"skipped": [1, None]}}
+    candidates.add({"ended_after": None, "calls_by_tool": {}, "after_first": odd})
+    candidates.add({"ended_after": None, "after_first": {"u": {"skipped": ["notify"]}}})
+    by_tool = {e["tool"]: e for e in candidates.document()}
+    assert by_tool["u"]["would_save"] == {"model_calls": 0, "input_tokens": 0, "output_tokens": 0}
+    assert by_tool["u"]["ended_on_it"] == 2
+    assert by_tool["u"]["cut_short"]["skipped_tools"] == [
+        {"tool": "notify", "runs": 1, "writes": True}
+    ]
+    assert by_tool["7"]["cut_short"]["skipped_tools"] == [
+        {"tool": "1", "runs": 1, "writes": False},
+        {"tool": "None", "runs": 1, "writes": False},
+    ]
+    assert "t" not in by_tool
+
+
+@pytest.mark.parametrize(
+    ("tool", "declared", "expected"),
+    [
+        ("initiate_return", (), True),
+        ("bookReservation", (), True),
+        ("send-email", (), True),
+        ("cancelled_orders_cleanup", (), True),
+        ("get_order_status", (), False),  # a read verb first: a read, whatever follows
+        ("search_direct_flight", (), False),
+        ("company_policies", (), False),
+        ("postal_code", (), False),  # "post" only as a word of its own
+        ("company_policies", ("company_policies",), True),
+        ("", (), False),
+    ],
+)
+def test_which_tools_write(tool: str, declared: tuple[str, ...], expected: bool) -> None:
+    assert writes(tool, declared) is expected
 
 
 def test_the_order_of_the_candidates() -> None:
@@ -484,3 +559,81 @@ def test_the_order_of_the_candidates() -> None:
     assert (document[0]["runs"], document[0]["ended_runs"]) == (6, 6)
     assert document[1]["would_save"] == {"model_calls": 5, "input_tokens": 55, "output_tokens": 5}
     assert document[6]["answer_overlap"] == {"median": None, "p10": None}
+
+
+# -- cut-short runs and runs left on a tool result, end to end ----------------------------------
+@tool(response_format="content_and_artifact")
+def get_order_status(order_id: str) -> tuple[str, dict[str, Any]]:
+    """An order's status; converted: it signals a stop."""
+    from toolstop import Outcome, signal
+
+    return f"Order {order_id}: delivered.", signal(Outcome.COMPLETED)
+
+
+@tool
+def initiate_return(order_id: str) -> str:
+    """Start a return (a write). A plain tool."""
+    return f"Return for {order_id} started."
+
+
+@tool
+def transfer_to_human(reason: str) -> str:
+    """Hand the conversation to a person. A plain tool."""
+    return "Transferred."
+
+
+@pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
+def test_cut_short_runs_and_a_run_left_on_a_tool_are_counted(router: Any, tmp_path: Path) -> None:
+    """Verify the status first, then return: hard mode would have stopped after the status and
+    never run the return. A hand-off left open on its result counts toward its tool."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    db = tmp_path / "agent.sqlite"
+    tools = [get_order_status, initiate_return, transfer_to_human]
+    with SqliteSaver.from_conn_string(str(db)) as saver:
+        for n in range(3):
+            model = ScriptedChatModel(
+                [
+                    call("get_order_status", order_id=str(n)),
+                    call("initiate_return", order_id=str(n)),
+                    "Your return is started.",
+                ]
+            )
+            agent = router.build(model, tools, policy=StopPolicy(mode="never"), checkpointer=saver)
+            agent.invoke(
+                {"messages": [HumanMessage("Return my order")]},
+                {"configurable": {"thread_id": f"cut{n}"}},
+            )
+            model.assert_complete()
+        # a hand-off: the run ends on the tool result (the process ended), the next run closes it
+        model = ScriptedChatModel([call("transfer_to_human", reason="angry"), "Hello again."])
+        agent = router.build(model, tools, policy=StopPolicy(mode="never"), checkpointer=saver)
+        config = {"configurable": {"thread_id": "handoff"}}
+        agent.invoke(
+            {"messages": [HumanMessage("A person, please")]}, config, interrupt_after=["tools"]
+        )
+        agent.invoke({"messages": [HumanMessage("Hi")]}, config)
+        model.assert_complete()
+    logging.getLogger("toolstop").setLevel(logging.NOTSET)
+    code, text = report("--db", str(db), "--out", str(tmp_path / "out"))
+    assert code == 0, text
+    document = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert (
+        "cut short: in 3 of those runs a stop would have skipped later tools "
+        "(initiate_return (writes)); their 6 model calls are not a saving"
+    ) in text
+    cut = document["would_save"]["cut_short"]
+    assert (cut["runs"], cut["model_calls"], cut["writes_runs"]) == (3, 6, 3)
+    assert cut["skipped_tools"] == [{"tool": "initiate_return", "runs": 3, "writes": True}]
+    assert document["would_save"]["model_calls"] == 6
+    assert document["would_save"]["gain"]["model_calls"] == 0  # all of it is cut short
+    by_tool = {e["tool"]: e for e in document["candidates"]}
+    assert by_tool["transfer_to_human"]["runs"] == 1
+    assert by_tool["transfer_to_human"]["ended_on_it"] == 1
+    assert by_tool["transfer_to_human"]["would_save"]["model_calls"] == 0
+    assert by_tool["get_order_status"]["cut_short_runs"] == 3
+    assert by_tool["initiate_return"]["cut_short_runs"] == 0
+    assert by_tool["initiate_return"]["would_save"]["model_calls"] == 3
+    out = io.StringIO()
+    assert main(["explain", "--db", str(db), "cut0"], out=out) == 0
+    assert "cut short: in hard mode, initiate_return would not have run" in out.getvalue()

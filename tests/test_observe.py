@@ -132,7 +132,12 @@ def flattened(record: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, dict):
             for inner, count in value.items():
                 if isinstance(count, dict):
-                    out.update({f"toolstop.{key}.{inner}.{k}": v for k, v in count.items()})
+                    out.update(
+                        {
+                            f"toolstop.{key}.{inner}.{k}": tuple(v) if isinstance(v, list) else v
+                            for k, v in count.items()
+                        }
+                    )
                 else:
                     out[f"toolstop.{key}.{inner}"] = count
         elif key == "invalid_signals":
@@ -172,7 +177,7 @@ def test_the_span_event_carries_every_field_of_the_record(
     record = seen["record"]
     assert seen["spans"] == [
         {
-            "toolstop.schema_version": 4,
+            "toolstop.schema_version": 5,
             "toolstop.run": 1,
             "toolstop.rule": "none",
             "toolstop.stopped": False,
@@ -203,6 +208,12 @@ def test_the_span_event_carries_every_field_of_the_record(
             "toolstop.ended_after.tools.lookup": record["ended_after"]["tools"]["lookup"],
             "toolstop.ended_after.input_tokens": record["ended_after"]["input_tokens"],
             "toolstop.ended_after.output_tokens": record["ended_after"]["output_tokens"],
+            "toolstop.after_first.lookup.model_calls": 1,
+            "toolstop.after_first.lookup.input_tokens": record["ended_after"]["input_tokens"],
+            "toolstop.after_first.lookup.output_tokens": record["ended_after"]["output_tokens"],
+            "toolstop.after_first.lookup.skipped": (),
+            "toolstop.asked": (),
+            "toolstop.would_skip": (),
         }
     ]
     assert record["would_save"]["input_tokens"] > 0  # tokens from the messages' usage

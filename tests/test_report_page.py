@@ -145,8 +145,8 @@ def test_the_sections_and_their_columns(tmp_path: Path) -> None:
         for t in re.findall(r"<thead>(.*?)</thead>", page)
     ]
     assert heads[0] == [
-        "tool", "runs", "ended after it", "calls saved", "input tokens", "output tokens",
-        "money (at your prices)", "overlap median", "overlap p10", "verdict",
+        "tool", "runs", "ended after it", "cut short", "calls saved", "input tokens",
+        "output tokens", "money (at your prices)", "overlap median", "overlap p10", "verdict",
     ]  # fmt: skip
     assert heads[1] == [
         "day", "runs", "stopped", "model calls", "input tokens",
@@ -376,7 +376,7 @@ def leads(page: str) -> list[str]:
 
 def candidate(tool: str, **extra: Any) -> dict[str, Any]:
     return {
-        "tool": tool, "runs": 6, "ended_runs": 5,
+        "tool": tool, "runs": 6, "ended_runs": 5, "cut_short_runs": 0,
         "would_save": {"model_calls": 5, "input_tokens": 1500, "output_tokens": 20},
         "answer_overlap": {"median": 1.0, "p10": 0.9},
         "verdict": "candidate", "why": "the answer repeats its result: a stop candidate",
@@ -518,8 +518,11 @@ CANDIDATES_NOTE = (
     "this tool's result; a stop there would have relayed the result instead, saving that call. "
     "Overlap: the share of the answer's words found in the result (1 = the answer repeats it). A "
     "median of 0.6 or more reads as a stop candidate, below 0.3 as the model's own reasoning. A "
-    "heuristic: words are not meaning, only the final call is counted, and a run ending after "
-    "parallel calls counts for each of their tools. Measured on 7 runs whose records carry it."
+    "heuristic: words are not meaning, and a run ending after parallel calls counts for each of "
+    "their tools. Calls saved: every model call after the tool's first successful call, as hard "
+    "mode would stop there. Cut short: runs that called more tools after it, which a stop would "
+    "never have run; their calls are in calls saved but are not a gain. Measured on 7 runs whose "
+    "records carry it."
 )
 
 
@@ -553,7 +556,8 @@ def test_the_candidates_table_cell_by_cell(tmp_path: Path) -> None:
     table, note = section.split("</table>")
     assert table.split("<tbody>")[0] == (
         '<h2>Tools worth converting</h2><table class="wide"><thead><tr><th>tool</th>'
-        "<th>runs</th><th>ended after it</th><th>calls saved</th><th>input tokens</th>"
+        "<th>runs</th><th>ended after it</th><th>cut short</th><th>calls saved</th>"
+        "<th>input tokens</th>"
         "<th>output tokens</th><th>overlap median</th><th>overlap p10</th><th>verdict</th>"
         "</tr></thead>"
     )
@@ -562,6 +566,7 @@ def test_the_candidates_table_cell_by_cell(tmp_path: Path) -> None:
         '<td class="first">1. find</td>'
         '<td data-label="runs" data-metric="candidates.0.runs">6</td>'
         '<td data-label="ended after it" data-metric="candidates.0.ended_runs">5</td>'
+        '<td data-label="cut short" data-metric="candidates.0.cut_short_runs">0</td>'
         '<td data-label="calls saved" data-metric="candidates.0.would_save.model_calls">5</td>'
         '<td data-label="input tokens" data-metric="candidates.0.would_save.input_tokens">'
         "1,500</td>"
@@ -578,7 +583,7 @@ def test_the_candidates_table_cell_by_cell(tmp_path: Path) -> None:
         ["1. find"], ["2. lookup (signals already)"], ["3. charge (signals already)"],
     ]  # fmt: skip
     assert cells(rows[2]) == (
-        "3. charge (signals already) 6 1 1 10 1 - - only 1 run(s) ended after it: too few to tell"
+        "3. charge (signals already) 6 1 0 1 10 1 - - only 1 run(s) ended after it: too few to tell"
     )
     assert note.startswith("<p>")
     assert note.endswith("</p>")
@@ -746,3 +751,28 @@ def test_no_money_is_written_for_a_saving_without_a_cost(tmp_path: Path) -> None
     assert meta.endswith(
         "Money at your prices: 1,500.00 per million input tokens, 0.50 per million output tokens."
     )
+
+
+def test_the_cut_short_part_of_a_shadow_saving_is_never_shown_as_a_gain(tmp_path: Path) -> None:
+    saved = {
+        "runs": 27, "model_calls": 40, "input_tokens": 9000, "output_tokens": 700,
+        "share_of_shadow_model_calls": 0.4,
+        "cut_short": {
+            "runs": 4, "model_calls": 8, "input_tokens": 2000, "output_tokens": 100,
+            "writes_runs": 4,
+            "skipped_tools": [{"tool": "initiate_return", "runs": 4, "writes": True}],
+        },
+        "gain": {"model_calls": 32, "input_tokens": 7000, "output_tokens": 600,
+                 "share_of_shadow_model_calls": 0.32},
+    }  # fmt: skip
+    page = rendered(report(would_save=saved), tmp_path)
+    lead = text(line(page, '<div class="answer">'))
+    assert lead.startswith(
+        "In shadow mode, hard mode would have saved 32 model calls (32% of the shadow-mode "
+        "calls), 7,000 input tokens and 600 output tokens, in the runs whose tools signalled a "
+        "stop. In 4 of its 27 runs a stop would have cut the run short: initiate_return (writes) "
+        "would not have run (4 of them with a tool that writes). Their 8 later model calls are "
+        "work a stop would skip, not a saving."
+    )
+    assert "40 model calls" not in lead
+    assert 'data-metric="would_save.gain.model_calls">32<' in page

@@ -58,6 +58,14 @@ EXPECTED: dict[str, Any] = {
     "would_save": {
         "runs": 2, "model_calls": 3, "input_tokens": 160, "output_tokens": 20,
         "share_of_shadow_model_calls": 0.4286, "share_of_shadow_input_tokens": 0.3077,
+        "cut_short": {
+            "runs": 0, "model_calls": 0, "input_tokens": 0, "output_tokens": 0,
+            "writes_runs": 0, "skipped_tools": [],
+        },
+        "gain": {
+            "model_calls": 3, "input_tokens": 160, "output_tokens": 20,
+            "share_of_shadow_model_calls": 0.4286,
+        },
     },
     "schema_versions": {"1": 1, "4": 1, "5": 4},
     "namespaces": {"nested": 1, "root": 5},
@@ -87,12 +95,26 @@ EXPECTED: dict[str, Any] = {
         {
             "tool": "search", "runs": 1, "ended_runs": 1,
             "would_save": {"model_calls": 1, "input_tokens": 15, "output_tokens": 1},
+            "cut_short_runs": 0,
+            "cut_short": {
+                "runs": 0, "model_calls": 0, "input_tokens": 0, "output_tokens": 0,
+                "writes_runs": 0, "skipped_tools": [],
+            },
+            "gain": {"model_calls": 1, "input_tokens": 15, "output_tokens": 1},
+            "ended_on_it": 0,
             "answer_overlap": {"median": 0.1, "p10": 0.1},
             "verdict": "few", "why": FEW, "signals": False,
         },
         {
             "tool": "pay", "runs": 1, "ended_runs": 1,
             "would_save": {"model_calls": 1, "input_tokens": 100, "output_tokens": 20},
+            "cut_short_runs": 0,
+            "cut_short": {
+                "runs": 0, "model_calls": 0, "input_tokens": 0, "output_tokens": 0,
+                "writes_runs": 0, "skipped_tools": [],
+            },
+            "gain": {"model_calls": 1, "input_tokens": 100, "output_tokens": 20},
+            "ended_on_it": 0,
             "answer_overlap": {"median": 0.9, "p10": 0.9},
             "verdict": "few", "why": FEW, "signals": True,
         },

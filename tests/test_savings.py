@@ -85,7 +85,7 @@ def test_shadow_mode_that_would_not_stop_saves_nothing(router: Router) -> None:
 def test_hard_mode_saves_nothing_more_and_carries_the_schema_version(router: Router) -> None:
     state = agent_run(router, [call("lookup")], forced_tool("lookup", DONE), mode="hard")
     record = state["stop_record"]
-    assert record["schema_version"] == RECORD_SCHEMA_VERSION == 4
+    assert record["schema_version"] == RECORD_SCHEMA_VERSION == 5
     assert (record["rule"], record["stopped"], record["model_calls"]) == ("completed", True, 1)
     assert record["would_save"] == {"model_calls": 0, "input_tokens": 0, "output_tokens": 0}
 

@@ -57,6 +57,15 @@ def add_report_parser(commands: Any) -> None:
         help="your model's price per million output tokens (with --price-in)",
     )
     parser.add_argument(
+        "--writes",
+        metavar="TOOLS",
+        default="",
+        help=(
+            "comma-separated tools that write (book, pay, send...), beside those whose name says "
+            "so: a stop that would skip one is flagged"
+        ),
+    )
+    parser.add_argument(
         "--out",
         type=Path,
         default=Path("toolstop-report"),
@@ -82,7 +91,7 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
     from toolstop.report.render import render_chart, render_html, render_summary, write_json
     from toolstop.report.summary import REPORT_VERSION, Summary, with_prices
 
-    summary = Summary()
+    summary = Summary(frozenset(t.strip() for t in args.writes.split(",") if t.strip()))
     extra: dict[str, Any] = {}
     try:
         since = parse_time(args.since) if args.since else None

@@ -108,7 +108,12 @@ def _run(record: dict[str, Any], end: RunEnd, turns: list[Turn] | None) -> dict[
         "input_tokens": record.get("input_tokens"),
         "output_tokens": record.get("output_tokens"),
         "would_save": saved or None,
+        "would_skip": _names(record.get("would_skip")),
     }
+
+
+def _names(value: Any) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 def explain_thread(
@@ -209,6 +214,12 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
             print(
                 f"  hard mode would have saved {saved.get('model_calls')} model calls, "
                 f"{saved.get('input_tokens')} input and {saved.get('output_tokens')} output tokens",
+                file=out,
+            )
+        if run["would_stop"] and run.get("would_skip"):
+            print(
+                f"  cut short: in hard mode, {', '.join(run['would_skip'])} would not have run "
+                "(a stop there skips later work: not a saving)",
                 file=out,
             )
     for current in explanation["in_progress"]:

@@ -147,17 +147,7 @@ def _answer(document: dict[str, Any]) -> str:
     lines = []
     saved, hard = document["would_save"], document["hard_mode"]
     if saved["runs"]:
-        share = saved["share_of_shadow_model_calls"]
-        lines.append(
-            f"In shadow mode, hard mode would have saved "
-            f"{_b('would_save.model_calls', saved['model_calls'])} model calls"
-            + (f" ({_b('would_save.share_of_shadow_model_calls', share, f'{share:.0%}')} of "
-               "the shadow-mode calls)" if share is not None else "")
-            + f", {_b('would_save.input_tokens', saved['input_tokens'])} input tokens and "
-            f"{_b('would_save.output_tokens', saved['output_tokens'])} output tokens"
-            + _money(document, "would_save.cost", saved.get("cost"))
-            + f", in {_b('would_save.runs', saved['runs'])} runs whose tools signalled a stop."
-        )  # fmt: skip
+        lines.append(_shadow_saving(document, saved))
     if hard["stopped"]:
         h = {key: _b(f"hard_mode.{key}", value) for key, value in hard.items()}
         estimate = ""
@@ -206,6 +196,48 @@ def _answer(document: dict[str, Any]) -> str:
     return "".join(f'<p class="lead">{line}</p>' for line in lines)
 
 
+def _shadow_saving(document: dict[str, Any], saved: dict[str, Any]) -> str:
+    """What shadow mode says hard mode saves; the cut-short runs' part is never a gain."""
+    cut = saved.get("cut_short") or {"runs": 0}
+    if not cut["runs"]:
+        share = saved["share_of_shadow_model_calls"]
+        return (
+            f"In shadow mode, hard mode would have saved "
+            f"{_b('would_save.model_calls', saved['model_calls'])} model calls"
+            + (f" ({_b('would_save.share_of_shadow_model_calls', share, f'{share:.0%}')} of "
+               "the shadow-mode calls)" if share is not None else "")
+            + f", {_b('would_save.input_tokens', saved['input_tokens'])} input tokens and "
+            f"{_b('would_save.output_tokens', saved['output_tokens'])} output tokens"
+            + _money(document, "would_save.cost", saved.get("cost"))
+            + f", in {_b('would_save.runs', saved['runs'])} runs whose tools signalled a stop."
+        )  # fmt: skip
+    gain = saved["gain"]
+    share = gain["share_of_shadow_model_calls"]
+    return (
+        f"In shadow mode, hard mode would have saved "
+        f"{_b('would_save.gain.model_calls', gain['model_calls'])} model calls"
+        + (f" ({_b('would_save.gain.share_of_shadow_model_calls', share, f'{share:.0%}')} of "
+           "the shadow-mode calls)" if share is not None else "")
+        + f", {_b('would_save.gain.input_tokens', gain['input_tokens'])} input tokens and "
+        f"{_b('would_save.gain.output_tokens', gain['output_tokens'])} output tokens, in the "
+        f"runs whose tools signalled a stop. In "
+        f"{_b('would_save.cut_short.runs', cut['runs'])} of its "
+        f"{_b('would_save.runs', saved['runs'])} runs a stop would have <b>cut the run "
+        f"short</b>: {_skipped(cut['skipped_tools'])} would not have run"
+        + (f" ({_b('would_save.cut_short.writes_runs', cut['writes_runs'])} of them with a "
+           "tool that writes)" if cut["writes_runs"] else "")
+        + f". Their {_b('would_save.cut_short.model_calls', cut['model_calls'])} later model "
+        "calls are work a stop would skip, not a saving."
+    )  # fmt: skip
+
+
+def _skipped(tools: list[dict[str, Any]]) -> str:
+    names = [
+        f"<b>{html.escape(t['tool'])}</b>" + (" (writes)" if t["writes"] else "") for t in tools
+    ]
+    return ", ".join(names) or "later tools"
+
+
 def _of_all(document: dict[str, Any], saved: dict[str, Any]) -> str:
     if not document["model_calls"]:
         return ""
@@ -217,7 +249,8 @@ def _candidates(document: dict[str, Any]) -> str:
     entries = document["candidates"]
     signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
     priced = "prices" in document
-    columns = ["tool", "runs", "ended after it", "calls saved", "input tokens", "output tokens"]
+    columns = ["tool", "runs", "ended after it", "cut short", "calls saved", "input tokens",
+               "output tokens"]  # fmt: skip
     columns += [_AT_PRICES, "overlap median", "overlap p10", "verdict"] if priced else [
         "overlap median", "overlap p10", "verdict"]  # fmt: skip
     rows = []
@@ -229,6 +262,7 @@ def _candidates(document: dict[str, Any]) -> str:
             + "</td>",
             _td(f"{p}.runs", e["runs"], "runs"),
             _td(f"{p}.ended_runs", e["ended_runs"], "ended after it"),
+            _td(f"{p}.cut_short_runs", e.get("cut_short_runs", 0), "cut short"),
             _td(f"{p}.would_save.model_calls", ws["model_calls"], "calls saved"),
             _td(f"{p}.would_save.input_tokens", ws["input_tokens"], "input tokens"),
             _td(f"{p}.would_save.output_tokens", ws["output_tokens"], "output tokens"),
@@ -251,8 +285,11 @@ def _candidates(document: dict[str, Any]) -> str:
         f"would have relayed the result instead, saving that call. <i>Overlap</i>: the share "
         f"of the answer's words found in the result (1 = the answer repeats it). A median of "
         f"{REPEATS} or more reads as a stop candidate, below {REASONS} as the model's own "
-        f"reasoning. A heuristic: words are not meaning, only the final call is counted, and a "
-        f"run ending after parallel calls counts for each of their tools. Measured on "
+        f"reasoning. A heuristic: words are not meaning, and a run ending after parallel calls "
+        f"counts for each of their tools. <i>Calls saved</i>: every model call after the "
+        f"tool's first successful call, as hard mode would stop there. <i>Cut short</i>: runs "
+        f"that called more tools after it, which a stop would never have run; their calls are "
+        f"in <i>calls saved</i> but are not a gain. Measured on "
         f"{_b('candidate_runs', document['candidate_runs'])} runs whose records carry it.</p>"
     )
     return _table("Tools worth converting", columns, rows, wide=True) + explained

@@ -139,6 +139,16 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
             f"{saved['output_tokens']} output tokens",
             file=out,
         )
+        cut = saved.get("cut_short") or {}
+        if cut.get("runs"):
+            skipped = ", ".join(
+                t["tool"] + (" (writes)" if t["writes"] else "") for t in cut["skipped_tools"]
+            )
+            print(
+                f"cut short: in {cut['runs']} of those runs a stop would have skipped later "
+                f"tools ({skipped}); their {cut['model_calls']} model calls are not a saving",
+                file=out,
+            )
     hard = document["hard_mode"]
     if hard["stopped"]:
         print(

@@ -13,13 +13,16 @@ from typing import Any
 
 from toolstop.decision import Rule
 from toolstop.metrics import deciding_tools
-from toolstop.report.candidates import Candidates
+from toolstop.report.candidates import Candidates, cut_short_counts, writes
 from toolstop.report.reader import RunEnd
 
 __all__ = ["REPORT_VERSION", "Summary", "with_prices"]
 
-REPORT_VERSION = 2
-"""The shape of report.json (2 added `candidates`, `would_stop_rules`, `by_day`, `hard_mode`)."""
+REPORT_VERSION = 3
+"""The shape of report.json (2 added `candidates`, `would_stop_rules`, `by_day`, `hard_mode`;
+3 added cut-short runs: `would_save.cut_short`, each candidate's `cut_short_runs`,
+`cut_short` and `ended_on_it`, and counted its `would_save` from the tool's first successful
+call)."""
 
 _TOKENS = ("model_calls", "input_tokens", "output_tokens")
 
@@ -35,8 +38,9 @@ def _share(part: int, whole: int) -> float | None:
 class Summary:
     """Runs folded into the report's figures. `add` each run, then read `document()`."""
 
-    def __init__(self) -> None:
-        """An empty summary."""
+    def __init__(self, writes: frozenset[str] = frozenset()) -> None:
+        """An empty summary. `writes`: the tools the user says write (`--writes`)."""
+        self.writes = writes
         self.runs = 0
         self.rules: Counter[str] = Counter()
         self.ended_by: Counter[str] = Counter()
@@ -57,7 +61,9 @@ class Summary:
         self.namespaces: Counter[str] = Counter()
         self.first: datetime | None = None
         self.last: datetime | None = None
-        self.candidates = Candidates()
+        self.candidates = Candidates(writes)
+        self.cut_short: Counter[str] = Counter()
+        self.skipped: Counter[str] = Counter()
         self.would_stop_rules: Counter[str] = Counter()
         self.outcomes: Counter[str] = Counter()
         self.days: dict[str, Counter[str]] = {}
@@ -101,6 +107,11 @@ class Summary:
             self.saving_runs += 1
             for key in _TOKENS:
                 self.saved[key] += _int(saved.get(key))
+            skipped = record.get("would_skip")
+            if isinstance(skipped, list) and skipped:
+                cut_short_counts(self.cut_short, self.skipped, skipped, self.writes)
+                for key in _TOKENS:
+                    self.cut_short[key] += _int(saved.get(key))
         self.candidates.add(record)
         would = record.get("would_stop")
         if mode == "never":
@@ -161,6 +172,14 @@ class Summary:
                 "share_of_shadow_input_tokens": _share(
                     self.saved["input_tokens"], never["input_tokens"]
                 ),
+                "cut_short": self._cut_short(),
+                "gain": {
+                    **{key: self.saved[key] - self.cut_short[key] for key in _TOKENS},
+                    "share_of_shadow_model_calls": _share(
+                        self.saved["model_calls"] - self.cut_short["model_calls"],
+                        never["model_calls"],
+                    ),
+                },
             },
             "schema_versions": dict(sorted(self.schema_versions.items())),
             "namespaces": dict(sorted(self.namespaces.items())),
@@ -173,6 +192,20 @@ class Summary:
             ],
             "candidates": self.candidates.document(set(self.stops) | set(self.would_stops)),
             "candidate_runs": self.candidates.measured,
+        }
+
+    def _cut_short(self) -> dict[str, Any]:
+        """The part of `would_save` from cut-short runs: a stop there would have skipped the
+        later tools (`would_skip`), so that part is not a saving."""
+        counts = self.cut_short
+        return {
+            "runs": counts["runs"],
+            **{key: counts[key] for key in _TOKENS},
+            "writes_runs": counts["writes"],
+            "skipped_tools": [
+                {"tool": name, "runs": runs, "writes": writes(name, self.writes)}
+                for name, runs in sorted(self.skipped.items(), key=lambda i: (-i[1], i[0]))[:10]
+            ],
         }
 
     def _hard_mode(self) -> dict[str, Any]:
