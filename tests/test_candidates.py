@@ -67,7 +67,7 @@ class Plan:
 
 def plans() -> list[Plan]:
     out = []
-    for i in range(7):  # 7 runs end right after lookup_order
+    for i in range(10):  # 10 runs end right after lookup_order
         order = str(4700 + i)
         answer = REPEATS[i % 3].format(id=order)
         out.append(Plan(f"t{i % 3}", [call("lookup_order", order_id=order), answer]))
@@ -159,12 +159,17 @@ def check_ranking(document: dict[str, Any], seen: Seen) -> None:
         hard = seen.hard[tool]
         assert entry["would_save"] == {k: hard[k] for k in ("model_calls", *TOKENS)}
         assert entry["cut_short_runs"] == hard["cut_short_runs"]
-    assert (first["ended_runs"], first["runs"]) == (7, 8)
+    assert (first["ended_runs"], first["runs"]) == (10, 11)
     # one run called refund_figures after lookup_order: a stop there would have skipped it
-    assert first["would_save"]["model_calls"] == 7 + 2
+    assert first["would_save"]["model_calls"] == 10 + 2
     assert first["cut_short"]["runs"] == 1
     assert first["cut_short"]["model_calls"] == 2
-    assert first["gain"]["model_calls"] == 7  # the cut-short run's calls are not a gain
+    assert first["gain"]["model_calls"] == 10  # the cut-short run's calls are not a gain
+    # 1 of 11 runs cut short: under 1 in 10, so the relayed answers decide
+    assert (first["advice"], second["advice"]) == ("convert", "keep")
+    assert first["judged"]["actions"] == {"relayed": 10}
+    assert first["judged"]["shapes"] == {"prose": 10}
+    assert second["judged"]["actions"] == {"own": 5}
     assert first["cut_short"]["skipped_tools"] == [
         {"tool": "refund_figures", "runs": 1, "writes": True}  # "refund" names a write
     ]
@@ -195,7 +200,7 @@ def test_the_report_ranks_the_tool_whose_result_is_the_answer_first(
     assert code == 0, text
     document = json.loads((tmp_path / "report.json").read_text())
     check_ranking(document, seen)
-    assert "convert first: lookup_order (7 of 8 runs" in text
+    assert "convert first: lookup_order (10 of 11 runs" in text
     assert f"threads: {len(seen.threads)}; open runs: 0" in text
 
 
@@ -487,6 +492,9 @@ def test_odd_values_in_a_record_count_as_nothing() -> None:
         "answer_overlap": {"median": 0.8, "p10": 0.8},
         "verdict": "few",
         "why": "only 2 run(s) ended after it: too few to tell",
+        "advice": "too_few",
+        "advice_why": "only 2 run(s) ended after it: too few to tell",
+        "judged": {"runs": 0, "actions": {}, "shapes": {}, "fields": []},
         "signals": False,
     }
 

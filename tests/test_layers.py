@@ -26,6 +26,7 @@ LIBRARY = [
     "toolstop._compat",
     "toolstop._redact",
     "toolstop._version",
+    "toolstop._judge",
     "toolstop._lifecycle",
     "toolstop.graph",
     "toolstop.middleware",

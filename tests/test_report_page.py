@@ -6,12 +6,14 @@ page out in Chromium where it is installed)."""
 from __future__ import annotations
 
 import html
+import io
 import re
 from pathlib import Path
 from typing import Any
 
 from report_runs import RUNS, end, summary
 from toolstop.report.page import money, render_html, when
+from toolstop.report.render import render_summary
 from toolstop.report.summary import with_prices
 
 
@@ -147,6 +149,7 @@ def test_the_sections_and_their_columns(tmp_path: Path) -> None:
     assert heads[0] == [
         "tool", "runs", "ended after it", "cut short", "calls saved", "input tokens",
         "output tokens", "money (at your prices)", "overlap median", "overlap p10", "verdict",
+        "advice",
     ]  # fmt: skip
     assert heads[1] == [
         "day", "runs", "stopped", "model calls", "input tokens",
@@ -559,7 +562,7 @@ def test_the_candidates_table_cell_by_cell(tmp_path: Path) -> None:
         "<th>runs</th><th>ended after it</th><th>cut short</th><th>calls saved</th>"
         "<th>input tokens</th>"
         "<th>output tokens</th><th>overlap median</th><th>overlap p10</th><th>verdict</th>"
-        "</tr></thead>"
+        "<th>advice</th></tr></thead>"
     )
     rows = re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1])
     assert rows[0] == (
@@ -576,7 +579,7 @@ def test_the_candidates_table_cell_by_cell(tmp_path: Path) -> None:
         "1.00</td>"
         '<td data-label="overlap p10" data-metric="candidates.0.answer_overlap.p10">0.90</td>'
         '<td data-label="verdict" class="why">the answer repeats its result: a stop candidate'
-        "</td>"
+        '</td><td data-label="advice" class="why"></td>'
     )
     firsts = [re.findall(r'<td class="first">(.*?)</td>', row) for row in rows]
     assert firsts == [
@@ -776,3 +779,55 @@ def test_the_cut_short_part_of_a_shadow_saving_is_never_shown_as_a_gain(tmp_path
     )
     assert "40 model calls" not in lead
     assert 'data-metric="would_save.gain.model_calls">32<' in page
+
+
+def judged_candidate(tool: str, advice: str, **judged: Any) -> dict[str, Any]:
+    return candidate(
+        tool,
+        advice=advice,
+        advice_why=f"why {advice}",
+        judged={"runs": 5, "shapes": {}, "fields": [], **judged},
+        gain={"model_calls": 4, "input_tokens": 1200, "output_tokens": 16},
+    )
+
+
+def test_the_page_leads_with_the_top_tool_to_convert_by_its_advice(tmp_path: Path) -> None:
+    keep = judged_candidate("search_flights", "keep", actions={"selected": 3, "asked": 2})
+    receipt = judged_candidate(
+        "cancel_reservation", "convert_with_answer", actions={"restated": 5},
+        fields=["reservation_id", "refund<x>"],
+    )  # fmt: skip
+    page = rendered(report(candidates=[receipt, keep]), tmp_path)
+    lead = text(line(page, '<div class="answer">'))
+    assert lead == (
+        "Convert cancel_reservation first, with an answer the tool writes: in most of the 5 runs "
+        "that ended right after it, the model only restated its result (the answers used "
+        "reservation_id, refund<x>). Have the tool write the user's text with "
+        "signal(..., answer=...); its raw result is not an answer. A stop there would save 4 "
+        "model calls (0% of all 2,000 model calls), 1,200 input and 16 output tokens."
+    )
+    assert 'data-metric="candidates.0.gain.model_calls">4<' in page
+    assert "refund&lt;x&gt;" in page
+    relay = judged_candidate("certificate", "convert", actions={"relayed": 5})
+    lead = text(line(rendered(report(candidates=[relay, keep]), tmp_path), '<div class="answer">'))
+    assert lead.startswith(
+        "Convert certificate first: in 5 of the 5 runs that ended right after it, its result as "
+        "it is would have served as the answer. A stop there would save 4 model calls"
+    )
+
+
+def test_the_page_says_plainly_when_there_is_little_to_save(tmp_path: Path) -> None:
+    keep = judged_candidate("search_flights", "keep", actions={"selected": 3, "asked": 2})
+    cut = judged_candidate("get_order_status", "cut_short", actions={"relayed": 5})
+    page = rendered(report(candidates=[keep, cut]), tmp_path)
+    assert text(line(page, '<div class="answer">')) == (
+        "Little to save on this traffic: no tool's result would have served as the final "
+        "answer, as it is or with a tool-written answer (see the advice below). Keep the model; "
+        "that is a result too."
+    )
+    out = io.StringIO()
+    render_summary(report(candidates=[keep, cut], rules={}, modes={}), out)
+    assert out.getvalue().splitlines()[-1] == (
+        "little to save on this traffic: no tool's result would have served as the answer "
+        "(as it is or with a tool-written answer); keep the model"
+    )

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, NotRequired, TypeGuard
+from typing import Any, NamedTuple, NotRequired, TypeGuard, cast
 
 from langchain_core.messages import (
     AIMessage,
@@ -34,11 +34,13 @@ from langchain_core.messages import (
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from typing_extensions import TypedDict
 
+from toolstop._judge import judge
 from toolstop.decision import Decision, Rule, Turn, current_turn, decide_turn
 from toolstop.observe import apublish_run_end, publish_run_end, publish_turn
 from toolstop.policy import StopPolicy
 from toolstop.record import (
     EndedAfter,
+    Judged,
     StopRecord,
     count_model_call,
     fold_turn,
@@ -487,6 +489,8 @@ def last_answer(run: RunState, response: BaseMessage) -> RunState:
 
 
 _WORD = re.compile(r"\w+")
+_JUDGED_CHARS = 200_000
+"""A result or answer longer than this is judged on its first characters (bounded work)."""
 
 
 def _text(content: Any) -> str:
@@ -554,12 +558,16 @@ def ended_after(run: RunState, turn: Turn | None, answer: BaseMessage | None) ->
         by_tool.setdefault(name, []).append(_text(result.content))
     usage = answer.usage_metadata
     tools = {}
+    judged: dict[str, Judged] = {}
     for tool, parts in by_tool.items():
-        tools[tool] = answer_overlap(text, parts[0] if len(parts) == 1 else " ".join(parts))
+        source = parts[0] if len(parts) == 1 else " ".join(parts)
+        tools[tool] = answer_overlap(text, source)
+        judged[tool] = cast(Judged, judge(source[:_JUDGED_CHARS], text[:_JUDGED_CHARS]))
     found: EndedAfter = {
         "tools": tools,
         "input_tokens": usage["input_tokens"] if usage else 0,
         "output_tokens": usage["output_tokens"] if usage else 0,
+        "judged": judged,
     }
     return {**run, "record": {**record, "ended_after": found}}
 

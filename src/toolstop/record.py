@@ -25,6 +25,7 @@ __all__ = [
     "AfterFirst",
     "EndedAfter",
     "InvalidSignal",
+    "Judged",
     "Savings",
     "StopRecord",
     "count_model_call",
@@ -65,6 +66,19 @@ class Savings(TypedDict):
     output_tokens: int
 
 
+class Judged(TypedDict):
+    """What the final answer did with one tool's result (see `toolstop._judge`).
+
+    Words and field names only, never content."""
+
+    shape: str
+    """`empty`, `object`, `list`, `value` or `prose`."""
+    action: str
+    """`asked`, `computed`, `selected`, `relayed`, `restated` or `own`."""
+    fields: list[str]
+    """The result's JSON keys whose values the answer used (masked, at most 8)."""
+
+
 class EndedAfter(TypedDict):
     """The model's final answer right after a tool turn: its cost, and what it repeats.
 
@@ -78,6 +92,8 @@ class EndedAfter(TypedDict):
     """The final model call's input tokens (provider usage; 0 when it reported none)."""
     output_tokens: int
     """The final model call's output tokens."""
+    judged: NotRequired[dict[str, Judged]]
+    """Each tool of that turn -> what the answer did with its result (since schema version 5)."""
 
 
 class AfterFirst(TypedDict):

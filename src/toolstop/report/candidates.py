@@ -27,6 +27,8 @@ from collections import Counter
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from toolstop.report.advice import ADVICE, Judgements, advise, verdict_of
+
 __all__ = [
     "MIN_ENDED_RUNS",
     "READ_WORDS",
@@ -151,6 +153,7 @@ class Candidates:
         self.overlaps: dict[str, Counter[int]] = {}
         self.hard: dict[str, Counter[str]] = {}
         self.skipped: dict[str, Counter[str]] = {}
+        self.judgements = Judgements()
         self.measured = 0
 
     def add(self, record: Mapping[str, Any]) -> None:
@@ -179,6 +182,7 @@ class Candidates:
         after = record.get("ended_after")
         if not isinstance(after, Mapping) or not isinstance(after.get("tools"), Mapping):
             return
+        self.judgements.add(after.get("judged"))
         for tool, overlap in after["tools"].items():
             if not isinstance(overlap, (int, float)) or isinstance(overlap, bool):
                 continue
@@ -223,21 +227,35 @@ class Candidates:
             histogram = self.overlaps.get(tool, Counter())
             median = _percentile(histogram, 0.5)
             kind, sentence = verdict(ended["runs"], median)
+            runs = max(self.runs[tool], ended["runs"], self.hard.get(tool, Counter())["runs"])
+            cut_runs = self.hard.get(tool, Counter())["cut_runs"]
+            judged = self.judgements.of(tool)
+            advice, why = advise(
+                runs=runs,
+                ended_runs=ended["runs"],
+                cut_short_runs=cut_runs,
+                judged=judged,
+                verdict=kind,
+                why=sentence,
+            )
+            if judged["runs"] or advice == "cut_short":
+                kind = verdict_of(advice, ended["runs"])
             entries.append(
                 {
                     "tool": tool,
-                    "runs": max(
-                        self.runs[tool], ended["runs"], self.hard.get(tool, Counter())["runs"]
-                    ),
+                    "runs": runs,
                     "ended_runs": ended["runs"],
                     "would_save": (saved := self._would_save(tool, ended)),
-                    "cut_short_runs": self.hard.get(tool, Counter())["cut_runs"],
+                    "cut_short_runs": cut_runs,
                     "cut_short": (cut := self._cut_short(tool)),
                     "gain": {key: saved[key] - cut[key] for key in saved},
                     "ended_on_it": self.hard.get(tool, Counter())["ended_on_it"],
                     "answer_overlap": {"median": median, "p10": _percentile(histogram, 0.1)},
                     "verdict": kind,
                     "why": sentence,
+                    "advice": advice,
+                    "advice_why": why,
+                    "judged": judged,
                     "signals": tool in signalling,
                 }
             )
@@ -281,6 +299,7 @@ class Candidates:
             key=lambda e: (
                 e["signals"],
                 _RANK[e["verdict"]],
+                ADVICE.index(e["advice"]),
                 -e["would_save"]["model_calls"],
                 -e["would_save"]["input_tokens"],
                 e["tool"],

@@ -163,37 +163,80 @@ def _answer(document: dict[str, Any]) -> str:
             f"Hard mode saved at least {h['model_calls_saved']} model calls{estimate}: it "
             f"stopped {h['stopped']} of its {h['runs']} runs without calling the model again."
         )
-    signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
-    top = next(
-        (e for e in document["candidates"] if e["tool"] not in signalling),
-        document["candidates"][0] if document["candidates"] else None,
-    )
-    if top is not None and top["verdict"] == "candidate" and top["tool"] not in signalling:
-        at = document["candidates"].index(top)
-        ws = {k: _b(f"candidates.{at}.would_save.{k}", v) for k, v in top["would_save"].items()}
-        median = _b(f"candidates.{at}.answer_overlap.median", top["answer_overlap"]["median"])
-        lines.append(
-            f"Convert <b>{html.escape(top['tool'])}</b> first: "
-            f"{_b(f'candidates.{at}.ended_runs', top['ended_runs'])} of its "
-            f"{_b(f'candidates.{at}.runs', top['runs'])} runs ended right after it, with an answer "
-            f"that repeats its result (median overlap {median}). A stop there would save "
-            f"{ws['model_calls']} model calls{_of_all(document, top['would_save'])}, "
-            f"{ws['input_tokens']} input and "
-            f"{ws['output_tokens']} output tokens"
-            + _money(document, f"candidates.{at}.would_save.cost", top["would_save"].get("cost"))
-            + "."
-        )
-    elif top is not None and not saved["runs"] and not hard["stopped"]:
-        lines.append(
-            "No tool's result is repeated as the final answer often enough to convert it yet: "
-            "see the verdicts below."
-        )
+    lines += _to_convert(document, quiet=bool(saved["runs"] or hard["stopped"]))
     if not lines:
         lines.append(
             "Nothing to save yet: no run would have stopped, none was stopped, and no run "
             "recorded which tool preceded its answer (records before schema version 4)."
         )
     return "".join(f'<p class="lead">{line}</p>' for line in lines)
+
+
+_CONVERT = ("convert", "convert_with_answer")
+
+
+def _advice(entry: dict[str, Any]) -> str:
+    """The entry's advice; a report without one (older) reads it from its verdict."""
+    if "advice" in entry:
+        return str(entry["advice"])
+    return "convert" if entry["verdict"] == "candidate" else "keep"
+
+
+def _to_convert(document: dict[str, Any], *, quiet: bool) -> list[str]:
+    """The sentence on which tool to convert first, or that there is little to save."""
+    signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
+    unconverted = [e for e in document["candidates"] if e["tool"] not in signalling]
+    top = next((e for e in unconverted if _advice(e) in _CONVERT), None)
+    if top is None:
+        if not document["candidates"]:
+            return []
+        if any((e.get("judged") or {}).get("runs") for e in unconverted):
+            return [
+                "Little to save on this traffic: no tool's result would have served as the "
+                "final answer, as it is or with a tool-written answer (see the advice below). "
+                "Keep the model; that is a result too."
+            ]
+        if quiet:
+            return []
+        return [
+            "No tool's result is repeated as the final answer often enough to convert it yet: "
+            "see the verdicts below."
+        ]
+    at = document["candidates"].index(top)
+    saved = top.get("gain") or top["would_save"]
+    key = "gain" if "gain" in top else "would_save"
+    ws = {k: _b(f"candidates.{at}.{key}.{k}", v) for k, v in saved.items() if k != "cost"}
+    tail = (
+        f"A stop there would save {ws['model_calls']} model calls{_of_all(document, saved)}, "
+        f"{ws['input_tokens']} input and {ws['output_tokens']} output tokens"
+        + _money(document, f"candidates.{at}.would_save.cost", top["would_save"].get("cost"))
+        + "."
+    )
+    tool = html.escape(top["tool"])
+    judged = top.get("judged") or {}
+    if not judged.get("runs"):
+        median = _b(f"candidates.{at}.answer_overlap.median", top["answer_overlap"]["median"])
+        return [
+            f"Convert <b>{tool}</b> first: "
+            f"{_b(f'candidates.{at}.ended_runs', top['ended_runs'])} of its "
+            f"{_b(f'candidates.{at}.runs', top['runs'])} runs ended right after it, with an answer "
+            f"that repeats its result (median overlap {median}). " + tail
+        ]
+    runs = _b(f"candidates.{at}.judged.runs", judged["runs"])
+    if top["advice"] == "convert":
+        relayed = _b(f"candidates.{at}.judged.actions.relayed", judged["actions"]["relayed"])
+        return [
+            f"Convert <b>{tool}</b> first: in {relayed} of the {runs} runs that ended right "
+            "after it, its result as it is would have served as the answer. " + tail
+        ]
+    fields = ", ".join(f"<code>{html.escape(f)}</code>" for f in judged["fields"])
+    return [
+        f"Convert <b>{tool}</b> first, with an answer the tool writes: in most of the {runs} "
+        "runs that ended right after it, the model only restated its result"
+        + (f" (the answers used {fields})" if fields else "")
+        + ". Have the tool write the user's text with <code>signal(..., answer=...)</code>; "
+        "its raw result is not an answer. " + tail
+    ]
 
 
 def _shadow_saving(document: dict[str, Any], saved: dict[str, Any]) -> str:
@@ -251,8 +294,8 @@ def _candidates(document: dict[str, Any]) -> str:
     priced = "prices" in document
     columns = ["tool", "runs", "ended after it", "cut short", "calls saved", "input tokens",
                "output tokens"]  # fmt: skip
-    columns += [_AT_PRICES, "overlap median", "overlap p10", "verdict"] if priced else [
-        "overlap median", "overlap p10", "verdict"]  # fmt: skip
+    columns += [_AT_PRICES, "overlap median", "overlap p10", "verdict", "advice"] if priced else [
+        "overlap median", "overlap p10", "verdict", "advice"]  # fmt: skip
     rows = []
     for i, e in enumerate(entries):
         p, ws, overlap = f"candidates.{i}", e["would_save"], e["answer_overlap"]
@@ -274,6 +317,9 @@ def _candidates(document: dict[str, Any]) -> str:
             _td(f"{p}.answer_overlap.median", overlap["median"], "overlap median"),
             _td(f"{p}.answer_overlap.p10", overlap["p10"], "overlap p10"),
             _td(None, e["why"], "verdict", "why"),
+            _td(
+                None, f"{e['advice']}: {e['advice_why']}" if "advice" in e else "", "advice", "why"
+            ),
         ]
         rows.append(f"<tr>{''.join(cells)}</tr>")
     explained = (
