@@ -495,6 +495,7 @@ def test_odd_values_in_a_record_count_as_nothing() -> None:
         "advice": "too_few",
         "advice_why": "only 2 run(s) ended after it: too few to tell",
         "judged": {"runs": 0, "actions": {}, "shapes": {}, "fields": []},
+        "threads": [],
         "signals": False,
     }
 

@@ -138,7 +138,7 @@ def explained_run_1() -> dict[str, Any]:
         "tool_turns": 2, "transient_retries": 1,
         "outcomes": {"transient": 1, "completed": 1, "invalid": 1},
         "model_calls": 2, "input_tokens": 30, "output_tokens": 4, "would_save": None,
-        "would_skip": [],
+        "would_skip": [], "ended_after": None,
     }  # fmt: skip
 
 

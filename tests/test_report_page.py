@@ -130,6 +130,7 @@ def test_the_sections_and_their_columns(tmp_path: Path) -> None:
     page = rendered(full(), tmp_path)
     assert [text(h) for h in re.findall(r"<h2>(.*?)</h2>", page)] == [
         "Tools worth converting",
+        "The runs behind each tool",
         "Runs and savings per day",
         "In figures",
         "Runs by outcome (shadow runs: the rule that would have stopped them)",

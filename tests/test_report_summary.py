@@ -106,6 +106,7 @@ EXPECTED: dict[str, Any] = {
             "verdict": "few", "why": FEW, "advice": "too_few",
             "advice_why": "only 1 run(s) ended after it: too few to tell",
             "judged": {"runs": 0, "actions": {}, "shapes": {}, "fields": []},
+            "threads": ["c"],
             "signals": False,
         },
         {
@@ -122,6 +123,7 @@ EXPECTED: dict[str, Any] = {
             "verdict": "few", "why": FEW, "advice": "too_few",
             "advice_why": "only 1 run(s) ended after it: too few to tell",
             "judged": {"runs": 0, "actions": {}, "shapes": {}, "fields": []},
+            "threads": ["a"],
             "signals": True,
         },
     ],

@@ -138,6 +138,19 @@ def cut_short_counts(
         skipped[name] += 1
 
 
+_THREADS_MAX = 10
+"""At most this many threads are listed per candidate (see `examples.THREADS_MAX`)."""
+
+
+def _remember(threads: dict[str, dict[str, None]], tool: str, thread: Any) -> None:
+    """Remember `thread` behind `tool` (the first `_THREADS_MAX` distinct ones, cut at 200)."""
+    if not isinstance(thread, str):
+        return
+    seen = threads.setdefault(tool, {})
+    if len(seen) < _THREADS_MAX:
+        seen[thread[:200]] = None
+
+
 _SKIPPED_SHOWN = 10
 """At most this many skipped tools are listed per candidate (the most often skipped)."""
 
@@ -145,9 +158,19 @@ _SKIPPED_SHOWN = 10
 class Candidates:
     """Per-tool figures folded from records. `add` each record, then read `document()`."""
 
-    def __init__(self, writes: Collection[str] = ()) -> None:
-        """No runs yet. `writes`: tools the user says write (beside the names that say so)."""
+    def __init__(self, writes: Collection[str] = (), *, keep: int = 0) -> None:
+        """No runs yet.
+
+        Args:
+            writes: Tools the user says write (beside the names that say so).
+            keep: How many runs that ended right after each tool to keep (`ended`), to read
+                their example pairs back (`--examples`); none by default.
+        """
         self.declared = frozenset(writes)
+        self.keep = keep
+        self.kept: dict[str, list[Any]] = {}
+        self.threads: dict[str, dict[str, None]] = {}
+        self.calling_threads: dict[str, dict[str, None]] = {}
         self.runs: Counter[str] = Counter()
         self.ended: dict[str, Counter[str]] = {}
         self.overlaps: dict[str, Counter[int]] = {}
@@ -156,16 +179,20 @@ class Candidates:
         self.judgements = Judgements()
         self.measured = 0
 
-    def add(self, record: Mapping[str, Any]) -> None:
-        """Fold one run's record in (records before schema version 4 add nothing)."""
+    def add(self, record: Mapping[str, Any], end: Any = None) -> None:
+        """Fold one run's record in (records before schema version 4 add nothing).
+
+        `end` is where the run lives (a `RunEnd`): its thread is listed behind its tools."""
         if "ended_after" not in record:
             return
         self.measured += 1
+        thread = getattr(end, "thread_id", None)
         calls = record.get("calls_by_tool")
         if isinstance(calls, Mapping):
             for tool, count in calls.items():
                 if _int(count) > 0:
                     self.runs[str(tool)] += 1
+                    _remember(self.calling_threads, str(tool), thread)
         firsts = record.get("after_first")
         if isinstance(firsts, Mapping):
             for tool, entry in firsts.items():
@@ -187,6 +214,10 @@ class Candidates:
             if not isinstance(overlap, (int, float)) or isinstance(overlap, bool):
                 continue
             name = str(tool)
+            _remember(self.threads, name, thread)
+            kept = self.kept.setdefault(name, [])
+            if end is not None and len(kept) < self.keep:
+                kept.append(end)
             counts = self.ended.setdefault(name, Counter())
             counts["runs"] += 1
             counts["input_tokens"] += _int(after.get("input_tokens"))
@@ -256,6 +287,7 @@ class Candidates:
                     "advice": advice,
                     "advice_why": why,
                     "judged": judged,
+                    "threads": self._threads(tool),
                     "signals": tool in signalling,
                 }
             )
@@ -292,6 +324,12 @@ class Candidates:
                 ]
             ],
         }
+
+    def _threads(self, tool: str) -> list[str]:
+        """Up to `THREADS_MAX` threads behind `tool`: runs that ended right after it first."""
+        ended = list(self.threads.get(tool, {}))
+        calling = [t for t in self.calling_threads.get(tool, {}) if t not in ended]
+        return [*ended, *calling][:_THREADS_MAX]
 
     @staticmethod
     def _sort(entries: list[dict[str, Any]]) -> None:

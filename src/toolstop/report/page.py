@@ -19,6 +19,7 @@ from typing import Any
 
 from toolstop._page import inline_png, page
 from toolstop.report.candidates import REASONS, REPEATS
+from toolstop.report.evidence import render_evidence
 
 __all__ = ["render_html", "when"]
 
@@ -434,7 +435,7 @@ def render_html(document: dict[str, Any], chart: Path | None, path: Path) -> Non
 to {html.escape(when(document["last_run_ended"]))}. Generated {html.escape(made)}.</p>
 <div class="answer">{_answer(document)}</div>
 {_MODES}
-{_candidates(document)}
+{_candidates(document)}{render_evidence(document)}
 {_days(document)}
 {inline_png(chart, "runs by rule (shadow runs by the rule that would have stopped them), "
             "model calls per run by mode, what shadow mode would save")}

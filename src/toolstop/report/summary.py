@@ -38,8 +38,13 @@ def _share(part: int, whole: int) -> float | None:
 class Summary:
     """Runs folded into the report's figures. `add` each run, then read `document()`."""
 
-    def __init__(self, writes: frozenset[str] = frozenset()) -> None:
-        """An empty summary. `writes`: the tools the user says write (`--writes`)."""
+    def __init__(self, writes: frozenset[str] = frozenset(), *, examples: int = 0) -> None:
+        """An empty summary.
+
+        Args:
+            writes: The tools the user says write (`--writes`).
+            examples: Runs to keep per candidate for their example pairs (`--examples`).
+        """
         self.writes = writes
         self.runs = 0
         self.rules: Counter[str] = Counter()
@@ -61,7 +66,7 @@ class Summary:
         self.namespaces: Counter[str] = Counter()
         self.first: datetime | None = None
         self.last: datetime | None = None
-        self.candidates = Candidates(writes)
+        self.candidates = Candidates(writes, keep=examples)
         self.cut_short: Counter[str] = Counter()
         self.skipped: Counter[str] = Counter()
         self.would_stop_rules: Counter[str] = Counter()
@@ -112,7 +117,7 @@ class Summary:
                 cut_short_counts(self.cut_short, self.skipped, skipped, self.writes)
                 for key in _TOKENS:
                     self.cut_short[key] += _int(saved.get(key))
-        self.candidates.add(record)
+        self.candidates.add(record, end)
         would = record.get("would_stop")
         if mode == "never":
             self.would_stop_rules[str(would or "none")] += 1
