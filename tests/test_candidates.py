@@ -526,6 +526,8 @@ def test_odd_after_first_entries_count_as_nothing() -> None:
         ("send-email", (), True),
         ("cancelled_orders_cleanup", (), True),
         ("get_order_status", (), False),  # a read verb first: a read, whatever follows
+        ("order_status", (), False),  # a read noun last
+        ("place_order", (), True),
         ("search_direct_flight", (), False),
         ("company_policies", (), False),
         ("postal_code", (), False),  # "post" only as a word of its own
@@ -646,3 +648,74 @@ def test_cut_short_runs_and_a_run_left_on_a_tool_are_counted(router: Any, tmp_pa
     out = io.StringIO()
     assert main(["explain", "--db", str(db), "cut0"], out=out) == 0
     assert "cut short: in hard mode, initiate_return would not have run" in out.getvalue()
+
+
+# -- predictions that come true: would_save before the conversion == shadow mode's after -------
+@tool
+def order_status(order_id: str) -> str:
+    """An order's status: a plain tool, before the conversion."""
+    return f"Order {order_id}: delivered on Monday."
+
+
+@tool(response_format="content_and_artifact")
+def order_status_converted(order_id: str) -> tuple[str, dict[str, Any]]:
+    """The same tool, converted: it signals a stop on success."""
+    from toolstop import Outcome, signal
+
+    return f"Order {order_id}: delivered on Monday.", signal(Outcome.COMPLETED)
+
+
+def _status_scripts() -> list[list[Any]]:
+    """Runs where the status comes first, mid-run or last: a stop comes at its first success."""
+    return [
+        [call("order_status", order_id="1"), "Order 1: delivered on Monday."],
+        [call("order_status", order_id="2"), call("order_status", order_id="2"), "Delivered."],
+        [call("order_status", order_id="3"), call("initiate_return", order_id="3"), "Started."],
+        [call("initiate_return", order_id="4"), call("order_status", order_id="4"), "Both done."],
+        ["Hello!"],
+    ]
+
+
+@pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
+def test_would_save_before_the_conversion_is_what_shadow_mode_measures_after(
+    router: Any, tmp_path: Path
+) -> None:
+    from langchain_core.tools import StructuredTool
+
+    converted = StructuredTool.from_function(
+        func=order_status_converted.func,
+        name="order_status",
+        description="An order's status.",
+        response_format="content_and_artifact",
+    )
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    documents = []
+    for name, status in (("before", order_status), ("after", converted)):
+        db = tmp_path / f"{name}.sqlite"
+        with SqliteSaver.from_conn_string(str(db)) as saver:
+            for n, script in enumerate(_status_scripts()):
+                model = ScriptedChatModel(list(script))
+                agent = router.build(
+                    model, [status, initiate_return], policy=StopPolicy(mode="never"),
+                    checkpointer=saver,
+                )  # fmt: skip
+                agent.invoke(
+                    {"messages": [HumanMessage(f"q{n}")]}, {"configurable": {"thread_id": f"t{n}"}}
+                )
+                model.assert_complete()
+        logging.getLogger("toolstop").setLevel(logging.NOTSET)
+        code, text = report("--db", str(db), "--out", str(tmp_path / name))
+        assert code == 0, text
+        documents.append(json.loads((tmp_path / name / "report.json").read_text()))
+    before, after = documents
+    [predicted] = [c for c in before["candidates"] if c["tool"] == "order_status"]
+    measured = after["would_save"]
+    assert {k: predicted["would_save"][k] for k in ("model_calls", *TOKENS)} == {
+        k: measured[k] for k in ("model_calls", *TOKENS)
+    }
+    assert predicted["would_save"]["model_calls"] == 1 + 2 + 2 + 1
+    # the status asked again, and the return after it, would not have run: cut short
+    assert predicted["cut_short"]["runs"] == measured["cut_short"]["runs"] == 2
+    assert predicted["cut_short"]["model_calls"] == measured["cut_short"]["model_calls"] == 4
+    assert predicted["cut_short"]["writes_runs"] == measured["cut_short"]["writes_runs"] == 1

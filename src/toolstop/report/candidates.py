@@ -31,6 +31,7 @@ from toolstop.report.advice import ADVICE, Judgements, advise, verdict_of
 
 __all__ = [
     "MIN_ENDED_RUNS",
+    "READ_ENDINGS",
     "READ_WORDS",
     "REASONS",
     "REPEATS",
@@ -61,6 +62,11 @@ READ_WORDS = frozenset(
 """A name that starts with one of these reads, whatever follows (`get_order_status`,
 `search_direct_flight`), unless `--writes` names it."""
 
+READ_ENDINGS = frozenset(
+    {"details", "history", "info", "policies", "policy", "status", "summary", "count", "list"}
+)
+"""A name that ends with one of these reads too (`order_status`, `refund_policy`)."""
+
 _NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _ENDINGS = ("", "s", "es", "ed", "d", "ing", "ion", "ment")
 
@@ -73,12 +79,13 @@ def writes(tool: str, declared: Collection[str] = ()) -> bool:
     """Whether `tool` writes, by the user's word or by its name.
 
     `declared` names it, or a word of its name is a `WRITE_WORDS` verb (or that verb with -s,
-    -ed, -ing, -ion, -ment) and its first word is not a `READ_WORDS` verb. A name says nothing
-    sure: `--writes` overrides it only by adding tools."""
+    -ed, -ing, -ion, -ment), its first word is not a `READ_WORDS` verb and its last not a
+    `READ_ENDINGS` noun. A name says nothing sure: `--writes` overrides it only by adding
+    tools."""
     if tool in declared:
         return True
     words = _words(tool)
-    if not words or words[0] in READ_WORDS:
+    if not words or words[0] in READ_WORDS or words[-1] in READ_ENDINGS:
         return False
     return any(w.removesuffix(e) in WRITE_WORDS for w in words for e in _ENDINGS if w.endswith(e))
 
