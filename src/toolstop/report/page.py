@@ -27,6 +27,7 @@ _STYLE = """
 body { margin: 0 auto; padding: 1rem 1.2rem; max-width: 68rem; line-height: 1.45; }
 h1 { font-size: 1.6rem; margin: .2rem 0; } h2 { font-size: 1.2rem; margin-top: 1.8rem; }
 p, li, code { overflow-wrap: anywhere; } td:first-child { overflow-wrap: break-word; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f5f5f5; padding: .4rem; }
 .meta { color: #555; } .lead { font-size: 1.12rem; }
 .answer { background: #f1f8e9; border-left: 5px solid #43a047; padding: .6rem 1rem; }
 .note { background: #fff8e1; border-left: 5px solid #f9a825; padding: .5rem 1rem; }
