@@ -205,3 +205,36 @@ def test_odd_judgements_count_as_nothing() -> None:
         "shapes": {"object": 1},
         "fields": ["a", "b"],
     }
+
+
+def test_a_judge_that_fails_leaves_the_tool_out_and_the_record_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bug in the heuristic must never break a run's end: the record is written without it."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from toolstop import StopPolicy, _lifecycle
+    from toolstop._lifecycle import answered, ended_after, open_run
+    from toolstop.decision import current_turn
+
+    def broken(result: str, answer: str) -> dict[str, Any]:
+        raise ZeroDivisionError
+
+    asking = AIMessage("", id="a1", tool_calls=[{"name": "t", "args": {}, "id": "c1"}])
+    messages = [
+        HumanMessage("q", id="h"),
+        asking,
+        ToolMessage("result", tool_call_id="c1", name="t"),
+    ]
+    run = open_run(None, None, StopPolicy(mode="never"), None, messages=messages[:1])
+    run = {**run, "record": {**run["record"], "tool_turns": 1}}
+    final = AIMessage("result", id="a2")
+    _, run = answered(run, final, StopPolicy(), remaining_steps=None, loop_steps=2)
+    turn = current_turn(messages)
+    assert ended_after(run, turn, final)["record"]["ended_after"]["judged"] == {
+        "t": {"shape": "value", "action": "relayed", "fields": []}
+    }
+    monkeypatch.setattr(_lifecycle, "judge", broken)
+    after = ended_after(run, turn, final)["record"]["ended_after"]
+    assert after["judged"] == {}
+    assert after["tools"] == {"t": 1.0}

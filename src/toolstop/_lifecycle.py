@@ -493,6 +493,16 @@ _JUDGED_CHARS = 200_000
 """A result or answer longer than this is judged on its first characters (bounded work)."""
 
 
+def _judged(source: str, answer: str) -> Judged | None:
+    """`toolstop._judge.judge` of a result and the answer, on their first `_JUDGED_CHARS`
+    characters; `None` (the tool is left out of `judged`) should judging fail, so the run's
+    record is still written."""
+    try:
+        return cast(Judged, judge(source[:_JUDGED_CHARS], answer[:_JUDGED_CHARS]))
+    except Exception:  # a heuristic must never break the end of a run
+        return None
+
+
 def _text(content: Any) -> str:
     """The text of a message's content: a string, or the text blocks of a list."""
     if isinstance(content, str):
@@ -562,7 +572,9 @@ def ended_after(run: RunState, turn: Turn | None, answer: BaseMessage | None) ->
     for tool, parts in by_tool.items():
         source = parts[0] if len(parts) == 1 else " ".join(parts)
         tools[tool] = answer_overlap(text, source)
-        judged[tool] = cast(Judged, judge(source[:_JUDGED_CHARS], text[:_JUDGED_CHARS]))
+        features = _judged(source, text)
+        if features is not None:
+            judged[tool] = features
     found: EndedAfter = {
         "tools": tools,
         "input_tokens": usage["input_tokens"] if usage else 0,

@@ -40,7 +40,8 @@ RECORD_SCHEMA_VERSION = 5
 `unsignalled` was told apart from invalid and `would_save` was recorded). Version 3 added
 `relayed` and `on_budget`; readers of older records take `[]` and `"message"`. Version 4 added
 `calls_by_tool` and `ended_after`; readers treat them as absent in older records. Version 5
-added `after_first`, `asked` and `would_skip` (absent before: unknown, not empty)."""
+added `after_first`, `asked`, `would_skip` and `ended_after.judged` (absent before: unknown,
+not empty)."""
 
 SKIPPED_MAX = 16
 """At most this many distinct tool names are kept in `would_skip` and in each `after_first`
