@@ -719,3 +719,26 @@ def test_would_save_before_the_conversion_is_what_shadow_mode_measures_after(
     assert predicted["cut_short"]["runs"] == measured["cut_short"]["runs"] == 2
     assert predicted["cut_short"]["model_calls"] == measured["cut_short"]["model_calls"] == 4
     assert predicted["cut_short"]["writes_runs"] == measured["cut_short"]["writes_runs"] == 1
+
+
+def test_writes_names_tools_the_names_miss(tmp_path: Path) -> None:
+    record = {
+        **OLD_RECORD, "schema_version": 5, "would_skip": ["ping_team"], "calls_by_tool": {},
+        "ended_after": None, "after_first": {"pay": {"model_calls": 2, "input_tokens": 9,
+                                                     "output_tokens": 1, "skipped": ["ping_team"]}},
+    }  # fmt: skip
+    log = tmp_path / "runs.jsonl"
+    log.write_text(_line(record, "2026-11-30T10:00:00+00:00", "a") + "\n")
+    for extra, writes_runs in (([], 0), (["--writes", " ping_team , other"], 1)):
+        out = tmp_path / f"out{writes_runs}"
+        code, text = report("--log", str(log), "--out", str(out), *extra)
+        assert code == 0, text
+        document = json.loads((out / "report.json").read_text())
+        cut = document["would_save"]["cut_short"]
+        assert (cut["runs"], cut["writes_runs"]) == (1, writes_runs)
+        assert cut["skipped_tools"] == [
+            {"tool": "ping_team", "runs": 1, "writes": bool(writes_runs)}
+        ]
+        [pay] = document["candidates"]
+        assert pay["cut_short"]["writes_runs"] == writes_runs
+        assert pay["advice"] == "cut_short"
