@@ -24,9 +24,10 @@ from helpers import CHROMIUM, layout
 from routers import ROUTERS
 from toolstop import StopPolicy
 from toolstop.cli import main
-from toolstop.report.candidates import Candidates, verdict
+from toolstop.report.candidates import Candidates, verdict, writes
 from toolstop.testing import ScriptedChatModel, call
 
+TOKENS = ("input_tokens", "output_tokens")
 ORDER = "Order {id} ships Monday from the Berlin warehouse by express courier, tracking {id}-DE."
 FIGURES = "Order {id}: price 120 EUR, restocking fee 35 EUR, return shipping 12 EUR."
 
@@ -66,7 +67,7 @@ class Plan:
 
 def plans() -> list[Plan]:
     out = []
-    for i in range(7):  # 7 runs end right after lookup_order
+    for i in range(10):  # 10 runs end right after lookup_order
         order = str(4700 + i)
         answer = REPEATS[i % 3].format(id=order)
         out.append(Plan(f"t{i % 3}", [call("lookup_order", order_id=order), answer]))
@@ -88,10 +89,13 @@ class Seen:
     ended_after: Counter[str]
     final_tokens: dict[str, Counter[str]]
     threads: set[str]
+    hard: dict[str, Counter[str]]
+    """Per tool: model calls and tokens after its first successful result, and the runs where
+    later tools were called (cut short)."""
 
 
 def drive(checkpointer: Any) -> Seen:
-    seen = Seen(Counter(), Counter(), {}, set())
+    seen = Seen(Counter(), Counter(), {}, set(), {})
     for n, plan in enumerate(plans()):
         router = ROUTERS[n % len(ROUTERS)]  # every router records it the same way
         model = ScriptedChatModel(plan.script)
@@ -109,6 +113,21 @@ def drive(checkpointer: Any) -> Seen:
         new = state["messages"][before + 1 :]
         for name in {m.name for m in new if isinstance(m, ToolMessage)}:
             seen.runs_with[str(name)] += 1
+        firsts: set[str] = set()
+        for at, message in enumerate(new):
+            if not isinstance(message, ToolMessage) or message.name in firsts:
+                continue
+            firsts.add(str(message.name))
+            hard = seen.hard.setdefault(str(message.name), Counter())
+            later = [m for m in new[at + 1 :] if isinstance(m, AIMessage)]
+            hard["model_calls"] += len(later)
+            hard["input_tokens"] += sum(
+                (m.usage_metadata or {}).get("input_tokens", 0) for m in later
+            )
+            hard["output_tokens"] += sum(
+                (m.usage_metadata or {}).get("output_tokens", 0) for m in later
+            )
+            hard["cut_short_runs"] += any(m.tool_calls for m in later)
         final = new[-1]
         assert isinstance(final, AIMessage)
         assert not final.tool_calls
@@ -137,11 +156,24 @@ def check_ranking(document: dict[str, Any], seen: Seen) -> None:
         tool = entry["tool"]
         assert entry["runs"] == seen.runs_with[tool]
         assert entry["ended_runs"] == seen.ended_after[tool]
-        assert entry["would_save"] == {
-            "model_calls": seen.ended_after[tool],
-            **seen.final_tokens[tool],
-        }
-    assert (first["ended_runs"], first["runs"]) == (7, 8)
+        hard = seen.hard[tool]
+        assert entry["would_save"] == {k: hard[k] for k in ("model_calls", *TOKENS)}
+        assert entry["cut_short_runs"] == hard["cut_short_runs"]
+    assert (first["ended_runs"], first["runs"]) == (10, 11)
+    # one run called refund_figures after lookup_order: a stop there would have skipped it
+    assert first["would_save"]["model_calls"] == 10 + 2
+    assert first["cut_short"]["runs"] == 1
+    assert first["cut_short"]["model_calls"] == 2
+    assert first["gain"]["model_calls"] == 10  # the cut-short run's calls are not a gain
+    # 1 of 11 runs cut short: under 1 in 10, so the relayed answers decide
+    assert (first["advice"], second["advice"]) == ("convert", "keep")
+    assert first["judged"]["actions"] == {"relayed": 10}
+    assert first["judged"]["shapes"] == {"prose": 10}
+    assert second["judged"]["actions"] == {"own": 5}
+    assert first["cut_short"]["skipped_tools"] == [
+        {"tool": "refund_figures", "runs": 1, "writes": True}  # "refund" names a write
+    ]
+    assert second["cut_short_runs"] == 0
     assert (second["ended_runs"], second["runs"]) == (5, 5)
     assert first["answer_overlap"]["median"] >= 0.9
     assert first["answer_overlap"]["p10"] >= 0.6
@@ -168,7 +200,7 @@ def test_the_report_ranks_the_tool_whose_result_is_the_answer_first(
     assert code == 0, text
     document = json.loads((tmp_path / "report.json").read_text())
     check_ranking(document, seen)
-    assert "convert first: lookup_order (7 of 8 runs" in text
+    assert "convert first: lookup_order (10 of 11 runs" in text
     assert f"threads: {len(seen.threads)}; open runs: 0" in text
 
 
@@ -179,7 +211,7 @@ def test_prices_turn_the_savings_into_money(sqlite_db: tuple[Path, Seen], tmp_pa
     )
     assert code == 0
     document = json.loads((tmp_path / "report.json").read_text())
-    tokens = seen.final_tokens["lookup_order"]
+    tokens = seen.hard["lookup_order"]
     expected = (tokens["input_tokens"] * 3 + tokens["output_tokens"] * 15) / 1_000_000
     assert document["candidates"][0]["would_save"]["cost"] == round(expected, 4)
     assert document["prices"] == {"input_per_million": 3.0, "output_per_million": 15.0}
@@ -446,11 +478,65 @@ def test_odd_values_in_a_record_count_as_nothing() -> None:
         "runs": 3,
         "ended_runs": 2,
         "would_save": {"model_calls": 2, "input_tokens": 100, "output_tokens": 0},
+        "cut_short_runs": 0,
+        "cut_short": {
+            "runs": 0,
+            "model_calls": 0,
+            "input_tokens": 0,
+            "output_tokens": 0,
+            "writes_runs": 0,
+            "skipped_tools": [],
+        },
+        "gain": {"model_calls": 2, "input_tokens": 100, "output_tokens": 0},
+        "ended_on_it": 0,
         "answer_overlap": {"median": 0.8, "p10": 0.8},
         "verdict": "few",
         "why": "only 2 run(s) ended after it: too few to tell",
+        "advice": "too_few",
+        "advice_why": "only 2 run(s) ended after it: too few to tell",
+        "judged": {"runs": 0, "actions": {}, "shapes": {}, "fields": []},
+        "threads": [],
         "signals": False,
     }
+
+
+def test_odd_after_first_entries_count_as_nothing() -> None:
+    candidates = Candidates(writes={"notify"})
+    odd = {"t": "x", "u": {"model_calls": "3", "skipped": "a"}, 7: {"skipped": [1, None]}}
+    candidates.add({"ended_after": None, "calls_by_tool": {}, "after_first": odd})
+    candidates.add({"ended_after": None, "after_first": {"u": {"skipped": ["notify"]}}})
+    by_tool = {e["tool"]: e for e in candidates.document()}
+    assert by_tool["u"]["would_save"] == {"model_calls": 0, "input_tokens": 0, "output_tokens": 0}
+    assert by_tool["u"]["ended_on_it"] == 2
+    assert by_tool["u"]["cut_short"]["skipped_tools"] == [
+        {"tool": "notify", "runs": 1, "writes": True}
+    ]
+    assert by_tool["7"]["cut_short"]["skipped_tools"] == [
+        {"tool": "1", "runs": 1, "writes": False},
+        {"tool": "None", "runs": 1, "writes": False},
+    ]
+    assert "t" not in by_tool
+
+
+@pytest.mark.parametrize(
+    ("tool", "declared", "expected"),
+    [
+        ("initiate_return", (), True),
+        ("bookReservation", (), True),
+        ("send-email", (), True),
+        ("cancelled_orders_cleanup", (), True),
+        ("get_order_status", (), False),  # a read verb first: a read, whatever follows
+        ("order_status", (), False),  # a read noun last
+        ("place_order", (), True),
+        ("search_direct_flight", (), False),
+        ("company_policies", (), False),
+        ("postal_code", (), False),  # "post" only as a word of its own
+        ("company_policies", ("company_policies",), True),
+        ("", (), False),
+    ],
+)
+def test_which_tools_write(tool: str, declared: tuple[str, ...], expected: bool) -> None:
+    assert writes(tool, declared) is expected
 
 
 def test_the_order_of_the_candidates() -> None:
@@ -484,3 +570,175 @@ def test_the_order_of_the_candidates() -> None:
     assert (document[0]["runs"], document[0]["ended_runs"]) == (6, 6)
     assert document[1]["would_save"] == {"model_calls": 5, "input_tokens": 55, "output_tokens": 5}
     assert document[6]["answer_overlap"] == {"median": None, "p10": None}
+
+
+# -- cut-short runs and runs left on a tool result, end to end ----------------------------------
+@tool(response_format="content_and_artifact")
+def get_order_status(order_id: str) -> tuple[str, dict[str, Any]]:
+    """An order's status; converted: it signals a stop."""
+    from toolstop import Outcome, signal
+
+    return f"Order {order_id}: delivered.", signal(Outcome.COMPLETED)
+
+
+@tool
+def initiate_return(order_id: str) -> str:
+    """Start a return (a write). A plain tool."""
+    return f"Return for {order_id} started."
+
+
+@tool
+def transfer_to_human(reason: str) -> str:
+    """Hand the conversation to a person. A plain tool."""
+    return "Transferred."
+
+
+@pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
+def test_cut_short_runs_and_a_run_left_on_a_tool_are_counted(router: Any, tmp_path: Path) -> None:
+    """Verify the status first, then return: hard mode would have stopped after the status and
+    never run the return. A hand-off left open on its result counts toward its tool."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    db = tmp_path / "agent.sqlite"
+    tools = [get_order_status, initiate_return, transfer_to_human]
+    with SqliteSaver.from_conn_string(str(db)) as saver:
+        for n in range(3):
+            model = ScriptedChatModel(
+                [
+                    call("get_order_status", order_id=str(n)),
+                    call("initiate_return", order_id=str(n)),
+                    "Your return is started.",
+                ]
+            )
+            agent = router.build(model, tools, policy=StopPolicy(mode="never"), checkpointer=saver)
+            agent.invoke(
+                {"messages": [HumanMessage("Return my order")]},
+                {"configurable": {"thread_id": f"cut{n}"}},
+            )
+            model.assert_complete()
+        # a hand-off: the run ends on the tool result (the process ended), the next run closes it
+        model = ScriptedChatModel([call("transfer_to_human", reason="angry"), "Hello again."])
+        agent = router.build(model, tools, policy=StopPolicy(mode="never"), checkpointer=saver)
+        config = {"configurable": {"thread_id": "handoff"}}
+        agent.invoke(
+            {"messages": [HumanMessage("A person, please")]}, config, interrupt_after=["tools"]
+        )
+        agent.invoke({"messages": [HumanMessage("Hi")]}, config)
+        model.assert_complete()
+    logging.getLogger("toolstop").setLevel(logging.NOTSET)
+    code, text = report("--db", str(db), "--out", str(tmp_path / "out"))
+    assert code == 0, text
+    document = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert (
+        "cut short: in 3 of those runs a stop would have skipped later tools "
+        "(initiate_return (writes)); their 6 model calls are not a saving"
+    ) in text
+    cut = document["would_save"]["cut_short"]
+    assert (cut["runs"], cut["model_calls"], cut["writes_runs"]) == (3, 6, 3)
+    assert cut["skipped_tools"] == [{"tool": "initiate_return", "runs": 3, "writes": True}]
+    assert document["would_save"]["model_calls"] == 6
+    assert document["would_save"]["gain"]["model_calls"] == 0  # all of it is cut short
+    by_tool = {e["tool"]: e for e in document["candidates"]}
+    assert by_tool["transfer_to_human"]["runs"] == 1
+    assert by_tool["transfer_to_human"]["ended_on_it"] == 1
+    assert by_tool["transfer_to_human"]["would_save"]["model_calls"] == 0
+    assert by_tool["get_order_status"]["cut_short_runs"] == 3
+    assert by_tool["initiate_return"]["cut_short_runs"] == 0
+    assert by_tool["initiate_return"]["would_save"]["model_calls"] == 3
+    out = io.StringIO()
+    assert main(["explain", "--db", str(db), "cut0"], out=out) == 0
+    assert "cut short: in hard mode, initiate_return would not have run" in out.getvalue()
+
+
+# -- predictions that come true: would_save before the conversion == shadow mode's after -------
+@tool
+def order_status(order_id: str) -> str:
+    """An order's status: a plain tool, before the conversion."""
+    return f"Order {order_id}: delivered on Monday."
+
+
+@tool(response_format="content_and_artifact")
+def order_status_converted(order_id: str) -> tuple[str, dict[str, Any]]:
+    """The same tool, converted: it signals a stop on success."""
+    from toolstop import Outcome, signal
+
+    return f"Order {order_id}: delivered on Monday.", signal(Outcome.COMPLETED)
+
+
+def _status_scripts() -> list[list[Any]]:
+    """Runs where the status comes first, mid-run or last: a stop comes at its first success."""
+    return [
+        [call("order_status", order_id="1"), "Order 1: delivered on Monday."],
+        [call("order_status", order_id="2"), call("order_status", order_id="2"), "Delivered."],
+        [call("order_status", order_id="3"), call("initiate_return", order_id="3"), "Started."],
+        [call("initiate_return", order_id="4"), call("order_status", order_id="4"), "Both done."],
+        ["Hello!"],
+    ]
+
+
+@pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
+def test_would_save_before_the_conversion_is_what_shadow_mode_measures_after(
+    router: Any, tmp_path: Path
+) -> None:
+    from langchain_core.tools import StructuredTool
+
+    converted = StructuredTool.from_function(
+        func=order_status_converted.func,
+        name="order_status",
+        description="An order's status.",
+        response_format="content_and_artifact",
+    )
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    documents = []
+    for name, status in (("before", order_status), ("after", converted)):
+        db = tmp_path / f"{name}.sqlite"
+        with SqliteSaver.from_conn_string(str(db)) as saver:
+            for n, script in enumerate(_status_scripts()):
+                model = ScriptedChatModel(list(script))
+                agent = router.build(
+                    model, [status, initiate_return], policy=StopPolicy(mode="never"),
+                    checkpointer=saver,
+                )  # fmt: skip
+                agent.invoke(
+                    {"messages": [HumanMessage(f"q{n}")]}, {"configurable": {"thread_id": f"t{n}"}}
+                )
+                model.assert_complete()
+        logging.getLogger("toolstop").setLevel(logging.NOTSET)
+        code, text = report("--db", str(db), "--out", str(tmp_path / name))
+        assert code == 0, text
+        documents.append(json.loads((tmp_path / name / "report.json").read_text()))
+    before, after = documents
+    [predicted] = [c for c in before["candidates"] if c["tool"] == "order_status"]
+    measured = after["would_save"]
+    assert {k: predicted["would_save"][k] for k in ("model_calls", *TOKENS)} == {
+        k: measured[k] for k in ("model_calls", *TOKENS)
+    }
+    assert predicted["would_save"]["model_calls"] == 1 + 2 + 2 + 1
+    # the status asked again, and the return after it, would not have run: cut short
+    assert predicted["cut_short"]["runs"] == measured["cut_short"]["runs"] == 2
+    assert predicted["cut_short"]["model_calls"] == measured["cut_short"]["model_calls"] == 4
+    assert predicted["cut_short"]["writes_runs"] == measured["cut_short"]["writes_runs"] == 1
+
+
+def test_writes_names_tools_the_names_miss(tmp_path: Path) -> None:
+    record = {
+        **OLD_RECORD, "schema_version": 5, "would_skip": ["ping_team"], "calls_by_tool": {},
+        "ended_after": None, "after_first": {"pay": {"model_calls": 2, "input_tokens": 9,
+                                                     "output_tokens": 1, "skipped": ["ping_team"]}},
+    }  # fmt: skip
+    log = tmp_path / "runs.jsonl"
+    log.write_text(_line(record, "2026-11-30T10:00:00+00:00", "a") + "\n")
+    for extra, writes_runs in (([], 0), (["--writes", " ping_team , other"], 1)):
+        out = tmp_path / f"out{writes_runs}"
+        code, text = report("--log", str(log), "--out", str(out), *extra)
+        assert code == 0, text
+        document = json.loads((out / "report.json").read_text())
+        cut = document["would_save"]["cut_short"]
+        assert (cut["runs"], cut["writes_runs"]) == (1, writes_runs)
+        assert cut["skipped_tools"] == [
+            {"tool": "ping_team", "runs": 1, "writes": bool(writes_runs)}
+        ]
+        [pay] = document["candidates"]
+        assert pay["cut_short"]["writes_runs"] == writes_runs
+        assert pay["advice"] == "cut_short"

@@ -176,7 +176,7 @@ def test_the_final_message_is_its_kind_its_text_and_whether_it_is_a_relay() -> N
 def test_a_transcript_holds_the_run_without_ids() -> None:
     s = scenario("ran")
     model = ScriptedChatModel([call("lookup", query="q"), "spare"])
-    model.bind_tools([forced_tool("lookup", "x")]).invoke([HumanMessage("q")])
+    model.bind_tools([forced_tool("lookup", ("x", None))]).invoke([HumanMessage("q")])
     messages = [HumanMessage("q"), asked("lookup"), tool_message(), relay(FENCED)]
     state = {"messages": messages, "stop_record": record(input_tokens=7)}
     transcript = transcript_of(s, GRAPH, ["agent", "tools", "finalize"], state, model)

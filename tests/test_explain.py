@@ -139,6 +139,7 @@ def explained_run_1() -> dict[str, Any]:
         "tool_turns": 2, "transient_retries": 1,
         "outcomes": {"transient": 1, "completed": 1, "invalid": 1},
         "model_calls": 2, "input_tokens": 30, "output_tokens": 4, "would_save": None,
+        "would_skip": [], "ended_after": None,
     }  # fmt: skip
 
 
@@ -349,3 +350,22 @@ def test_several_deciding_calls_are_listed_in_one_line() -> None:
     print_explanation({"thread_id": "t", "runs": [run], "in_progress": []}, out)
     assert "  deciding: pay (p1), lookup (l7)" in out.getvalue().splitlines()
     assert "showed the results of" not in out.getvalue()  # the deciding calls' own results
+
+
+def test_a_cut_short_run_names_the_tools_hard_mode_would_not_have_run() -> None:
+    record = {**RECORD_2, "schema_version": 5, "would_skip": ["initiate_return", "email"]}
+    ends = [run_end("", T2, record, "c2")]
+    explained = explain_thread(
+        Database({"t": {"": (ends, None)}}, {"c2": {"messages": RUN_2}}), "t"
+    )
+    assert explained is not None
+    assert explained["runs"][0]["would_skip"] == ["initiate_return", "email"]
+    out = io.StringIO()
+    print_explanation(explained, out)
+    assert (
+        "  cut short: in hard mode, initiate_return, email would not have run "
+        "(a stop there skips later work: not a saving)"
+    ) in out.getvalue().splitlines()
+    out = io.StringIO()
+    print_explanation({**explained, "runs": [{**explained["runs"][0], "would_skip": []}]}, out)
+    assert "cut short" not in out.getvalue()

@@ -28,6 +28,7 @@ LIBRARY = [
     "toolstop._printable",
     "toolstop._secrets",
     "toolstop._version",
+    "toolstop._judge",
     "toolstop._lifecycle",
     "toolstop._relay",
     "toolstop._prompt",

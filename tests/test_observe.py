@@ -132,7 +132,20 @@ def flattened(record: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, dict):
             for inner, count in value.items():
                 if isinstance(count, dict):
-                    out.update({f"toolstop.{key}.{inner}.{k}": v for k, v in count.items()})
+                    for k, v in count.items():
+                        if isinstance(v, dict):
+                            out.update(
+                                {
+                                    f"toolstop.{key}.{inner}.{k}.{f}": tuple(x)
+                                    if isinstance(x, list)
+                                    else x
+                                    for f, x in v.items()
+                                }
+                            )
+                        else:
+                            out[f"toolstop.{key}.{inner}.{k}"] = (
+                                tuple(v) if isinstance(v, list) else v
+                            )
                 else:
                     out[f"toolstop.{key}.{inner}"] = count
         elif key == "invalid_signals":
@@ -172,7 +185,7 @@ def test_the_span_event_carries_every_field_of_the_record(
     record = seen["record"]
     assert seen["spans"] == [
         {
-            "toolstop.schema_version": 4,
+            "toolstop.schema_version": 5,
             "toolstop.run": 1,
             "toolstop.rule": "none",
             "toolstop.stopped": False,
@@ -203,6 +216,17 @@ def test_the_span_event_carries_every_field_of_the_record(
             "toolstop.ended_after.tools.lookup": record["ended_after"]["tools"]["lookup"],
             "toolstop.ended_after.input_tokens": record["ended_after"]["input_tokens"],
             "toolstop.ended_after.output_tokens": record["ended_after"]["output_tokens"],
+            "toolstop.ended_after.judged.lookup.shape": "value",
+            "toolstop.ended_after.judged.lookup.action": record["ended_after"]["judged"]["lookup"][
+                "action"
+            ],
+            "toolstop.ended_after.judged.lookup.fields": (),
+            "toolstop.after_first.lookup.model_calls": 1,
+            "toolstop.after_first.lookup.input_tokens": record["would_save"]["input_tokens"],
+            "toolstop.after_first.lookup.output_tokens": record["ended_after"]["output_tokens"],
+            "toolstop.after_first.lookup.skipped": (),
+            "toolstop.asked": (),
+            "toolstop.would_skip": (),
         }
     ]
     assert record["would_save"]["input_tokens"] > 0  # tokens from the messages' usage

@@ -221,7 +221,7 @@ def test_shadow_mode_records_what_a_stop_would_have_saved_from_the_sdks_usage() 
     # four model calls; the two after the second tool turn are what a hard stop saves
     assert record["model_calls"] == 4
     assert record["would_save"] == {"model_calls": 2, "input_tokens": 200, "output_tokens": 14}
-    assert record["schema_version"] == 4
+    assert record["schema_version"] == 5
 
 
 def test_a_stop_shows_the_runs_earlier_completed_results() -> None:

@@ -55,20 +55,25 @@ def _no_raw_control(text: str) -> None:
 
 @pytest.fixture
 def hostile_threads(tmp_path: Path) -> Path:
-    """A SQLite checkpoint database with runs of unsignalling tools with hostile names."""
+    """A SQLite checkpoint database with runs of unsignalling tools with hostile names.
+
+    Five runs of each, the answer the tool's result: enough for the report to name the tool."""
     pytest.importorskip("langgraph.checkpoint.sqlite", reason="needs the `sqlite` extra")
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     db = tmp_path / "threads.sqlite"
     with SqliteSaver.from_conn_string(str(db)) as saver:
         for index, name in enumerate(HOSTILE):
-            tool = forced_tool(name, ("Found it.", None))
-            model = ScriptedChatModel([call(name, id=f"c{index}"), "Found it."])
-            agent = build_react_graph(
-                model, [tool], policy=StopPolicy(mode="never"), checkpointer=saver
-            )
-            config = {"configurable": {"thread_id": f"t{index}\x1b[2J"}}
-            agent.invoke({"messages": [HumanMessage("q")]}, config)
+            for run in range(5):
+                tool = forced_tool(name, ("Found it.", None))
+                model = ScriptedChatModel([call(name, id=f"c{index}"), "Found it."])
+                agent = build_react_graph(
+                    model, [tool], policy=StopPolicy(mode="never"), checkpointer=saver
+                )
+                thread = f"t{index}\x1b[2J" + (f"-{run}" if run else "")
+                agent.invoke(
+                    {"messages": [HumanMessage("q")]}, {"configurable": {"thread_id": thread}}
+                )
     return db
 
 

@@ -729,5 +729,16 @@ def test_the_scenario_matrix_passes_on_pydantic_ai_as_on_the_hand_built_graph() 
         graph = load_golden(result.scenario, "graph")
         assert graph is not None
         ours = {k: v for k, v in result.actual.items() if k not in ("router", "path")}
-        assert ours == {k: v for k, v in graph.items() if k not in ("router", "path")}
+        theirs = {k: v for k, v in graph.items() if k not in ("router", "path")}
+        # toolstop sees each model call on a graph, not on Pydantic AI (its own usage counts):
+        # what runs after a tool's first success, and the last call's tools, are not recorded
+        assert not {"after_first", "asked"} & set(ours["stop_record"])
+        theirs["stop_record"] = {
+            k: v for k, v in theirs["stop_record"].items() if k not in ("after_first", "asked")
+        }
+        if result.scenario.name == "tool-exception":  # the frameworks word a raised error apart
+            for record in (ours["stop_record"], theirs["stop_record"]):
+                for features in record["ended_after"]["judged"].values():
+                    features.pop("shape")
+        assert ours == theirs
         assert result.actual["path"] == []

@@ -59,6 +59,9 @@ def test_a_new_record_starts_empty() -> None:
         "output_tokens": 0,
         "calls_by_tool": {},
         "ended_after": None,
+        "after_first": {},
+        "asked": [],
+        "would_skip": [],
     }
     assert new_record(policy, run=4)["run"] == 4
 
@@ -221,3 +224,79 @@ def test_model_calls_after_a_would_stop_are_what_never_mode_would_save() -> None
     )
     assert after["would_save"] == {"model_calls": 1, "input_tokens": 5, "output_tokens": 2}
     assert (after["model_calls"], after["input_tokens"], after["output_tokens"]) == (2, 10, 4)
+
+
+# -- what hard mode would do: from a tool's first successful call ------------------------------
+def _plain(tool: str, call_id: str, problem: Problem = Problem.UNSIGNALLED) -> CallSignal:
+    return CallSignal(tool=tool, tool_call_id=call_id, reason=None, stop=False, problem=problem)
+
+
+def _turn(*signals: CallSignal, would: Rule | None = None) -> Decision:
+    deciding = signals if would is not None else ()
+    return Decision(
+        stop=False, rule=Rule.NONE, would_stop=would, deciding=deciding, signals=signals
+    )
+
+
+def _call(record: Any, tokens: tuple[int, int], *, asks: bool = False) -> Any:
+    usage = {"input_tokens": tokens[0], "output_tokens": tokens[1], "total_tokens": sum(tokens)}
+    calls = [{"name": "x", "args": {}, "id": "x1"}] if asks else []
+    return count_model_call(record, AIMessage("", tool_calls=calls, usage_metadata=usage))
+
+
+def test_after_first_counts_every_call_after_a_tools_first_success_and_what_it_skipped() -> None:
+    """status, then a failed return, a retried one, an answer: a stop on the status call would
+    have saved the three later calls and skipped initiate_return (a cut-short run)."""
+    record = _call(new_record(StopPolicy(mode="never")), (10, 1), asks=True)
+    record = fold_turn(record, _turn(_plain("get_order_status", "c1")))
+    record = _call(record, (20, 2), asks=True)
+    record = fold_turn(record, _turn(_plain("initiate_return", "c2", Problem.TOOL_ERROR)))
+    assert "initiate_return" not in record["after_first"]  # an error is no success
+    record = _call(record, (30, 3), asks=True)
+    record = fold_turn(record, _turn(_plain("initiate_return", "c3")))
+    record = _call(record, (40, 4))
+    assert record["after_first"] == {
+        "get_order_status": {
+            "model_calls": 3,
+            "input_tokens": 90,
+            "output_tokens": 9,
+            "skipped": ["initiate_return"],
+        },
+        "initiate_return": {
+            "model_calls": 1,
+            "input_tokens": 40,
+            "output_tokens": 4,
+            "skipped": [],
+        },
+    }
+    assert record["would_skip"] == []  # no tool signalled: nothing would have stopped
+    assert record["asked"] == []  # the last call answered
+    assert _call(record, (1, 1), asks=True)["asked"] == ["x"]
+
+
+def test_would_skip_names_the_tools_after_the_turn_that_would_have_stopped() -> None:
+    status = CallSignal(tool="status", tool_call_id="c1", reason=Outcome.COMPLETED, stop=True)
+    record = fold_turn(new_record(StopPolicy(mode="never")), _turn(status, would=Rule.COMPLETED))
+    assert record["would_skip"] == []  # the deciding turn itself ran in hard mode too
+    record = fold_turn(record, _turn(_plain("initiate_return", "c2"), _plain("email", "c3")))
+    record = fold_turn(record, _turn(_plain("initiate_return", "c4")))
+    assert record["would_skip"] == ["initiate_return", "email"]
+
+
+def test_skipped_names_are_capped() -> None:
+    record = fold_turn(new_record(StopPolicy(mode="never")), _turn(_plain("first", "c0")))
+    for n in range(40):
+        record = fold_turn(record, _turn(_plain(f"tool{n}", f"c{n + 1}")))
+    skipped = record["after_first"]["first"]["skipped"]
+    assert skipped == [f"tool{n}" for n in range(record_module.SKIPPED_MAX)]
+    assert len(record["after_first"]) == 41
+
+
+def test_a_record_of_an_older_shape_carried_on_gets_no_after_first() -> None:
+    old = dict(new_record(StopPolicy(mode="never")))
+    del old["after_first"], old["would_skip"]
+    folded = fold_turn(old, _turn(_plain("a", "c1"), would=Rule.COMPLETED))  # type: ignore[arg-type]
+    folded = fold_turn(folded, _turn(_plain("b", "c2")))
+    counted = _call(folded, (1, 1))
+    assert "after_first" not in counted
+    assert "would_skip" not in counted

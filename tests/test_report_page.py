@@ -6,12 +6,14 @@ page out in Chromium where it is installed)."""
 from __future__ import annotations
 
 import html
+import io
 import re
 from pathlib import Path
 from typing import Any
 
 from report_runs import RUNS, end, summary
 from toolstop.report.page import money, render_html, when
+from toolstop.report.render import render_summary
 from toolstop.report.summary import with_prices
 
 
@@ -128,6 +130,7 @@ def test_the_sections_and_their_columns(tmp_path: Path) -> None:
     page = rendered(full(), tmp_path)
     assert [text(h) for h in re.findall(r"<h2>(.*?)</h2>", page)] == [
         "Tools worth converting",
+        "The runs behind each tool",
         "Runs and savings per day",
         "In figures",
         "Runs by outcome (shadow runs: the rule that would have stopped them)",
@@ -145,8 +148,9 @@ def test_the_sections_and_their_columns(tmp_path: Path) -> None:
         for t in re.findall(r"<thead>(.*?)</thead>", page)
     ]
     assert heads[0] == [
-        "tool", "runs", "ended after it", "calls saved", "input tokens", "output tokens",
-        "money (at your prices)", "overlap median", "overlap p10", "verdict",
+        "tool", "runs", "ended after it", "cut short", "calls saved", "input tokens",
+        "output tokens", "money (at your prices)", "overlap median", "overlap p10", "verdict",
+        "advice",
     ]  # fmt: skip
     assert heads[1] == [
         "day", "runs", "stopped", "model calls", "input tokens",
@@ -376,7 +380,7 @@ def leads(page: str) -> list[str]:
 
 def candidate(tool: str, **extra: Any) -> dict[str, Any]:
     return {
-        "tool": tool, "runs": 6, "ended_runs": 5,
+        "tool": tool, "runs": 6, "ended_runs": 5, "cut_short_runs": 0,
         "would_save": {"model_calls": 5, "input_tokens": 1500, "output_tokens": 20},
         "answer_overlap": {"median": 1.0, "p10": 0.9},
         "verdict": "candidate", "why": "the answer repeats its result: a stop candidate",
@@ -518,8 +522,11 @@ CANDIDATES_NOTE = (
     "this tool's result; a stop there would have relayed the result instead, saving that call. "
     "Overlap: the share of the answer's words found in the result (1 = the answer repeats it). A "
     "median of 0.6 or more reads as a stop candidate, below 0.3 as the model's own reasoning. A "
-    "heuristic: words are not meaning, only the final call is counted, and a run ending after "
-    "parallel calls counts for each of their tools. Measured on 7 runs whose records carry it."
+    "heuristic: words are not meaning, and a run ending after parallel calls counts for each of "
+    "their tools. Calls saved: every model call after the tool's first successful call, as hard "
+    "mode would stop there. Cut short: runs that called more tools after it, which a stop would "
+    "never have run; their calls are in calls saved but are not a gain. Measured on 7 runs whose "
+    "records carry it."
 )
 
 
@@ -553,15 +560,17 @@ def test_the_candidates_table_cell_by_cell(tmp_path: Path) -> None:
     table, note = section.split("</table>")
     assert table.split("<tbody>")[0] == (
         '<h2>Tools worth converting</h2><table class="wide"><thead><tr><th>tool</th>'
-        "<th>runs</th><th>ended after it</th><th>calls saved</th><th>input tokens</th>"
+        "<th>runs</th><th>ended after it</th><th>cut short</th><th>calls saved</th>"
+        "<th>input tokens</th>"
         "<th>output tokens</th><th>overlap median</th><th>overlap p10</th><th>verdict</th>"
-        "</tr></thead>"
+        "<th>advice</th></tr></thead>"
     )
     rows = re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1])
     assert rows[0] == (
         '<td class="first">1. find</td>'
         '<td data-label="runs" data-metric="candidates.0.runs">6</td>'
         '<td data-label="ended after it" data-metric="candidates.0.ended_runs">5</td>'
+        '<td data-label="cut short" data-metric="candidates.0.cut_short_runs">0</td>'
         '<td data-label="calls saved" data-metric="candidates.0.would_save.model_calls">5</td>'
         '<td data-label="input tokens" data-metric="candidates.0.would_save.input_tokens">'
         "1,500</td>"
@@ -571,14 +580,14 @@ def test_the_candidates_table_cell_by_cell(tmp_path: Path) -> None:
         "1.00</td>"
         '<td data-label="overlap p10" data-metric="candidates.0.answer_overlap.p10">0.90</td>'
         '<td data-label="verdict" class="why">the answer repeats its result: a stop candidate'
-        "</td>"
+        '</td><td data-label="advice" class="why"></td>'
     )
     firsts = [re.findall(r'<td class="first">(.*?)</td>', row) for row in rows]
     assert firsts == [
         ["1. find"], ["2. lookup (signals already)"], ["3. charge (signals already)"],
     ]  # fmt: skip
     assert cells(rows[2]) == (
-        "3. charge (signals already) 6 1 1 10 1 - - only 1 run(s) ended after it: too few to tell"
+        "3. charge (signals already) 6 1 0 1 10 1 - - only 1 run(s) ended after it: too few to tell"
     )
     assert note.startswith("<p>")
     assert note.endswith("</p>")
@@ -745,4 +754,81 @@ def test_no_money_is_written_for_a_saving_without_a_cost(tmp_path: Path) -> None
     meta = text(re.search(r'<p class="meta">(.*?)</p>', page, re.S)[1])  # type: ignore[index]
     assert meta.endswith(
         "Money at your prices: 1,500.00 per million input tokens, 0.50 per million output tokens."
+    )
+
+
+def test_the_cut_short_part_of_a_shadow_saving_is_never_shown_as_a_gain(tmp_path: Path) -> None:
+    saved = {
+        "runs": 27, "model_calls": 40, "input_tokens": 9000, "output_tokens": 700,
+        "share_of_shadow_model_calls": 0.4,
+        "cut_short": {
+            "runs": 4, "model_calls": 8, "input_tokens": 2000, "output_tokens": 100,
+            "writes_runs": 4,
+            "skipped_tools": [{"tool": "initiate_return", "runs": 4, "writes": True}],
+        },
+        "gain": {"model_calls": 32, "input_tokens": 7000, "output_tokens": 600,
+                 "share_of_shadow_model_calls": 0.32},
+    }  # fmt: skip
+    page = rendered(report(would_save=saved), tmp_path)
+    lead = text(line(page, '<div class="answer">'))
+    assert lead.startswith(
+        "In shadow mode, hard mode would have saved 32 model calls (32% of the shadow-mode "
+        "calls), 7,000 input tokens and 600 output tokens, in the runs whose tools signalled a "
+        "stop. In 4 of its 27 runs a stop would have cut the run short: initiate_return (writes) "
+        "would not have run (4 of them with a tool that writes). Their 8 later model calls are "
+        "work a stop would skip, not a saving."
+    )
+    assert "40 model calls" not in lead
+    assert 'data-metric="would_save.gain.model_calls">32<' in page
+
+
+def judged_candidate(tool: str, advice: str, **judged: Any) -> dict[str, Any]:
+    return candidate(
+        tool,
+        advice=advice,
+        advice_why=f"why {advice}",
+        judged={"runs": 5, "shapes": {}, "fields": [], **judged},
+        gain={"model_calls": 4, "input_tokens": 1200, "output_tokens": 16},
+    )
+
+
+def test_the_page_leads_with_the_top_tool_to_convert_by_its_advice(tmp_path: Path) -> None:
+    keep = judged_candidate("search_flights", "keep", actions={"selected": 3, "asked": 2})
+    receipt = judged_candidate(
+        "cancel_reservation", "convert_with_answer", actions={"restated": 5},
+        fields=["reservation_id", "refund<x>"],
+    )  # fmt: skip
+    page = rendered(report(candidates=[receipt, keep]), tmp_path)
+    lead = text(line(page, '<div class="answer">'))
+    assert lead == (
+        "Convert cancel_reservation first, with an answer the tool writes: in most of the 5 runs "
+        "that ended right after it, the model only restated its result (the answers used "
+        "reservation_id, refund<x>). Have the tool write the user's text with "
+        "signal(..., answer=...); its raw result is not an answer. A stop there would save 4 "
+        "model calls (0% of all 2,000 model calls), 1,200 input and 16 output tokens."
+    )
+    assert 'data-metric="candidates.0.gain.model_calls">4<' in page
+    assert "refund&lt;x&gt;" in page
+    relay = judged_candidate("certificate", "convert", actions={"relayed": 5})
+    lead = text(line(rendered(report(candidates=[relay, keep]), tmp_path), '<div class="answer">'))
+    assert lead.startswith(
+        "Convert certificate first: in 5 of the 5 runs that ended right after it, its result as "
+        "it is would have served as the answer. A stop there would save 4 model calls"
+    )
+
+
+def test_the_page_says_plainly_when_there_is_little_to_save(tmp_path: Path) -> None:
+    keep = judged_candidate("search_flights", "keep", actions={"selected": 3, "asked": 2})
+    cut = judged_candidate("get_order_status", "cut_short", actions={"relayed": 5})
+    page = rendered(report(candidates=[keep, cut]), tmp_path)
+    assert text(line(page, '<div class="answer">')) == (
+        "Little to save on this traffic: no tool's result would have served as the final "
+        "answer, as it is or with a tool-written answer (see the advice below). Keep the model; "
+        "that is a result too."
+    )
+    out = io.StringIO()
+    render_summary(report(candidates=[keep, cut], rules={}, modes={}), out)
+    assert out.getvalue().splitlines()[-1] == (
+        "little to save on this traffic: no tool's result would have served as the answer "
+        "(as it is or with a tool-written answer); keep the model"
     )

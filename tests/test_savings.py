@@ -85,7 +85,7 @@ def test_shadow_mode_that_would_not_stop_saves_nothing(router: Router) -> None:
 def test_hard_mode_saves_nothing_more_and_carries_the_schema_version(router: Router) -> None:
     state = agent_run(router, [call("lookup")], forced_tool("lookup", DONE), mode="hard")
     record = state["stop_record"]
-    assert record["schema_version"] == RECORD_SCHEMA_VERSION == 4
+    assert record["schema_version"] == RECORD_SCHEMA_VERSION == 5
     assert (record["rule"], record["stopped"], record["model_calls"]) == ("completed", True, 1)
     assert record["would_save"] == {"model_calls": 0, "input_tokens": 0, "output_tokens": 0}
 
@@ -151,7 +151,7 @@ def test_the_record_says_which_tool_ended_the_run_and_how_much_the_answer_repeat
     plain = forced_tool("lookup_order", (ORDER, None))
     repeats = agent_run(router, [call("lookup_order", id="c1"), REPEATED], plain)
     reasons = agent_run(router, [call("lookup_order", id="c1"), REASONED], plain)
-    for state, overlap in ((repeats, 1.0), (reasons, 0.0)):
+    for state, overlap, action in ((repeats, 1.0, "relayed"), (reasons, 0.0, "own")):
         record = state["stop_record"]
         final = state["messages"][-1]
         assert isinstance(final, AIMessage)
@@ -161,6 +161,7 @@ def test_the_record_says_which_tool_ended_the_run_and_how_much_the_answer_repeat
             "tools": {"lookup_order": overlap},
             "input_tokens": usage["input_tokens"],
             "output_tokens": usage["output_tokens"],
+            "judged": {"lookup_order": {"shape": "prose", "action": action, "fields": []}},
         }
         assert usage["input_tokens"] > 0
         assert ORDER not in str(record)  # numbers only, never content

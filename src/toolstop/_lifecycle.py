@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, NotRequired, TypeGuard
+from typing import Any, NamedTuple, NotRequired, TypeGuard, cast
 
 from langchain_core.messages import (
     AIMessage,
@@ -39,6 +39,7 @@ from langchain_core.messages import (
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from typing_extensions import TypedDict
 
+from toolstop._judge import judge
 from toolstop.decision import (
     Decision,
     Rule,
@@ -52,6 +53,7 @@ from toolstop.observe import apublish_run_end, publish_run_end, publish_turn
 from toolstop.policy import StopPolicy
 from toolstop.record import (
     EndedAfter,
+    Judged,
     StopRecord,
     count_model_call,
     fold_turn,
@@ -527,6 +529,18 @@ def last_answer(run: RunState, response: BaseMessage) -> RunState:
 
 
 _WORD = re.compile(r"\w+")
+_JUDGED_CHARS = 200_000
+"""A result or answer longer than this is judged on its first characters (bounded work)."""
+
+
+def _judged(source: str, answer: str) -> Judged | None:
+    """`toolstop._judge.judge` of a result and the answer, on their first `_JUDGED_CHARS`
+    characters; `None` (the tool is left out of `judged`) should judging fail, so the run's
+    record is still written."""
+    try:
+        return cast(Judged, judge(source[:_JUDGED_CHARS], answer[:_JUDGED_CHARS]))
+    except Exception:  # a heuristic must never break the end of a run
+        return None
 
 
 def _text(content: Any) -> str:
@@ -594,12 +608,18 @@ def ended_after(run: RunState, turn: Turn | None, answer: BaseMessage | None) ->
         by_tool.setdefault(name, []).append(_text(result.content))
     usage = answer.usage_metadata
     tools = {}
+    judged: dict[str, Judged] = {}
     for tool, parts in by_tool.items():
-        tools[tool] = answer_overlap(text, parts[0] if len(parts) == 1 else " ".join(parts))
+        source = parts[0] if len(parts) == 1 else " ".join(parts)
+        tools[tool] = answer_overlap(text, source)
+        features = _judged(source, text)
+        if features is not None:
+            judged[tool] = features
     found: EndedAfter = {
         "tools": tools,
         "input_tokens": usage["input_tokens"] if usage else 0,
         "output_tokens": usage["output_tokens"] if usage else 0,
+        "judged": judged,
     }
     return {**run, "record": {**record, "ended_after": found}}
 

@@ -143,7 +143,11 @@ def span_attributes(record: Mapping[str, Any]) -> dict[str, Any]:
             for inner, count in value.items():
                 if isinstance(count, dict):  # ended_after.tools: tool -> overlap
                     for deeper, number in count.items():
-                        attributes[f"{name}.{inner}.{deeper}"] = number
+                        if isinstance(number, dict):  # ended_after.judged: tool -> features
+                            for key_, feature in number.items():
+                                attributes[f"{name}.{inner}.{deeper}.{key_}"] = feature
+                        else:
+                            attributes[f"{name}.{inner}.{deeper}"] = number
                 else:
                     attributes[f"{name}.{inner}"] = count
         elif isinstance(value, list) and all(isinstance(v, str) for v in value):

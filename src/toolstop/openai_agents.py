@@ -221,7 +221,7 @@ class _Behaviour:
         """
         record = self.records.get(context) or new_record(self.policy)
         if getattr(context, "usage", None) is None:
-            return record
+            return _sdk_counted(record)
         now = _usage(context)
         mark = self.marks.get(context)
         if mark is not None:
@@ -231,7 +231,7 @@ class _Behaviour:
                 output_tokens=now["output_tokens"] - mark["output_tokens"],
             )
             record = StopRecord(**{**record, "would_save": saved})
-        return StopRecord(**{**record, **now})
+        return StopRecord(**{**_sdk_counted(record), **now})  # type: ignore[typeddict-item]
 
 
 def _usage(context: Any) -> Savings:
@@ -261,3 +261,12 @@ def stop_on_artifact(policy: StopPolicy | None = None) -> _Behaviour:
         TypeError: when `policy` is not a `StopPolicy` (or None).
     """
     return _Behaviour(resolve_policy(policy, "stop_on_artifact"))
+
+
+def _sdk_counted(record: StopRecord) -> StopRecord:
+    """`record` without `after_first` and `asked`: model calls are the SDK's own count, not
+    toolstop's per call, so they are unknown here (absent, not empty)."""
+    kept = record.copy()
+    kept.pop("after_first", None)
+    kept.pop("asked", None)
+    return kept

@@ -416,7 +416,8 @@ class StopOnArtifact(AbstractCapability[Any]):
         """Finish the record with Pydantic AI's usage, keep it in the history, publish it."""
         run = self._state(ctx)
         now = _usage(ctx, run.relays)
-        record = StopRecord(**{**run.record, **now})
+        # model calls are Pydantic AI's own count, not toolstop's per call: no `after_first`
+        record = StopRecord(**{**_without_after_first(run.record), **now})  # type: ignore[typeddict-item]
         if run.mark is not None:
             record["would_save"] = Savings(
                 model_calls=now["model_calls"] - run.mark["model_calls"],
@@ -511,3 +512,12 @@ def stop_record(result: Any) -> StopRecord | None:
         if isinstance(record, dict):
             return cast(StopRecord, dict(record))
     return None
+
+
+def _without_after_first(record: StopRecord) -> StopRecord:
+    """`record` without `after_first` and `asked`, which need toolstop's own view of each model
+    call (absent: unknown)."""
+    kept = record.copy()
+    kept.pop("after_first", None)
+    kept.pop("asked", None)
+    return kept

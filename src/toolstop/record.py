@@ -9,27 +9,46 @@ from typing import Any, NotRequired
 from langchain_core.messages import AIMessage
 from typing_extensions import TypedDict
 
-from toolstop.decision import MALFORMED_SIGNALS, PROBLEMS_NOT_INVALID, Decision, Problem, Rule
+from toolstop.decision import (
+    MALFORMED_SIGNALS,
+    PROBLEMS_NOT_INVALID,
+    CallSignal,
+    Decision,
+    Problem,
+    Rule,
+)
 from toolstop.outcome import Outcome
 from toolstop.policy import StopPolicy
 
 __all__ = [
     "RECORD_SCHEMA_VERSION",
+    "AfterFirst",
     "EndedAfter",
     "InvalidSignal",
+    "Judged",
     "Savings",
     "StopRecord",
     "count_model_call",
     "fold_turn",
     "new_record",
     "stopped",
+    "successful",
 ]
 
-RECORD_SCHEMA_VERSION = 4
+RECORD_SCHEMA_VERSION = 5
 """The stop record's shape. Readers check it; a record without the field is version 1 (before
 `unsignalled` was told apart from invalid and `would_save` was recorded). Version 3 added
 `relayed` and `on_budget`; readers of older records take `[]` and `"message"`. Version 4 added
-`calls_by_tool` and `ended_after`; readers treat them as absent in older records."""
+`calls_by_tool` and `ended_after`; readers treat them as absent in older records. Version 5
+added `after_first`, `asked`, `would_skip` and `ended_after.judged` (absent before: unknown,
+not empty)."""
+
+SKIPPED_MAX = 16
+"""At most this many distinct tool names are kept in `would_skip` and in each `after_first`
+entry's `skipped` (the first ones called); the count of runs cut short is exact regardless."""
+
+AFTER_FIRST_MAX = 64
+"""At most this many tools get an `after_first` entry per run (the first ones to succeed)."""
 
 
 class InvalidSignal(TypedDict):
@@ -48,6 +67,19 @@ class Savings(TypedDict):
     output_tokens: int
 
 
+class Judged(TypedDict):
+    """What the final answer did with one tool's result (see `toolstop._judge`).
+
+    Words and field names only, never content."""
+
+    shape: str
+    """`empty`, `object`, `list`, `value` or `prose`."""
+    action: str
+    """`asked`, `computed`, `selected`, `relayed`, `restated` or `own`."""
+    fields: list[str]
+    """The result's JSON keys whose values the answer used (masked, at most 8)."""
+
+
 class EndedAfter(TypedDict):
     """The model's final answer right after a tool turn: its cost, and what it repeats.
 
@@ -61,6 +93,24 @@ class EndedAfter(TypedDict):
     """The final model call's input tokens (provider usage; 0 when it reported none)."""
     output_tokens: int
     """The final model call's output tokens."""
+    judged: NotRequired[dict[str, Judged]]
+    """Each tool of that turn -> what the answer did with its result (since schema version 5)."""
+
+
+class AfterFirst(TypedDict):
+    """What the run did after one tool's first successful call.
+
+    What hard mode would have saved, and skipped, had that tool signalled a stop there. Numbers
+    and tool names only."""
+
+    model_calls: int
+    """Model calls made after the turn of the tool's first successful call (the final answer's
+    included): hard mode would have relayed the result instead."""
+    input_tokens: int
+    output_tokens: int
+    skipped: list[str]
+    """Tools called in later turns of the run, which a stop there would never have run
+    (distinct names in call order, at most `SKIPPED_MAX`). Not empty: a cut-short run."""
 
 
 class StopRecord(TypedDict):
@@ -121,6 +171,18 @@ class StopRecord(TypedDict):
     without that call had they signalled a stop. `None` otherwise (a relay ended the run, the
     model answered without calling a tool, another middleware ended it, or it was
     interrupted)."""
+    after_first: NotRequired[dict[str, AfterFirst]]
+    """Each tool that succeeded in this run (a result that is not an error, a rejection or a
+    transient/fatal/policy signal) -> what the run spent, and which tools it called, after the
+    tool's first successful call (since schema version 5). A tool whose entry has no model
+    call ended the run on its result (a hand-off, or the process ended)."""
+    asked: NotRequired[list[str]]
+    """The tools the run's last model call asked for (distinct, at most `SKIPPED_MAX`; empty
+    when it asked for none), since schema version 5. A run left open on those calls (the
+    process ended, a hand-off) counts toward them even when its last turn was never folded."""
+    would_skip: NotRequired[list[str]]
+    """In `never` mode: the tools called after the turn that would have stopped the run, which
+    hard mode would never have run (since schema version 5). Not empty: a cut-short run."""
 
 
 _OUTCOME_KEYS = {o: o.value for o in Outcome}
@@ -154,7 +216,31 @@ def new_record(policy: StopPolicy, *, run: int = 1) -> StopRecord:
         output_tokens=0,
         calls_by_tool={},
         ended_after=None,
+        after_first={},
+        asked=[],
+        would_skip=[],
     )
+
+
+_NOT_SUCCESS = frozenset({Outcome.TRANSIENT, Outcome.FATAL, Outcome.POLICY_BLOCK})
+
+
+def successful(signal: CallSignal) -> bool:
+    """Whether a call succeeded, as a converted tool would signal a stop on.
+
+    A result that is not an error, a rejection, a malformed signal, or a transient, fatal or
+    blocked outcome."""
+    if signal.problem is not None:
+        return signal.problem is Problem.UNSIGNALLED
+    return signal.reason not in _NOT_SUCCESS
+
+
+def _merged(names: list[str], more: list[str]) -> list[str]:
+    """`names` with the new ones of `more` appended (distinct, at most `SKIPPED_MAX`).
+
+    The same list when nothing is added."""
+    added = [n for n in dict.fromkeys(more) if n not in names][: SKIPPED_MAX - len(names)]
+    return [*names, *added] if added else names
 
 
 def fold_turn(record: StopRecord, decision: Decision) -> StopRecord:
@@ -181,6 +267,7 @@ def fold_turn(record: StopRecord, decision: Decision) -> StopRecord:
                 )
             )
     updated["tool_turns"] = record["tool_turns"] + 1
+    _fold_later(record, updated, decision)
     if not decision.stop:
         updated["transient_retries"] = record["transient_retries"] + decision.transient_in_turn
     if decision.would_stop is not None and record["would_stop"] is None:
@@ -188,6 +275,33 @@ def fold_turn(record: StopRecord, decision: Decision) -> StopRecord:
         updated["tools"] = [s.tool for s in decision.deciding]
         updated["tool_call_ids"] = [s.tool_call_id for s in decision.deciding]
     return updated
+
+
+def _fold_later(record: StopRecord, updated: StopRecord, decision: Decision) -> None:
+    """Fold one turn into `would_skip` and `after_first` of `updated`.
+
+    Its tools are skipped by every earlier stop; its successful tools start their own entry."""
+    names = [s.tool for s in decision.signals]
+    if record["would_stop"] is not None and "would_skip" in record:
+        updated["would_skip"] = _merged(record["would_skip"], names)
+    after = record.get("after_first")
+    if after is None:  # a record of an older shape, carried on: left as it is
+        return
+    later: dict[str, AfterFirst] = {
+        tool: AfterFirst(
+            model_calls=entry["model_calls"],
+            input_tokens=entry["input_tokens"],
+            output_tokens=entry["output_tokens"],
+            skipped=_merged(entry["skipped"], names),
+        )
+        for tool, entry in after.items()
+    }
+    for signal in decision.signals:
+        if signal.tool not in later and len(later) < AFTER_FIRST_MAX and successful(signal):
+            later[signal.tool] = AfterFirst(
+                model_calls=0, input_tokens=0, output_tokens=0, skipped=[]
+            )
+    updated["after_first"] = later
 
 
 def stopped(record: StopRecord, decision: Decision) -> StopRecord:
@@ -216,6 +330,20 @@ def count_model_call(record: StopRecord, response: Any) -> StopRecord:
     if input_tokens or output_tokens:
         updated["input_tokens"] = record["input_tokens"] + input_tokens
         updated["output_tokens"] = record["output_tokens"] + output_tokens
+    if "asked" in record and (record["asked"] or getattr(response, "tool_calls", None)):
+        calls = response.tool_calls if isinstance(response, AIMessage) else []
+        updated["asked"] = _merged([], [str(c.get("name")) for c in calls])
+    after = record.get("after_first")
+    if after:
+        updated["after_first"] = {
+            tool: AfterFirst(
+                model_calls=entry["model_calls"] + 1,
+                input_tokens=entry["input_tokens"] + input_tokens,
+                output_tokens=entry["output_tokens"] + output_tokens,
+                skipped=entry["skipped"],
+            )
+            for tool, entry in after.items()
+        }
     if record["would_stop"] is not None:
         saved = record["would_save"]
         updated["would_save"] = Savings(

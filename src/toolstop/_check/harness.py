@@ -79,6 +79,18 @@ def _normalise_record(record: Any) -> Any:
             **after,
             **{k: ("<positive>" if after.get(k) else 0) for k in ("input_tokens", "output_tokens")},
         }
+    firsts = record.get("after_first")
+    if isinstance(firsts, dict):
+        tokens["after_first"] = {
+            tool: {
+                **entry,
+                **{
+                    k: ("<positive>" if entry.get(k) else 0)
+                    for k in ("input_tokens", "output_tokens")
+                },
+            }
+            for tool, entry in firsts.items()
+        }
     return {**record, **tokens}
 
 

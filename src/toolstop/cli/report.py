@@ -59,11 +59,41 @@ def add_report_parser(commands: Any) -> None:
         help="your model's price per million output tokens (with --price-in)",
     )
     parser.add_argument(
+        "--examples",
+        type=_count,
+        default=0,
+        metavar="K",
+        help=(
+            "put up to K pairs per candidate (the tool's result and the final answer, each cut "
+            "at 2,000 characters, secrets masked) in report.json and the page (--db only)"
+        ),
+    )
+    parser.add_argument(
+        "--writes",
+        metavar="TOOLS",
+        default="",
+        help=(
+            "comma-separated tools that write (book, pay, send...), beside those whose name says "
+            "so: a stop that would skip one is flagged"
+        ),
+    )
+    parser.add_argument(
         "--out",
         type=Path,
         default=Path("toolstop-report"),
         help="output folder for report.json, report.html, chart.png (default: ./toolstop-report)",
     )
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 100:
+        msg = f"--examples is a whole number from 0 to 100, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
 
 
 def _price(text: str) -> float:
@@ -80,12 +110,15 @@ def _price(text: str) -> float:
 def run_report(args: argparse.Namespace, out: TextIO) -> int:
     """Run `toolstop report` with parsed `args`; return the exit code."""
     from toolstop import __version__
+    from toolstop.report.examples import read_examples
     from toolstop.report.reader import log_run_ends, open_database, parse_time, redact
     from toolstop.report.render import render_chart, render_html, render_summary, write_json
     from toolstop.report.summary import REPORT_VERSION, Summary, with_prices
 
-    summary = Summary()
+    writes = frozenset(t.strip() for t in args.writes.split(",") if t.strip())
+    summary = Summary(writes, examples=args.examples)
     extra: dict[str, Any] = {}
+    examples: dict[str, list[dict[str, Any]]] | None = None
     try:
         since = parse_time(args.since) if args.since else None
         with ExitStack() as stack:
@@ -99,6 +132,8 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                     for end in ends:
                         summary.add(end)
                 extra = {"threads": threads, "open_runs": open_runs}
+                if args.examples:
+                    examples = read_examples(database, summary.candidates.kept)
                 if database.unreadable:
                     extra["unreadable_threads"] = database.unreadable
                     print(
@@ -149,6 +184,16 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
         **extra,
         **summary.document(),
     }
+    if examples is not None:
+        document["candidates"] = [
+            {**entry, "examples": examples.get(entry["tool"], [])}
+            for entry in document["candidates"]
+        ]
+    elif args.examples:
+        print(
+            "toolstop report: --examples needs --db (a log holds no messages); none written",
+            file=sys.stderr,
+        )
     if args.price_in is not None or args.price_out is not None:
         document = with_prices(document, args.price_in or 0.0, args.price_out or 0.0)
     written = write_outputs(

@@ -22,13 +22,74 @@ for each tool of that turn.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from toolstop.report.tally import Table, Tally
+from toolstop.report.advice import ADVICE, Judgements, advise, verdict_of
+from toolstop.report.tally import LABELS, TRACKED, Table, Tally
 
-__all__ = ["MIN_ENDED_RUNS", "REASONS", "REPEATS", "Candidates", "verdict"]
+__all__ = [
+    "MIN_ENDED_RUNS",
+    "READ_ENDINGS",
+    "READ_WORDS",
+    "REASONS",
+    "REPEATS",
+    "WRITE_WORDS",
+    "Candidates",
+    "cut_short_counts",
+    "verdict",
+    "writes",
+]
+
+WRITE_WORDS = frozenset(
+    {
+        "add", "apply", "approve", "assign", "book", "buy", "cancel", "change", "charge",
+        "checkout", "close", "confirm", "create", "delete", "deposit", "edit", "email", "exchange",
+        "execute", "grant", "initiate", "insert", "invite", "issue", "merge", "modify", "notify",
+        "order", "pay", "place", "post", "publish", "purchase", "refund", "register", "reject",
+        "remove", "rename", "reserve", "reset", "revoke", "run", "save", "schedule", "send",
+        "set", "ship", "sign", "submit", "subscribe", "transfer", "unsubscribe", "update",
+        "upload", "upsert", "withdraw", "write",
+    }
+)  # fmt: skip
+"""Words that make a tool a write when its name has one as a word (`book_reservation`,
+`initiateReturn`, `send-email`); `--writes a,b` names more. A heuristic on names only."""
+
+READ_WORDS = frozenset(
+    {"check", "fetch", "find", "get", "list", "lookup", "query", "read", "search", "show", "view"}
+)
+"""A name that starts with one of these reads, whatever follows (`get_order_status`,
+`search_direct_flight`), unless `--writes` names it."""
+
+READ_ENDINGS = frozenset(
+    {"details", "history", "info", "policies", "policy", "status", "summary", "count", "list"}
+)
+"""A name that ends with one of these reads too (`order_status`, `refund_policy`)."""
+
+_NAME_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+_ENDINGS = ("", "s", "es", "ed", "d", "ing", "ion", "ment")
+
+
+def _words(tool: str) -> list[str]:
+    return [w.casefold() for w in _NAME_WORD.findall(tool)]
+
+
+def writes(tool: str, declared: Collection[str] = ()) -> bool:
+    """Whether `tool` writes, by the user's word or by its name.
+
+    `declared` names it, or a word of its name is a `WRITE_WORDS` verb (or that verb with -s,
+    -ed, -ing, -ion, -ment), its first word is not a `READ_WORDS` verb and its last not a
+    `READ_ENDINGS` noun. A name says nothing sure: `--writes` overrides it only by adding
+    tools."""
+    if tool in declared:
+        return True
+    words = _words(tool)
+    if not words or words[0] in READ_WORDS or words[-1] in READ_ENDINGS:
+        return False
+    return any(w.removesuffix(e) in WRITE_WORDS for w in words for e in _ENDINGS if w.endswith(e))
+
 
 REPEATS = 0.6
 """A median overlap at or above this: the answer repeats the tool's result (a stop candidate)."""
@@ -74,39 +135,126 @@ def _percentile(histogram: Counter[int], share: float) -> float | None:
     return None  # pragma: no cover - the loop always reaches `total`
 
 
+def cut_short_counts(
+    counts: Counter[str], skipped: Counter[str], names: Any, declared: Collection[str]
+) -> None:
+    """Count one cut-short run whose later tools were `names` into `counts` and `skipped`."""
+    later = [str(n) for n in names] if isinstance(names, list) else []
+    counts["runs"] += 1
+    counts["writes"] += any(writes(n, declared) for n in later)
+    for name in dict.fromkeys(later):
+        skipped[name] += 1
+
+
+_THREADS_MAX = 10
+"""At most this many threads are listed per candidate (see `examples.THREADS_MAX`)."""
+
+
+def _remember(threads: dict[str, dict[str, None]], tool: str, thread: Any) -> None:
+    """Remember `thread` behind `tool` (the first `_THREADS_MAX` distinct ones, cut at 200)."""
+    if not isinstance(thread, str) or (tool not in threads and len(threads) >= TRACKED):
+        return
+    seen = threads.setdefault(tool, {})
+    if len(seen) < _THREADS_MAX:
+        seen[thread[:200]] = None
+
+
+_SKIPPED_SHOWN = 10
+"""At most this many skipped tools are listed per candidate (the most often skipped)."""
+
+
 class Candidates:
     """Per-tool figures folded from records. `add` each record, then read `document()`."""
 
-    def __init__(self) -> None:
-        """No runs yet."""
-        self.runs: Tally = Tally()  # bounded: tool names are the model's choice
+    def __init__(self, writes: Collection[str] = (), *, keep: int = 0) -> None:
+        """No runs yet.
+
+        Args:
+            writes: Tools the user says write (beside the names that say so).
+            keep: How many runs that ended right after each tool to keep (`ended`), to read
+                their example pairs back (`--examples`); none by default.
+
+        Every table keyed by tool names is bounded (`toolstop.report.tally`): the names are the
+        model's choice.
+        """
+        self.declared = frozenset(writes)
+        self.keep = keep
+        self.kept: dict[str, list[Any]] = {}
+        self.threads: dict[str, dict[str, None]] = {}
+        self.calling_threads: dict[str, dict[str, None]] = {}
+        self.runs: Tally = Tally()
         self.ended: Table = Table()
-        self.overlaps: dict[str, Counter[int]] = Table()
+        self.overlaps: Table = Table()
+        self.hard: Table = Table()
+        self.skipped: Table = Table()
+        self.judgements = Judgements()
         self.measured = 0
 
-    def add(self, record: Mapping[str, Any]) -> None:
-        """Fold one run's record in (records before schema version 4 add nothing)."""
+    def add(self, record: Mapping[str, Any], end: Any = None) -> None:
+        """Fold one run's record in (records before schema version 4 add nothing).
+
+        `end` is where the run lives (a `RunEnd`): its thread is listed behind its tools."""
         if "ended_after" not in record:
             return
         self.measured += 1
+        thread = getattr(end, "thread_id", None)
         calls = record.get("calls_by_tool")
         if isinstance(calls, Mapping):
             for tool, count in calls.items():
                 if _int(count) > 0:
                     self.runs[str(tool)] += 1
+                    _remember(self.calling_threads, str(tool), thread)
+        firsts = record.get("after_first")
+        if isinstance(firsts, Mapping):
+            for tool, entry in firsts.items():
+                if isinstance(entry, Mapping):
+                    self._add_first(str(tool), entry)
+            asked = record.get("asked")
+            if record.get("rule") == "interrupted" and isinstance(asked, list):
+                # left open on those calls, its last turn never folded: it ended on them
+                for tool in dict.fromkeys(str(name) for name in asked):
+                    if tool not in firsts:
+                        self._add_first(tool, {"skipped": []})
+                        if not isinstance(calls, Mapping) or not _int(calls.get(tool)):
+                            self.runs[tool] += 1
         after = record.get("ended_after")
         if not isinstance(after, Mapping) or not isinstance(after.get("tools"), Mapping):
             return
+        self.judgements.add(after.get("judged"))
         for tool, overlap in after["tools"].items():
             if not isinstance(overlap, (int, float)) or isinstance(overlap, bool):
                 continue
             name = str(tool)
+            _remember(self.threads, name, thread)
+            if end is not None and (name in self.kept or len(self.kept) < TRACKED):
+                kept = self.kept.setdefault(name, [])
+                if len(kept) < self.keep:
+                    kept.append(end)
             counts = self.ended.setdefault(name, Counter())
             counts["runs"] += 1
             counts["input_tokens"] += _int(after.get("input_tokens"))
             counts["output_tokens"] += _int(after.get("output_tokens"))
             bucket = round(min(max(float(overlap), 0.0), 1.0) * 100)
             self.overlaps.setdefault(name, Counter())[bucket] += 1
+
+    def _add_first(self, tool: str, entry: Mapping[str, Any]) -> None:
+        """One run's `after_first` entry of `tool`: what hard mode would have done there."""
+        hard = self.hard.setdefault(tool, Counter())
+        skipped = entry.get("skipped")
+        cut = isinstance(skipped, list) and bool(skipped)
+        hard["runs"] += 1
+        hard["ended_on_it"] += not _int(entry.get("model_calls"))
+        for key in ("model_calls", "input_tokens", "output_tokens"):
+            hard[key] += _int(entry.get(key))
+            if cut:
+                hard[f"cut_{key}"] += _int(entry.get(key))
+        if cut:
+            counts = Counter[str]()
+            cut_short_counts(
+                counts, self.skipped.setdefault(tool, Tally(LABELS)), skipped, self.declared
+            )
+            hard["cut_runs"] += 1
+            hard["cut_writes"] += counts["writes"]
 
     def document(self, signalling: Collection[str] = ()) -> list[dict[str, Any]]:
         """One entry per tool, the ones worth converting first.
@@ -117,34 +265,93 @@ class Candidates:
         order, marked `signals`.
         """
         entries: list[dict[str, Any]] = []
-        for tool in sorted(set(self.runs) | set(self.ended)):
+        for tool in sorted(set(self.runs) | set(self.ended) | set(self.hard)):
             ended = self.ended.get(tool, Counter())
             histogram = self.overlaps.get(tool, Counter())
             median = _percentile(histogram, 0.5)
             kind, sentence = verdict(ended["runs"], median)
+            runs = max(self.runs[tool], ended["runs"], self.hard.get(tool, Counter())["runs"])
+            cut_runs = self.hard.get(tool, Counter())["cut_runs"]
+            judged = self.judgements.of(tool)
+            advice, why = advise(
+                runs=runs,
+                ended_runs=ended["runs"],
+                cut_short_runs=cut_runs,
+                judged=judged,
+                verdict=kind,
+                why=sentence,
+            )
+            if judged["runs"] or advice == "cut_short":
+                kind = verdict_of(advice, ended["runs"])
             entries.append(
                 {
                     "tool": tool,
-                    "runs": max(self.runs[tool], ended["runs"]),
+                    "runs": runs,
                     "ended_runs": ended["runs"],
-                    "would_save": {
-                        "model_calls": ended["runs"],
-                        "input_tokens": ended["input_tokens"],
-                        "output_tokens": ended["output_tokens"],
-                    },
+                    "would_save": (saved := self._would_save(tool, ended)),
+                    "cut_short_runs": cut_runs,
+                    "cut_short": (cut := self._cut_short(tool)),
+                    "gain": {key: saved[key] - cut[key] for key in saved},
+                    "ended_on_it": self.hard.get(tool, Counter())["ended_on_it"],
                     "answer_overlap": {"median": median, "p10": _percentile(histogram, 0.1)},
                     "verdict": kind,
                     "why": sentence,
+                    "advice": advice,
+                    "advice_why": why,
+                    "judged": judged,
+                    "threads": self._threads(tool),
                     "signals": tool in signalling,
                 }
             )
+        self._sort(entries)
+        return entries
+
+    def _would_save(self, tool: str, ended: Counter[str]) -> dict[str, int]:
+        """What hard mode would save: every model call after the tool's first successful call
+        (`after_first`, schema 5); from older records, the final calls right after it."""
+        hard = self.hard.get(tool)
+        if hard is None:
+            return {
+                "model_calls": ended["runs"],
+                "input_tokens": ended["input_tokens"],
+                "output_tokens": ended["output_tokens"],
+            }
+        keys = ("model_calls", "input_tokens", "output_tokens")
+        return {key: hard[key] for key in keys}
+
+    def _cut_short(self, tool: str) -> dict[str, Any]:
+        """The cut-short part of `would_save`: runs where a stop would have skipped tools."""
+        hard = self.hard.get(tool, Counter())
+        skipped = self.skipped.get(tool, Counter())
+        return {
+            "runs": hard["cut_runs"],
+            "model_calls": hard["cut_model_calls"],
+            "input_tokens": hard["cut_input_tokens"],
+            "output_tokens": hard["cut_output_tokens"],
+            "writes_runs": hard["cut_writes"],
+            "skipped_tools": [
+                {"tool": name, "runs": runs, "writes": writes(name, self.declared)}
+                for name, runs in sorted(skipped.items(), key=lambda i: (-i[1], i[0]))[
+                    :_SKIPPED_SHOWN
+                ]
+            ],
+        }
+
+    def _threads(self, tool: str) -> list[str]:
+        """Up to `THREADS_MAX` threads behind `tool`: runs that ended right after it first."""
+        ended = list(self.threads.get(tool, {}))
+        calling = [t for t in self.calling_threads.get(tool, {}) if t not in ended]
+        return [*ended, *calling][:_THREADS_MAX]
+
+    @staticmethod
+    def _sort(entries: list[dict[str, Any]]) -> None:
         entries.sort(
             key=lambda e: (
                 e["signals"],
                 _RANK[e["verdict"]],
+                ADVICE.index(e["advice"]),
                 -e["would_save"]["model_calls"],
                 -e["would_save"]["input_tokens"],
                 e["tool"],
             )
         )
-        return entries

@@ -17,6 +17,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from toolstop._lifecycle import left_open_calls
 from toolstop._printable import printable_data
 from toolstop.decision import PROBLEMS_NOT_INVALID, Turn, decide_turn
+from toolstop.report.examples import ended_after_pair
 from toolstop.report.reader import Database, RunEnd, database_error
 
 __all__ = ["explain_thread", "print_explanation", "turns_of"]
@@ -85,7 +86,27 @@ def _with_open_calls(record: dict[str, Any], messages: list[BaseMessage] | None)
     }
 
 
-def _run(record: dict[str, Any], end: RunEnd, turns: list[Turn] | None) -> dict[str, Any]:
+def _ended_after(record: dict[str, Any], messages: list[BaseMessage] | None) -> Any:
+    """The tools the final answer followed, their overlap and judgement, and the answer itself
+    (masked, cut at 2,000 characters) when the checkpoint has it; `None` for other runs."""
+    after = record.get("ended_after")
+    if not isinstance(after, dict) or not isinstance(after.get("tools"), dict):
+        return None
+    pair = ended_after_pair(messages) if messages is not None else None
+    judged = after.get("judged")
+    return {
+        "tools": {str(t): o for t, o in after["tools"].items()},
+        "judged": judged if isinstance(judged, dict) else {},
+        "final_answer": pair["final_answer"] if pair is not None else None,
+    }
+
+
+def _run(
+    record: dict[str, Any],
+    end: RunEnd,
+    turns: list[Turn] | None,
+    messages: list[BaseMessage] | None = None,
+) -> dict[str, Any]:
     saved = record.get("would_save") or {}
     return {
         "run": record.get("run"),
@@ -113,7 +134,13 @@ def _run(record: dict[str, Any], end: RunEnd, turns: list[Turn] | None) -> dict[
         "input_tokens": record.get("input_tokens"),
         "output_tokens": record.get("output_tokens"),
         "would_save": saved or None,
+        "would_skip": _names(record.get("would_skip")),
+        "ended_after": _ended_after(record, messages),
     }
+
+
+def _names(value: Any) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 def explain_thread(
@@ -157,7 +184,7 @@ def explain_thread(
                 own = None
                 if turns is not None and earlier is not None:
                     own = [t for t in turns if t.id is None or t.id not in earlier]
-                runs.append(_run(record, end, own))
+                runs.append(_run(record, end, own, messages))
             earlier = None if turns is None else {t.id for t in turns if t.id is not None}
     return {
         "thread_id": thread_id,
@@ -228,6 +255,13 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
                 f"{saved.get('input_tokens')} input and {saved.get('output_tokens')} output tokens",
                 file=out,
             )
+        _print_ended_after(run.get("ended_after"), out)
+        if run["would_stop"] and run.get("would_skip"):
+            print(
+                f"  cut short: in hard mode, {', '.join(run['would_skip'])} would not have run "
+                "(a stop there skips later work: not a saving)",
+                file=out,
+            )
     if explanation.get("unreadable_namespaces"):
         print(
             "\ncould not be read (a checkpoint undecodable or not of a checkpoint's shape): "
@@ -247,6 +281,21 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
             "if it never finished, the next run closes it as interrupted)",
             file=out,
         )
+
+
+def _print_ended_after(after: Any, out: TextIO) -> None:
+    """The tools the final answer followed, with overlap and judgement, then the answer."""
+    if not after:
+        return
+    judged = after.get("judged") or {}
+    said = []
+    for tool, overlap in after["tools"].items():
+        features = judged.get(tool) or {}
+        how = f", {features['action']} its {features['shape']} result" if features else ""
+        said.append(f"{tool} (answer overlap {overlap}{how})")
+    print(f"  the model answered right after: {', '.join(said)}", file=out)
+    if after.get("final_answer") is not None:
+        print(f"  final answer: {after['final_answer']}", file=out)
 
 
 def _turns(count: int) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 from toolstop._page import inline_png, page
 from toolstop._redact import is_postgres
 from toolstop.report.candidates import REASONS, REPEATS
+from toolstop.report.evidence import render_evidence
 from toolstop.report.tally import SHOWN
 
 __all__ = ["render_html", "when"]
@@ -28,6 +29,7 @@ _STYLE = """
 body { margin: 0 auto; padding: 1rem 1.2rem; max-width: 68rem; line-height: 1.45; }
 h1 { font-size: 1.6rem; margin: .2rem 0; } h2 { font-size: 1.2rem; margin-top: 1.8rem; }
 p, li, code { overflow-wrap: anywhere; } td:first-child { overflow-wrap: break-word; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f5f5f5; padding: .4rem; }
 .meta { color: #555; } .lead { font-size: 1.12rem; }
 .answer { background: #f1f8e9; border-left: 5px solid #43a047; padding: .6rem 1rem; }
 .note { background: #fff8e1; border-left: 5px solid #f9a825; padding: .5rem 1rem; }
@@ -149,17 +151,7 @@ def _answer(document: dict[str, Any]) -> str:
     lines = []
     saved, hard = document["would_save"], document["hard_mode"]
     if saved["runs"]:
-        share = saved["share_of_shadow_model_calls"]
-        lines.append(
-            f"In shadow mode, hard mode would have saved "
-            f"{_b('would_save.model_calls', saved['model_calls'])} model calls"
-            + (f" ({_b('would_save.share_of_shadow_model_calls', share, f'{share:.0%}')} of "
-               "the shadow-mode calls)" if share is not None else "")
-            + f", {_b('would_save.input_tokens', saved['input_tokens'])} input tokens and "
-            f"{_b('would_save.output_tokens', saved['output_tokens'])} output tokens"
-            + _money(document, "would_save.cost", saved.get("cost"))
-            + f", in {_b('would_save.runs', saved['runs'])} runs whose tools signalled a stop."
-        )  # fmt: skip
+        lines.append(_shadow_saving(document, saved))
     if hard["stopped"]:
         h = {key: _b(f"hard_mode.{key}", value) for key, value in hard.items()}
         estimate = ""
@@ -175,37 +167,122 @@ def _answer(document: dict[str, Any]) -> str:
             f"Hard mode saved at least {h['model_calls_saved']} model calls{estimate}: it "
             f"stopped {h['stopped']} of its {h['runs']} runs without calling the model again."
         )
-    signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
-    top = next(
-        (e for e in document["candidates"] if e["tool"] not in signalling),
-        document["candidates"][0] if document["candidates"] else None,
-    )
-    if top is not None and top["verdict"] == "candidate" and top["tool"] not in signalling:
-        at = document["candidates"].index(top)
-        ws = {k: _b(f"candidates.{at}.would_save.{k}", v) for k, v in top["would_save"].items()}
-        median = _b(f"candidates.{at}.answer_overlap.median", top["answer_overlap"]["median"])
-        lines.append(
-            f"Convert <b>{html.escape(top['tool'])}</b> first: "
-            f"{_b(f'candidates.{at}.ended_runs', top['ended_runs'])} of its "
-            f"{_b(f'candidates.{at}.runs', top['runs'])} runs ended right after it, with an answer "
-            f"that repeats its result (median overlap {median}). A stop there would save "
-            f"{ws['model_calls']} model calls{_of_all(document, top['would_save'])}, "
-            f"{ws['input_tokens']} input and "
-            f"{ws['output_tokens']} output tokens"
-            + _money(document, f"candidates.{at}.would_save.cost", top["would_save"].get("cost"))
-            + "."
-        )
-    elif top is not None and not saved["runs"] and not hard["stopped"]:
-        lines.append(
-            "No tool's result is repeated as the final answer often enough to convert it yet: "
-            "see the verdicts below."
-        )
+    lines += _to_convert(document, quiet=bool(saved["runs"] or hard["stopped"]))
     if not lines:
         lines.append(
             "Nothing to save yet: no run would have stopped, none was stopped, and no run "
             "recorded which tool preceded its answer (records before schema version 4)."
         )
     return "".join(f'<p class="lead">{line}</p>' for line in lines)
+
+
+_CONVERT = ("convert", "convert_with_answer")
+
+
+def _advice(entry: dict[str, Any]) -> str:
+    """The entry's advice; a report without one (older) reads it from its verdict."""
+    if "advice" in entry:
+        return str(entry["advice"])
+    return "convert" if entry["verdict"] == "candidate" else "keep"
+
+
+def _to_convert(document: dict[str, Any], *, quiet: bool) -> list[str]:
+    """The sentence on which tool to convert first, or that there is little to save."""
+    signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
+    unconverted = [e for e in document["candidates"] if e["tool"] not in signalling]
+    top = next((e for e in unconverted if _advice(e) in _CONVERT), None)
+    if top is None:
+        if not document["candidates"]:
+            return []
+        if any((e.get("judged") or {}).get("runs") for e in unconverted):
+            return [
+                "Little to save on this traffic: no tool's result would have served as the "
+                "final answer, as it is or with a tool-written answer (see the advice below). "
+                "Keep the model; that is a result too."
+            ]
+        if quiet:
+            return []
+        return [
+            "No tool's result is repeated as the final answer often enough to convert it yet: "
+            "see the verdicts below."
+        ]
+    at = document["candidates"].index(top)
+    saved = top.get("gain") or top["would_save"]
+    key = "gain" if "gain" in top else "would_save"
+    ws = {k: _b(f"candidates.{at}.{key}.{k}", v) for k, v in saved.items() if k != "cost"}
+    tail = (
+        f"A stop there would save {ws['model_calls']} model calls{_of_all(document, saved)}, "
+        f"{ws['input_tokens']} input and {ws['output_tokens']} output tokens"
+        + _money(document, f"candidates.{at}.would_save.cost", top["would_save"].get("cost"))
+        + "."
+    )
+    tool = html.escape(top["tool"])
+    judged = top.get("judged") or {}
+    if not judged.get("runs"):
+        median = _b(f"candidates.{at}.answer_overlap.median", top["answer_overlap"]["median"])
+        return [
+            f"Convert <b>{tool}</b> first: "
+            f"{_b(f'candidates.{at}.ended_runs', top['ended_runs'])} of its "
+            f"{_b(f'candidates.{at}.runs', top['runs'])} runs ended right after it, with an answer "
+            f"that repeats its result (median overlap {median}). " + tail
+        ]
+    runs = _b(f"candidates.{at}.judged.runs", judged["runs"])
+    if top["advice"] == "convert":
+        relayed = _b(f"candidates.{at}.judged.actions.relayed", judged["actions"]["relayed"])
+        return [
+            f"Convert <b>{tool}</b> first: in {relayed} of the {runs} runs that ended right "
+            "after it, its result as it is would have served as the answer. " + tail
+        ]
+    fields = ", ".join(f"<code>{html.escape(f)}</code>" for f in judged["fields"])
+    return [
+        f"Convert <b>{tool}</b> first, with an answer the tool writes: in most of the {runs} "
+        "runs that ended right after it, the model only restated its result"
+        + (f" (the answers used {fields})" if fields else "")
+        + ". Have the tool write the user's text with <code>signal(..., answer=...)</code>; "
+        "its raw result is not an answer. " + tail
+    ]
+
+
+def _shadow_saving(document: dict[str, Any], saved: dict[str, Any]) -> str:
+    """What shadow mode says hard mode saves; the cut-short runs' part is never a gain."""
+    cut = saved.get("cut_short") or {"runs": 0}
+    if not cut["runs"]:
+        share = saved["share_of_shadow_model_calls"]
+        return (
+            f"In shadow mode, hard mode would have saved "
+            f"{_b('would_save.model_calls', saved['model_calls'])} model calls"
+            + (f" ({_b('would_save.share_of_shadow_model_calls', share, f'{share:.0%}')} of "
+               "the shadow-mode calls)" if share is not None else "")
+            + f", {_b('would_save.input_tokens', saved['input_tokens'])} input tokens and "
+            f"{_b('would_save.output_tokens', saved['output_tokens'])} output tokens"
+            + _money(document, "would_save.cost", saved.get("cost"))
+            + f", in {_b('would_save.runs', saved['runs'])} runs whose tools signalled a stop."
+        )  # fmt: skip
+    gain = saved["gain"]
+    share = gain["share_of_shadow_model_calls"]
+    return (
+        f"In shadow mode, hard mode would have saved "
+        f"{_b('would_save.gain.model_calls', gain['model_calls'])} model calls"
+        + (f" ({_b('would_save.gain.share_of_shadow_model_calls', share, f'{share:.0%}')} of "
+           "the shadow-mode calls)" if share is not None else "")
+        + f", {_b('would_save.gain.input_tokens', gain['input_tokens'])} input tokens and "
+        f"{_b('would_save.gain.output_tokens', gain['output_tokens'])} output tokens, in the "
+        f"runs whose tools signalled a stop. In "
+        f"{_b('would_save.cut_short.runs', cut['runs'])} of its "
+        f"{_b('would_save.runs', saved['runs'])} runs a stop would have <b>cut the run "
+        f"short</b>: {_skipped(cut['skipped_tools'])} would not have run"
+        + (f" ({_b('would_save.cut_short.writes_runs', cut['writes_runs'])} of them with a "
+           "tool that writes)" if cut["writes_runs"] else "")
+        + f". Their {_b('would_save.cut_short.model_calls', cut['model_calls'])} later model "
+        "calls are work a stop would skip, not a saving."
+    )  # fmt: skip
+
+
+def _skipped(tools: list[dict[str, Any]]) -> str:
+    names = [
+        f"<b>{html.escape(t['tool'])}</b>" + (" (writes)" if t["writes"] else "") for t in tools
+    ]
+    return ", ".join(names) or "later tools"
 
 
 def _of_all(document: dict[str, Any], saved: dict[str, Any]) -> str:
@@ -219,9 +296,10 @@ def _candidates(document: dict[str, Any]) -> str:
     entries = document["candidates"]
     signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
     priced = "prices" in document
-    columns = ["tool", "runs", "ended after it", "calls saved", "input tokens", "output tokens"]
-    columns += [_AT_PRICES, "overlap median", "overlap p10", "verdict"] if priced else [
-        "overlap median", "overlap p10", "verdict"]  # fmt: skip
+    columns = ["tool", "runs", "ended after it", "cut short", "calls saved", "input tokens",
+               "output tokens"]  # fmt: skip
+    columns += [_AT_PRICES, "overlap median", "overlap p10", "verdict", "advice"] if priced else [
+        "overlap median", "overlap p10", "verdict", "advice"]  # fmt: skip
     rows = []
     for i, e in enumerate(entries):
         p, ws, overlap = f"candidates.{i}", e["would_save"], e["answer_overlap"]
@@ -231,6 +309,7 @@ def _candidates(document: dict[str, Any]) -> str:
             + "</td>",
             _td(f"{p}.runs", e["runs"], "runs"),
             _td(f"{p}.ended_runs", e["ended_runs"], "ended after it"),
+            _td(f"{p}.cut_short_runs", e.get("cut_short_runs", 0), "cut short"),
             _td(f"{p}.would_save.model_calls", ws["model_calls"], "calls saved"),
             _td(f"{p}.would_save.input_tokens", ws["input_tokens"], "input tokens"),
             _td(f"{p}.would_save.output_tokens", ws["output_tokens"], "output tokens"),
@@ -242,6 +321,9 @@ def _candidates(document: dict[str, Any]) -> str:
             _td(f"{p}.answer_overlap.median", overlap["median"], "overlap median"),
             _td(f"{p}.answer_overlap.p10", overlap["p10"], "overlap p10"),
             _td(None, e["why"], "verdict", "why"),
+            _td(
+                None, f"{e['advice']}: {e['advice_why']}" if "advice" in e else "", "advice", "why"
+            ),
         ]
         rows.append(f"<tr>{''.join(cells)}</tr>")
     explained = (
@@ -253,8 +335,11 @@ def _candidates(document: dict[str, Any]) -> str:
         f"would have relayed the result instead, saving that call. <i>Overlap</i>: the share "
         f"of the answer's words found in the result (1 = the answer repeats it). A median of "
         f"{REPEATS} or more reads as a stop candidate, below {REASONS} as the model's own "
-        f"reasoning. A heuristic: words are not meaning, only the final call is counted, and a "
-        f"run ending after parallel calls counts for each of their tools. Measured on "
+        f"reasoning. A heuristic: words are not meaning, and a run ending after parallel calls "
+        f"counts for each of their tools. <i>Calls saved</i>: every model call after the "
+        f"tool's first successful call, as hard mode would stop there. <i>Cut short</i>: runs "
+        f"that called more tools after it, which a stop would never have run; their calls are "
+        f"in <i>calls saved</i> but are not a gain. Measured on "
         f"{_b('candidate_runs', document['candidate_runs'])} runs whose records carry it.</p>"
     )
     return _table("Tools worth converting", columns, rows, wide=True) + explained
@@ -373,7 +458,7 @@ def render_html(document: dict[str, Any], chart: Path | None, path: Path) -> Non
 to {html.escape(when(document["last_run_ended"]))}. Generated {html.escape(made)}.</p>
 <div class="answer">{_answer(document)}</div>
 {_MODES}
-{_candidates(document)}
+{_candidates(document)}{render_evidence(document)}
 {_days(document)}
 {inline_png(chart, "runs by rule (shadow runs by the rule that would have stopped them), "
             "model calls per run by mode, what shadow mode would save")}

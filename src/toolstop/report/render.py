@@ -153,6 +153,16 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
             f"{saved['output_tokens']} output tokens",
             file=out,
         )
+        cut = saved.get("cut_short") or {}
+        if cut.get("runs"):
+            skipped = ", ".join(
+                t["tool"] + (" (writes)" if t["writes"] else "") for t in cut["skipped_tools"]
+            )
+            print(
+                f"cut short: in {cut['runs']} of those runs a stop would have skipped later "
+                f"tools ({skipped}); their {cut['model_calls']} model calls are not a saving",
+                file=out,
+            )
     hard = document["hard_mode"]
     if hard["stopped"]:
         print(
@@ -170,12 +180,21 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
         )
     signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
     unconverted = [e for e in document["candidates"] if e["tool"] not in signalling]
-    top = unconverted[0] if unconverted else None
-    if top is not None:
-        lead = "convert first" if top["verdict"] == "candidate" else "next tool to look at"
+    converts = [e for e in unconverted if e.get("advice") in ("convert", "convert_with_answer")]
+    if not converts and any((e.get("judged") or {}).get("runs") for e in unconverted):
         print(
-            f"{lead}: {top['tool']} ({top['ended_runs']} of {top['runs']} runs ended "
-            f"after it, median answer overlap {cell(top['answer_overlap']['median'])}): "
-            f"{top['why']}",
+            "little to save on this traffic: no tool's result would have served as the answer "
+            "(as it is or with a tool-written answer); keep the model",
+            file=out,
+        )
+        return
+    top = converts[0] if converts else (unconverted[0] if unconverted else None)
+    if top is not None:
+        convert = top.get("advice", "convert" if top["verdict"] == "candidate" else "keep")
+        lead = {"convert": "convert first", "convert_with_answer": "convert first, with an answer"}
+        print(
+            f"{lead.get(convert, 'next tool to look at')}: {top['tool']} ({top['ended_runs']} "
+            f"of {top['runs']} runs ended after it, median answer overlap "
+            f"{cell(top['answer_overlap']['median'])}): {top.get('advice_why') or top['why']}",
             file=out,
         )

@@ -13,14 +13,17 @@ from typing import Any
 
 from toolstop.decision import Rule
 from toolstop.metrics import deciding_tools
-from toolstop.report.candidates import Candidates
+from toolstop.report.candidates import Candidates, cut_short_counts, writes
 from toolstop.report.reader import RunEnd
 from toolstop.report.tally import LABELS, SHOWN, Table, Tally, top
 
 __all__ = ["REPORT_VERSION", "Summary", "with_prices"]
 
-REPORT_VERSION = 2
-"""The shape of report.json (2 added `candidates`, `would_stop_rules`, `by_day`, `hard_mode`)."""
+REPORT_VERSION = 3
+"""The shape of report.json (2 added `candidates`, `would_stop_rules`, `by_day`, `hard_mode`;
+3 added cut-short runs: `would_save.cut_short`, each candidate's `cut_short_runs`,
+`cut_short` and `ended_on_it`, and counted its `would_save` from the tool's first successful
+call)."""
 
 _TOKENS = ("model_calls", "input_tokens", "output_tokens")
 
@@ -36,8 +39,14 @@ def _share(part: int, whole: int) -> float | None:
 class Summary:
     """Runs folded into the report's figures. `add` each run, then read `document()`."""
 
-    def __init__(self) -> None:
-        """An empty summary."""
+    def __init__(self, writes: frozenset[str] = frozenset(), *, examples: int = 0) -> None:
+        """An empty summary.
+
+        Args:
+            writes: The tools the user says write (`--writes`).
+            examples: Runs to keep per candidate for their example pairs (`--examples`).
+        """
+        self.writes = writes
         self.runs = 0
         self.rules: Counter[str] = Tally(LABELS)
         self.ended_by: Counter[str] = Tally(LABELS)
@@ -58,7 +67,9 @@ class Summary:
         self.namespaces: Counter[str] = Counter()
         self.first: datetime | None = None
         self.last: datetime | None = None
-        self.candidates = Candidates()
+        self.candidates = Candidates(writes, keep=examples)
+        self.cut_short: Counter[str] = Counter()
+        self.skipped: Counter[str] = Tally()
         self.would_stop_rules: Counter[str] = Tally(LABELS)
         self.outcomes: Counter[str] = Tally(LABELS)
         self.days = Table()
@@ -102,7 +113,12 @@ class Summary:
             self.saving_runs += 1
             for key in _TOKENS:
                 self.saved[key] += _int(saved.get(key))
-        self.candidates.add(record)
+            skipped = record.get("would_skip")
+            if isinstance(skipped, list) and skipped:
+                cut_short_counts(self.cut_short, self.skipped, skipped, self.writes)
+                for key in _TOKENS:
+                    self.cut_short[key] += _int(saved.get(key))
+        self.candidates.add(record, end)
         would = record.get("would_stop")
         if mode == "never":
             self.would_stop_rules[str(would or "none")] += 1
@@ -198,6 +214,14 @@ class Summary:
                 "share_of_shadow_input_tokens": _share(
                     self.saved["input_tokens"], never["input_tokens"]
                 ),
+                "cut_short": self._cut_short(),
+                "gain": {
+                    **{key: self.saved[key] - self.cut_short[key] for key in _TOKENS},
+                    "share_of_shadow_model_calls": _share(
+                        self.saved["model_calls"] - self.cut_short["model_calls"],
+                        never["model_calls"],
+                    ),
+                },
             },
             "schema_versions": dict(sorted(self.schema_versions.items())),
             "namespaces": dict(sorted(self.namespaces.items())),
@@ -210,6 +234,20 @@ class Summary:
             ],
             "candidates": self.candidates.document(set(self.stops) | set(self.would_stops)),
             "candidate_runs": self.candidates.measured,
+        }
+
+    def _cut_short(self) -> dict[str, Any]:
+        """The part of `would_save` from cut-short runs: a stop there would have skipped the
+        later tools (`would_skip`), so that part is not a saving."""
+        counts = self.cut_short
+        return {
+            "runs": counts["runs"],
+            **{key: counts[key] for key in _TOKENS},
+            "writes_runs": counts["writes"],
+            "skipped_tools": [
+                {"tool": name, "runs": runs, "writes": writes(name, self.writes)}
+                for name, runs in sorted(self.skipped.items(), key=lambda i: (-i[1], i[0]))[:10]
+            ],
         }
 
     def _hard_mode(self) -> dict[str, Any]:

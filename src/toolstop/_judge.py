@@ -1,0 +1,244 @@
+"""What the model did with a tool's result in its final answer: features, never content.
+
+Computed once at a run's end from the last tool turn's result and the model's final answer, and
+stored in the record (`ended_after.judged`) as a few words and field names; the report turns them
+into advice (`toolstop.report.candidates`). Pure functions, no I/O.
+
+- **Shape** of the result: `empty`, `object` (a JSON object), `list` (a JSON array, or an object
+  whose only value is one), `value` (a bare JSON scalar, or at most three words) or `prose`.
+- **Action** of the answer, the first that applies: `asked` (the answer asks the user
+  something, a closing "anything else?" aside), `computed` (it states numbers the result does
+  not hold), `selected` (it names some items of a list and not others, or uses little of a long
+  prose result), `relayed` (prose whose words it mostly repeats, or a short prose receipt it
+  restates: the result as is would have served), `restated` (it uses the result's values or
+  words in its own sentence: a tool-written `answer` would have served), `own` (little of the
+  result: the model's own reasoning).
+- **Fields**: the names of the JSON keys whose values the answer uses (at most `FIELDS_MAX`,
+  masked to letters, digits, `_`, `-` and `.`, each cut at `FIELD_CHARS`).
+
+Words are case-folded `\\w+` tokens; digit-only tokens, JSON keys, punctuation and common short
+words never count as repeated words (digits from times and prices made a filtered flight list
+look relayed). Deliberately a heuristic: it reads tokens, not meaning (a paraphrase in other
+words, a translation, a unit conversion are misread), and it sees only the final answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+__all__ = [
+    "FIELDS_MAX",
+    "FIELD_CHARS",
+    "Action",
+    "Shape",
+    "judge",
+    "shape_of",
+]
+
+Shape = Literal["empty", "object", "list", "value", "prose"]
+Action = Literal["asked", "computed", "selected", "relayed", "restated", "own"]
+
+FIELDS_MAX = 8
+"""At most this many field names are kept per judged result."""
+FIELD_CHARS = 40
+"""A field name is cut at this many characters."""
+
+RELAYED = 0.6
+"""A prose result: at least this share of the answer's words found in it reads as relayed."""
+RESTATED = 0.3
+"""At least this share (or one used JSON value) reads as restated rather than the model's own."""
+RECEIPT = 40
+"""A prose result of at most this many words is a receipt: an answer that restates it (a
+paraphrase shares few words: `PARAPHRASE` of them, or one number of 10 or more, is enough) is
+served by the receipt as it is."""
+PARAPHRASE = 0.25
+COVERED = 0.3
+"""The share of a prose result's distinct words (one longer than `RECEIPT`) an answer must use
+to count as relaying it; less is a selection (one of two retrieved chunks)."""
+
+_WORD = re.compile(r"\w+")
+_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
+_FIELD_SAFE = re.compile(r"[^A-Za-z0-9_.\-]")
+_QUESTION = re.compile(r"[^.!?\n]*\?")
+_CLOSING = re.compile(
+    r"anything else|any other|other questions?|further (?:help|assist|question)|"
+    r"help (?:you )?with anything|can i help|may i help|assist you",
+    re.IGNORECASE,
+)
+_COMMON = frozenset(
+    {
+        "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be",
+        "been", "but", "by", "can", "could", "d", "did", "do", "does", "for", "from", "had",
+        "has", "have", "he", "her", "here", "his", "how", "i", "if", "in", "into", "is", "it",
+        "its", "just", "let", "ll", "m", "me", "more", "my", "no", "not", "now", "of", "on",
+        "or", "our", "out", "please", "re", "s", "she", "so", "t", "than", "that", "the",
+        "their", "them", "then", "there", "these", "they", "this", "to", "up", "us", "ve",
+        "was", "we", "were", "what", "when", "where", "which", "while", "who", "will", "with",
+        "would", "you", "your", "yours",
+    }
+)  # fmt: skip
+
+
+def _words(text: str) -> list[str]:
+    """The text's case-folded words that can count as repeated: no digit-only token, no
+    common short word."""
+    return [w for w in _WORD.findall(text.casefold()) if not w.isdigit() and w not in _COMMON]
+
+
+def _numbers(text: str) -> set[float]:
+    found = set()
+    for token in _NUMBER.findall(text):
+        try:
+            found.add(float(token.replace(",", "")))
+        except ValueError:  # pragma: no cover - the pattern only matches numbers
+            continue
+    return found
+
+
+def _parsed(text: str) -> Any:
+    stripped = text.strip()
+    if not stripped or stripped[0] not in '[{"-0123456789tfn':
+        return _NOT_JSON
+    try:
+        return json.loads(stripped)
+    except (ValueError, RecursionError):
+        return _NOT_JSON
+
+
+_NOT_JSON = object()
+
+
+def shape_of(text: str) -> tuple[Shape, Any]:
+    """The result's shape, and its parsed JSON (or `None` for prose and empty results)."""
+    if not text.strip():
+        return "empty", None
+    data = _parsed(text)
+    if data is _NOT_JSON:
+        return ("value" if len(text.split()) <= 3 else "prose"), None
+    if isinstance(data, dict):
+        values = list(data.values())
+        if len(values) == 1 and isinstance(values[0], list):
+            return "list", values[0]
+        return ("object" if data else "empty"), data
+    if isinstance(data, list):
+        return ("list" if data else "empty"), data
+    return "value", data
+
+
+def _leaves(data: Any, key: str, out: list[tuple[str, str]], depth: int = 0) -> None:
+    """(field name, value text) of every scalar in `data`, the field named by its nearest key."""
+    if depth > 20 or len(out) > 5000:
+        return
+    if isinstance(data, dict):
+        for inner, value in data.items():
+            _leaves(value, str(inner), out, depth + 1)
+    elif isinstance(data, list):
+        for value in data:
+            _leaves(value, key, out, depth + 1)
+    elif data is not None and not isinstance(data, bool):
+        out.append((key, str(data)))
+
+
+def _used(value: str, answer_words: set[str], answer_numbers: set[float]) -> bool:
+    """Whether the answer uses a JSON value: one of its distinctive words (not digits, not a
+    common word, at least three letters) or, for a number, the number itself."""
+    words = [w for w in _words(value) if len(w) >= 3]
+    if words:
+        return any(w in answer_words for w in words)
+    numbers = _numbers(value)
+    return bool(numbers) and numbers <= answer_numbers and max(numbers) >= 10
+
+
+def _mask(name: str) -> str:
+    return _FIELD_SAFE.sub("_", name)[:FIELD_CHARS] or "_"
+
+
+def _computed(answer: str, result: str) -> bool:
+    """The answer states a number (10 or more) that the result does not hold."""
+    held = _numbers(result)
+    return any(n >= 10 and n not in held for n in _numbers(answer))
+
+
+def _asked(answer: str) -> bool:
+    """The answer asks the user something (a closing "anything else?" does not count)."""
+    return any(not _CLOSING.search(q) for q in _QUESTION.findall(answer))
+
+
+def _items_used(items: list[Any], answer_words: set[str], answer_numbers: set[float]) -> int:
+    used = 0
+    for item in items[:500]:
+        leaves: list[tuple[str, str]] = []
+        _leaves(item, "", leaves)
+        if any(_used(v, answer_words, answer_numbers) for _, v in leaves):
+            used += 1
+    return used
+
+
+def judge(result: str, answer: str) -> dict[str, Any]:
+    """The features of one (result, final answer) pair: `shape`, `action`, `fields`.
+
+    Args:
+        result: The tool's result text (the ToolMessage's text; several results of the same
+            tool in one turn joined by spaces).
+        answer: The model's final answer text.
+
+    Returns:
+        `{"shape": Shape, "action": Action, "fields": [names]}`; `fields` is empty for prose.
+    """
+    shape, data = shape_of(result)
+    answer_words = set(_words(answer))
+    answer_numbers = _numbers(answer)
+    fields: list[str] = []
+    used_any = False
+    if shape in ("object", "list") or (shape == "value" and data is not None):
+        leaves: list[tuple[str, str]] = []
+        _leaves(data, "value", leaves)
+        for name, value in leaves:
+            if _used(value, answer_words, answer_numbers):
+                used_any = True
+                masked = _mask(name)
+                if masked not in fields and len(fields) < FIELDS_MAX:
+                    fields.append(masked)
+    action: Action
+    if _asked(answer):
+        action = "asked"
+    elif _computed(answer, result):
+        action = "computed"
+    elif shape == "list":
+        items = data if isinstance(data, list) else []
+        used = _items_used(items, answer_words, answer_numbers)
+        if len(items) >= 2 and 0 < used < len(items):
+            action = "selected"
+        else:
+            action = "restated" if used_any else "own"
+    elif shape in ("object", "value") and data is not None:
+        action = "restated" if used_any else "own"
+    else:
+        action = _prose_action(shape, result, answer)
+    return {"shape": shape, "action": action, "fields": fields}
+
+
+def _prose_action(shape: Shape, result: str, answer: str) -> Action:
+    """What the answer did with a prose (or bare-word, or empty) result."""
+    words = _words(answer)
+    if shape == "empty" or not words:
+        return "own"
+    source = set(_words(result))
+    share = sum(w in source for w in words) / len(words)
+    result_words = _words(result)
+    if share >= RELAYED:
+        if len(result_words) > RECEIPT:
+            covered = len(source & set(words)) / max(len(source), 1)
+            return "relayed" if covered >= COVERED else "selected"
+        return "relayed"
+    if share >= RESTATED:
+        return "relayed" if len(result_words) <= RECEIPT else "restated"
+    if len(result_words) <= RECEIPT and (share >= PARAPHRASE or _shares_a_number(answer, result)):
+        return "relayed"  # a paraphrased receipt: its own words would have served
+    return "own"
+
+
+def _shares_a_number(answer: str, result: str) -> bool:
+    return any(n >= 10 for n in _numbers(answer) & _numbers(result))

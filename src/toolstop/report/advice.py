@@ -1,0 +1,144 @@
+"""Advice per tool: convert it, have it write the answer, keep the model, or not yet.
+
+report.json's `candidates[].advice`, from what the final answers did with the tool's results
+(`ended_after.judged`, recorded at each run's end by `toolstop._judge`) and from the runs a stop
+would have cut short (`after_first`).
+
+- `cut_short`: a stop on it would have skipped later tool calls in at least `CUT_SHORT_SHARE`
+  of its runs (checked first: never `convert` then).
+- `too_few`: fewer than `MIN_ENDED_RUNS` runs ended right after it.
+- `convert`: in at least `SERVED` of the judged runs the answer relayed the result (prose it
+  repeated, or a short receipt it paraphrased): the result, as is, would have served.
+- `convert_with_answer`: in at least `SERVED` of them the answer relayed or only restated the
+  result's fields: the tool should write the user's text (`signal(..., answer=...)`); `fields`
+  names the JSON keys the answers used.
+- `keep`: the model selected, computed, asked the user or reasoned beyond the result.
+
+Records before schema version 5 carry no judgement: their advice comes from the word-overlap
+`verdict` (`candidate` -> `convert`, `few`/`none` -> `too_few`, others -> `keep`). For judged
+tools the `verdict` is mapped back from the advice, so readers of `verdict` keep working.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from toolstop.report.tally import LABELS, TRACKED, Tally
+
+__all__ = [
+    "ACTIONS",
+    "ADVICE",
+    "CUT_SHORT_SHARE",
+    "SERVED",
+    "Judgements",
+    "advise",
+    "verdict_of",
+]
+
+ADVICE = ("convert", "convert_with_answer", "too_few", "keep", "cut_short")
+"""Every advice, in the order the report ranks them."""
+
+ACTIONS = ("relayed", "restated", "selected", "computed", "asked", "own")
+"""What a final answer did with a result (see `toolstop._judge`)."""
+
+SERVED = 0.6
+"""The share of judged runs whose answer the result (or a tool-written answer) would have served."""
+CUT_SHORT_SHARE = 0.1
+"""The share of a tool's runs that a stop would have cut short that makes it `cut_short`."""
+
+_FIELDS_KEPT = 64
+"""At most this many distinct field names are counted per tool (the first seen)."""
+_FIELDS_SHOWN = 8
+
+
+class Judgements:
+    """Per-tool counts of the answers' actions, the results' shapes and the fields used."""
+
+    def __init__(self) -> None:
+        """Nothing judged yet."""
+        self.actions: dict[str, Counter[str]] = {}
+        self.shapes: dict[str, Counter[str]] = {}
+        self.fields: dict[str, Counter[str]] = {}
+
+    def add(self, judged: Any) -> None:
+        """Fold one record's `ended_after.judged` in (anything else adds nothing)."""
+        if not isinstance(judged, Mapping):
+            return
+        for tool, features in judged.items():
+            if not isinstance(features, Mapping):
+                continue
+            action, shape = features.get("action"), features.get("shape")
+            if action not in ACTIONS or not isinstance(shape, str):
+                continue
+            name = str(tool)
+            if name not in self.actions and len(self.actions) >= TRACKED:
+                continue  # bounded: tool names are the model's choice (report.tally)
+            self.actions.setdefault(name, Counter())[action] += 1
+            self.shapes.setdefault(name, Tally(LABELS))[shape[:20]] += 1
+            fields = features.get("fields")
+            counts = self.fields.setdefault(name, Counter())
+            for field in fields if isinstance(fields, list) else []:
+                if isinstance(field, str) and (field in counts or len(counts) < _FIELDS_KEPT):
+                    counts[field[:40]] += 1
+
+    def of(self, tool: str) -> dict[str, Any]:
+        """What the answers after `tool` did: `runs` judged, `actions`, `shapes`, `fields`."""
+        actions = self.actions.get(tool, Counter())
+        fields = self.fields.get(tool, Counter())
+        return {
+            "runs": sum(actions.values()),
+            "actions": {a: actions[a] for a in ACTIONS if actions[a]},
+            "shapes": dict(sorted(self.shapes.get(tool, Counter()).items())),
+            "fields": [name for name, _ in sorted(fields.items(), key=lambda i: (-i[1], i[0]))][
+                :_FIELDS_SHOWN
+            ],
+        }
+
+
+def advise(
+    *,
+    runs: int,
+    ended_runs: int,
+    cut_short_runs: int,
+    judged: dict[str, Any],
+    verdict: str,
+    why: str = "",
+) -> tuple[str, str]:
+    """`(advice, sentence)` for one tool (see the module's docstring).
+
+    `verdict` and `why` are the word-overlap verdict and its sentence: the advice of a tool
+    with no judged run (records before schema version 5) is read from them."""
+    if cut_short_runs and cut_short_runs >= CUT_SHORT_SHARE * max(runs, 1):
+        return "cut_short", (
+            f"a stop on it would have skipped later tool calls in {cut_short_runs} of its "
+            f"{runs} runs: do not convert it as it is"
+        )
+    if ended_runs < 5:  # MIN_ENDED_RUNS, as the verdict's
+        return "too_few", f"only {ended_runs} run(s) ended after it: too few to tell"
+    total = judged["runs"]
+    if not total:
+        return ("convert" if verdict == "candidate" else "keep"), why
+    actions = judged["actions"]
+    relayed, restated = actions.get("relayed", 0), actions.get("restated", 0)
+    if relayed >= SERVED * total:
+        return "convert", f"in {relayed} of {total} runs the result as is would have served"
+    if relayed + restated >= SERVED * total:
+        used = ", ".join(judged["fields"]) or "its words"
+        return "convert_with_answer", (
+            f"in {relayed + restated} of {total} runs the answer only restated the result "
+            f"({used}): have the tool write the user's text with signal(..., answer=...)"
+        )
+    beyond = {a: n for a, n in actions.items() if a not in ("relayed", "restated")}
+    said = ", ".join(f"{action} {n}" for action, n in sorted(beyond.items(), key=lambda i: -i[1]))
+    return "keep", f"the model went beyond the result ({said} of {total} runs): keep the model"
+
+
+def verdict_of(advice: str, ended_runs: int) -> str:
+    """The word-overlap era's `verdict` for an `advice`, so older readers keep working."""
+    if advice in ("convert", "convert_with_answer"):
+        return "candidate"
+    if advice == "too_few":
+        return "few" if ended_runs else "none"
+    return "keep"

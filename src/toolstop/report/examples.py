@@ -1,0 +1,149 @@
+"""The evidence behind a candidate: a tool's result and the final answer that followed it.
+
+`toolstop report --examples K` reads, for each candidate, up to K runs that ended right after it
+back from their checkpoints and puts the pairs in report.json and on the page; `toolstop explain`
+shows the same pair for one thread's runs. The record never holds content: only these two
+commands, on the user's request, read it from the checkpoints.
+
+Each text is masked (`mask_secrets`), stripped of control characters and cut at
+`EXAMPLE_CHARS` characters. The masking is `toolstop._secrets`' (credentials, URLs, e-mail and
+IP addresses) plus long hex or base64 runs; it does not hide names or order numbers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from toolstop._secrets import mask_secrets as _mask_secrets
+
+__all__ = [
+    "EXAMPLE_CHARS",
+    "THREADS_MAX",
+    "clean",
+    "ended_after_pair",
+    "mask_secrets",
+    "messages_at",
+    "read_examples",
+]
+
+EXAMPLE_CHARS = 2000
+"""A tool result or a final answer is cut at this many characters."""
+THREADS_MAX = 10
+"""At most this many threads are listed per candidate."""
+
+_LONG_RUNS = [
+    (re.compile(r"\b[A-Fa-f0-9]{32,}\b"), "***"),
+    (
+        re.compile(
+            r"\b(?=[A-Za-z0-9+/_-]*\d)(?=[A-Za-z0-9+/_-]*[A-Za-z])[A-Za-z0-9+/_-]{40,}={0,2}"
+        ),
+        "***",
+    ),
+]
+"""Long hex or base64 runs: keys with no recognisable prefix, shown in a pair as `***`."""
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def mask_secrets(text: str) -> str:
+    """`text` with what looks like a credential replaced by `***`.
+
+    What `toolstop._secrets` masks in exception texts, and long hex or base64 runs."""
+    text = _mask_secrets(text)
+    for pattern, replacement in _LONG_RUNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def clean(text: str, limit: int = EXAMPLE_CHARS) -> str:
+    """`text` masked, without control characters, cut at `limit` characters (marked `…`)."""
+    shown = _CONTROL.sub("", mask_secrets(text[: limit * 4]))
+    return shown if len(shown) <= limit else shown[:limit] + "…"
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            b if isinstance(b, str) else str(b.get("text", ""))
+            for b in content
+            if isinstance(b, (str, dict))
+        ]
+        return " ".join(p for p in parts if p)
+    return ""
+
+
+def ended_after_pair(
+    messages: Sequence[BaseMessage], tool: str | None = None
+) -> dict[str, Any] | None:
+    """The last run's final answer and the tool results right before it, cleaned.
+
+    `{"tools": [names], "tool_result": text, "final_answer": text}`; only `tool`'s results when
+    it is given. `None` when the messages do not end with a model answer right after a tool turn.
+    """
+    if not messages or not isinstance(messages[-1], AIMessage) or messages[-1].tool_calls:
+        return None
+    results: list[ToolMessage] = []
+    for message in reversed(messages[:-1]):
+        if isinstance(message, ToolMessage):
+            results.append(message)
+        elif isinstance(message, AIMessage):
+            break
+    results.reverse()
+    if tool is not None:
+        results = [r for r in results if r.name == tool]
+    if not results:
+        return None
+    return {
+        "tools": list(dict.fromkeys(str(r.name) for r in results)),
+        "tool_result": clean(" ".join(_text(r.content) for r in results)),
+        "final_answer": clean(_text(messages[-1].content)),
+    }
+
+
+def messages_at(database: Any, end: Any) -> list[BaseMessage] | None:
+    """The thread's messages at the checkpoint of `end` (a `RunEnd`), or `None` when unreadable."""
+    if end.checkpoint_id is None:
+        return None
+    config = {
+        "configurable": {
+            "thread_id": end.thread_id,
+            "checkpoint_ns": end.checkpoint_ns,
+            "checkpoint_id": end.checkpoint_id,
+        }
+    }
+    try:
+        found = database.full.get_tuple(config)
+    except Exception:  # a checkpoint toolstop cannot decode: no example from it
+        return None
+    if found is None:
+        return None
+    messages = (found.checkpoint.get("channel_values") or {}).get("messages")
+    return list(messages) if isinstance(messages, list) else None
+
+
+def read_examples(database: Any, kept: dict[str, list[Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Per tool, the example pairs of the runs `kept` for it (`Candidates.kept`), in order.
+
+    Each pair: `thread_id`, `run`, `tool_result`, `final_answer` (cleaned, see `clean`). A run
+    whose checkpoint cannot be read, or whose messages do not end after the tool, gives none.
+    """
+    found: dict[str, list[dict[str, Any]]] = {}
+    for tool, ends in kept.items():
+        for end in ends:
+            messages = messages_at(database, end)
+            pair = ended_after_pair(messages, tool) if messages is not None else None
+            if pair is not None:
+                found.setdefault(tool, []).append(
+                    {
+                        "thread_id": end.thread_id,
+                        "run": end.record.get("run"),
+                        "tool_result": pair["tool_result"],
+                        "final_answer": pair["final_answer"],
+                    }
+                )
+    return found

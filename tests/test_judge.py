@@ -1,0 +1,240 @@
+"""What the final answer did with a tool's result (`toolstop._judge`), and the advice the report
+draws from it (`toolstop.report.advice`), on pairs shaped like real traffic: JSON lists of
+flights the model filtered, receipts it paraphrased, JSON receipts rewritten as confirmations,
+retrieved chunks it picked from."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from toolstop._judge import FIELD_CHARS, FIELDS_MAX, judge, shape_of
+from toolstop.report.advice import Judgements, advise, verdict_of
+
+FLIGHTS = json.dumps(
+    [
+        {
+            "flight_number": f"HAT{n:03d}",
+            "origin": "JFK",
+            "destination": "SFO",
+            "scheduled_departure_time_est": f"{8 + n:02d}:00:00",
+            "prices": {"basic_economy": 100 + 7 * n, "economy": 200 + 11 * n},
+        }
+        for n in range(8)
+    ]
+)
+CANCELLED = json.dumps(
+    {"reservation_id": "ZFA04Y", "status": "cancelled", "refund": 450, "payment_id": "gift_7"}
+)
+POLICIES = (
+    "Returns: items can be returned within 30 days of delivery for a full refund when unused "
+    "and in their original packaging; refunds go to the original payment method within five "
+    "business days once the warehouse has inspected the parcel. "
+    "Shipping: standard delivery takes three to five business days; express delivery is "
+    "available in most regions for an extra fee and arrives the next business day when ordered "
+    "before noon; international parcels may be held by customs for additional checks, and "
+    "duties are paid by the recipient on arrival. Gift cards cannot be exchanged for cash."
+)
+
+
+@pytest.mark.parametrize(
+    ("result", "shape"),
+    [
+        ("", "empty"), ("  ", "empty"), ("[]", "empty"), ("{}", "empty"),
+        (FLIGHTS, "list"), ('{"flights": [1, 2]}', "list"), (CANCELLED, "object"),
+        ("42", "value"), ('"done"', "value"), ("Transferred.", "value"),
+        ("Order 1 ships Monday from Berlin.", "prose"), ("[not json", "value"),
+        ("{not json at all, but prose}", "prose"),
+    ],
+)  # fmt: skip
+def test_the_shape_of_a_result(result: str, shape: str) -> None:
+    assert shape_of(result)[0] == shape
+
+
+@pytest.mark.parametrize(
+    ("answer", "action"),
+    [
+        # filtered to the user's constraint, asked which to book: never a relay
+        ("The cheapest is HAT002 at 10:00 for $114 in basic economy. Which one should I book?",
+         "asked"),
+        # summed two legs: a number the result does not hold
+        ("HAT001 at 09:00 and HAT003 at 11:00 come to $228 together.", "computed"),
+        # picked one of eight
+        ("HAT001 leaves at 09:00 and costs $107 in basic economy.", "selected"),
+        # times and prices alone (digits) and the keys' words use no item: the model's own
+        ("Times vary: 00 and 00; origin, destination and economy prices differ.", "own"),
+    ],
+)  # fmt: skip
+def test_a_filtered_flight_list_is_never_relayed(answer: str, action: str) -> None:
+    judged = judge(FLIGHTS, answer)
+    assert judged["shape"] == "list"
+    assert judged["action"] == action
+
+
+def test_digits_keys_and_punctuation_do_not_make_an_answer_relayed() -> None:
+    result = json.dumps({"price": 1400, "time": "14:00", "gate": "B12"})
+    assert judge(result, "price, time -- {gate}: 00!")["action"] == "own"
+    assert judge("Flight at 14:00, 15:00, 16:00.", "14 00 15 00 16 00")["action"] == "own"
+
+
+def test_a_paraphrased_short_receipt_reads_as_relayed() -> None:
+    receipt = "Certificate 500 USD issued to user mia_li_3668 as compensation."
+    paraphrase = (
+        "I've sent you a $500 certificate as a gesture of goodwill. "
+        "Is there anything else I can help you with?"  # a closing, not a question to act on
+    )
+    assert judge(receipt, paraphrase) == {"shape": "prose", "action": "relayed", "fields": []}
+
+
+def test_reasoning_about_a_short_result_is_the_models_own() -> None:
+    figures = "Order 4800: price 120 EUR, restocking fee 35 EUR, return shipping 12 EUR."
+    reasoning = "Keeping it is cheaper for you than sending it back, so I suggest you do not."
+    assert judge(figures, reasoning)["action"] == "own"
+    assert judge(figures, "You would get 73 EUR back after the fees.")["action"] == "computed"
+
+
+def test_a_json_receipt_rewritten_as_a_confirmation_is_restated_with_its_fields() -> None:
+    answer = "Your reservation ZFA04Y is cancelled; the refund of $450 goes back to your card."
+    assert judge(CANCELLED, answer) == {
+        "shape": "object",
+        "action": "restated",
+        "fields": ["reservation_id", "status", "refund"],
+    }
+
+
+def test_an_answer_from_one_of_two_retrieved_chunks_selected_it() -> None:
+    answer = "Unused items can be returned within 30 days of delivery for a full refund."
+    assert judge(POLICIES, answer)["action"] == "selected"
+    assert judge(POLICIES, POLICIES)["action"] == "relayed"
+
+
+def test_field_names_are_masked_cut_and_capped() -> None:
+    hostile = {f"k{n}\x1b[31m<b>{'x' * 80}": f"value{n}word" for n in range(20)}
+    answer = " ".join(f"value{n}word" for n in range(20))
+    fields = judge(json.dumps(hostile), answer)["fields"]
+    assert len(fields) == FIELDS_MAX
+    assert all(len(f) <= FIELD_CHARS for f in fields)
+    assert all(
+        set(f) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+        for f in fields
+    )
+
+
+@pytest.mark.parametrize(
+    "result",
+    ["[" * 5000 + "]" * 5000, "[" * 30 + '"deep"' + "]" * 30,
+     json.dumps(list(range(100_000))), "\x00\ud800", "null", "true"],
+)  # fmt: skip
+def test_hostile_results_are_judged_without_a_crash(result: str) -> None:
+    judged = judge(result, "deep 5 answer?")
+    assert judged["action"] in ("asked", "computed", "selected", "relayed", "restated", "own")
+
+
+# -- the advice ---------------------------------------------------------------------------------
+def judged(**actions: int) -> dict[str, Any]:
+    return {"runs": sum(actions.values()), "actions": actions, "shapes": {}, "fields": ["id"]}
+
+
+@pytest.mark.parametrize(
+    ("runs", "ended", "cut", "actions", "advice"),
+    [
+        (20, 10, 2, {"relayed": 10}, "cut_short"),  # 2 of 20 runs: 1 in 10, never convert
+        (21, 10, 2, {"relayed": 10}, "convert"),  # under 1 in 10
+        (3, 3, 1, {"relayed": 3}, "cut_short"),
+        (8, 4, 0, {"relayed": 4}, "too_few"),
+        (8, 5, 0, {"relayed": 3, "restated": 2}, "convert"),
+        (8, 5, 0, {"relayed": 2, "restated": 1, "asked": 2}, "convert_with_answer"),
+        (8, 5, 0, {"restated": 2, "selected": 2, "own": 1}, "keep"),
+        (24, 24, 0, {"selected": 10, "computed": 8, "asked": 6}, "keep"),
+    ],
+)  # fmt: skip
+def test_the_advice_bands(
+    runs: int, ended: int, cut: int, actions: dict[str, int], advice: str
+) -> None:
+    got, why = advise(
+        runs=runs, ended_runs=ended, cut_short_runs=cut, judged=judged(**actions), verdict="keep"
+    )
+    assert got == advice, why
+
+
+def test_the_advice_says_why() -> None:
+    assert advise(
+        runs=8, ended_runs=5, cut_short_runs=0, judged=judged(restated=4, own=1), verdict="keep"
+    )[1] == (
+        "in 4 of 5 runs the answer only restated the result (id): have the tool write the "
+        "user's text with signal(..., answer=...)"
+    )
+    assert advise(runs=30, ended_runs=24, cut_short_runs=4, judged=judged(own=1), verdict="keep")[
+        1
+    ] == (
+        "a stop on it would have skipped later tool calls in 4 of its 30 runs: do not convert "
+        "it as it is"
+    )
+    keep = advise(
+        runs=9, ended_runs=6, cut_short_runs=0, judged=judged(asked=4, own=2), verdict="x"
+    )
+    assert keep == (
+        "keep",
+        "the model went beyond the result (asked 4, own 2 of 6 runs): keep the model",
+    )
+
+
+def test_records_without_a_judgement_fall_back_on_the_verdict() -> None:
+    none = {"runs": 0, "actions": {}, "shapes": {}, "fields": []}
+    kw: dict[str, Any] = {"runs": 9, "ended_runs": 6, "cut_short_runs": 0, "judged": none}
+    assert advise(**kw, verdict="candidate")[0] == "convert"
+    assert advise(**kw, verdict="mixed")[0] == "keep"
+    assert [verdict_of(a, 3) for a in ("convert", "convert_with_answer", "keep", "cut_short")] == [
+        "candidate", "candidate", "keep", "keep",
+    ]  # fmt: skip
+    assert (verdict_of("too_few", 3), verdict_of("too_few", 0)) == ("few", "none")
+
+
+def test_odd_judgements_count_as_nothing() -> None:
+    judgements = Judgements()
+    for odd in (None, [], {"t": "x"}, {"t": {"action": "shouted", "shape": "prose"}},
+                {"t": {"action": "own", "shape": 3}}):  # fmt: skip
+        judgements.add(odd)
+    assert judgements.of("t")["runs"] == 0
+    judgements.add({"t": {"action": "restated", "shape": "object", "fields": ["a", 3, "b", "a"]}})
+    assert judgements.of("t") == {
+        "runs": 1,
+        "actions": {"restated": 1},
+        "shapes": {"object": 1},
+        "fields": ["a", "b"],
+    }
+
+
+def test_a_judge_that_fails_leaves_the_tool_out_and_the_record_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bug in the heuristic must never break a run's end: the record is written without it."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from toolstop import StopPolicy, _lifecycle
+    from toolstop._lifecycle import answered, ended_after, open_run
+    from toolstop.decision import current_turn
+
+    def broken(result: str, answer: str) -> dict[str, Any]:
+        raise ZeroDivisionError
+
+    asking = AIMessage("", id="a1", tool_calls=[{"name": "t", "args": {}, "id": "c1"}])
+    messages = [
+        HumanMessage("q", id="h"),
+        asking,
+        ToolMessage("result", tool_call_id="c1", name="t"),
+    ]
+    run = open_run(None, None, StopPolicy(mode="never"), None, messages=messages[:1])
+    run = {**run, "record": {**run["record"], "tool_turns": 1}}
+    final = AIMessage("result", id="a2")
+    _, run = answered(run, final, StopPolicy(), remaining_steps=None, loop_steps=2)
+    turn = current_turn(messages)
+    assert ended_after(run, turn, final)["record"]["ended_after"]["judged"] == {
+        "t": {"shape": "value", "action": "relayed", "fields": []}
+    }
+    monkeypatch.setattr(_lifecycle, "judge", broken)
+    after = ended_after(run, turn, final)["record"]["ended_after"]
+    assert after["judged"] == {}
+    assert after["tools"] == {"t": 1.0}
