@@ -1227,6 +1227,10 @@ def test_a_wrong_rule_on_a_raising_scenario_says_the_exception_was_hidden() -> N
     assert said + engine._HIDDEN_ERROR_HINT in engine._run_breaches(base, base, hidden, 1)
     shown = {**hidden, "tool_results": golden["tool_results"]}
     assert said in engine._run_breaches(base, base, shown, 1)
+    other = SCENARIOS["invalid-signals.hard"]  # forces a result without a signal: no hint
+    assert not any(
+        b.endswith(engine._HIDDEN_ERROR_HINT) for b in engine._run_breaches(other, other, hidden, 1)
+    )
 
 
 def test_an_async_def_tool_gets_an_async_only_stand_in() -> None:

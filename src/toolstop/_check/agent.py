@@ -394,7 +394,8 @@ def _run_breaches(
         )
     want = _expected_rule(base)
     if isinstance(record, dict) and want is not None and record.get("rule") != want:
-        hint = _HIDDEN_ERROR_HINT if _errors_hidden(actual) else ""
+        hidden = base.name in _RAISES and _errors_hidden(actual)
+        hint = _HIDDEN_ERROR_HINT if hidden else ""
         breaches.append(
             f"the stop record's rule is {record.get('rule')!r}; toolstop's own router records "
             f"{want!r} on this scenario{hint}"
@@ -413,8 +414,9 @@ def _async_only(tool: BaseTool) -> bool:
 
 
 def _errors_hidden(actual: Transcript) -> bool:
-    """Whether a tool of a raising scenario answered without an error status: a result reads
-    `invalid:unsignalled` where the stand-in raised (it never returns without a signal)."""
+    """Whether a tool of a raising scenario (`_RAISES`) answered without an error status: a
+    result reads `invalid:unsignalled` where the stand-in raised (in those scenarios it never
+    returns a result without a signal)."""
     results = actual.get("tool_results") or []
     return any(isinstance(r, dict) and r.get("signal") == "invalid:unsignalled" for r in results)
 
