@@ -292,7 +292,7 @@ def test_bench_runs_the_async_agent_over_a_real_client(
     assert modes["hard"]["rules"] == {"completed": 2}
     assert document["headline"]["agent"]["model_calls_hard_vs_never"] == 0.5
     header = text.splitlines()[1].split()
-    assert header[-2:] == ["tool", "errors"]
+    assert header[-3:] == ["tool", "errors", "reviews"]  # the agent's own review paused runs
 
 
 FAILING_TOOL = '''

@@ -359,7 +359,7 @@ def test_the_matrix_on_one_tool_without_middleware() -> None:
     ]
     assert "invalid-signals.hard" in keys
     assert "step-budget@fetch.hard" in keys
-    assert len(keys) == len(set(keys)) == 17
+    assert len(keys) == len(set(keys)) == 18
     for scenario, base in found:
         assert scenario.policy == base.policy
         assert scenario.name.split("@")[0] == base.name
@@ -625,6 +625,7 @@ def test_a_run_is_driven_with_the_checks_reviewer_and_a_saver(
             "reviewer": REVIEWER,
             "checkpointer": True,
             "run_async": False,
+            "run_config": None,
         },
         {
             "scenario": SUCCESS,
@@ -633,8 +634,12 @@ def test_a_run_is_driven_with_the_checks_reviewer_and_a_saver(
             "reviewer": REVIEWER,
             "checkpointer": True,
             "run_async": False,
+            "run_config": None,
         },
     ]
+    mine = {"configurable": {"passenger_id": "p"}}
+    engine._Runner("router", mine).run(SUCCESS)  # type: ignore[arg-type]
+    assert runs.calls[-1]["run_config"] is mine
 
 
 def test_a_run_that_needs_async_is_run_again_async_and_so_is_every_run_after_it(
@@ -736,7 +741,7 @@ def test_the_whole_matrix_passes_on_a_graph_factory() -> None:
     check.assert_passed()
     assert check.factory == "graph_agent"
     assert seen == check.results
-    assert len(check.results) == 17
+    assert len(check.results) == 18
     assert check.goldens is None
     results = by_key(check)
     step = results["step-budget@fetch.hard"]
@@ -761,7 +766,7 @@ def test_scenarios_are_chosen_by_name_or_key_of_either_the_run_or_the_matrix() -
         "fatal@fetch.never",
         "answer@fetch.hard",
     ]
-    assert len(check_agent(graph_agent, [fetch], scenarios=[]).results) == 17
+    assert len(check_agent(graph_agent, [fetch], scenarios=[]).results) == 18
 
 
 def test_an_unknown_scenario_is_refused_with_the_known_names() -> None:
@@ -770,7 +775,7 @@ def test_an_unknown_scenario_is_refused_with_the_known_names() -> None:
     assert str(error.value) == (
         "unknown scenario ['nope', 'zzz']; known: answer, budget-model, fatal, "
         "injected-control-text, invalid-signals, policy-block, retryable-then-success, "
-        "step-budget, success, tool-exception, transient-forever"
+        "step-budget, success, tool-exception, tool-raises-forever, transient-forever"
     )
 
 
@@ -1141,3 +1146,139 @@ def test_the_nodes_of_an_agent_that_is_not_a_graph_are_not_read() -> None:
     names, stop, [note] = preflight._preflight(as_factory(factory), [fetch])
     assert (names, stop) == (frozenset(), "")
     assert note.startswith("your agent is a NotAGraph, not a compiled LangGraph graph")
+
+
+def _tutorial_fallback(tools: list[BaseTool], status: str | None) -> Any:
+    """The customer-support tutorial's `create_tool_node_with_fallback`; `status` as it sets it
+    (the tutorial sets none)."""
+    from langchain_core.messages import ToolMessage
+    from langchain_core.runnables import RunnableLambda
+    from langgraph.prebuilt import ToolNode
+
+    def handle_tool_error(state: dict[str, Any]) -> dict[str, Any]:
+        calls = state["messages"][-1].tool_calls
+        extra = {"status": status} if status else {}
+        return {
+            "messages": [
+                ToolMessage(f"Error: {state.get('error')!r}", tool_call_id=c["id"], **extra)
+                for c in calls
+            ]
+        }
+
+    return ToolNode(tools).with_fallbacks(
+        [RunnableLambda(handle_tool_error)], exception_key="error"
+    )
+
+
+@pytest.mark.parametrize("status", [None, "error"])
+def test_a_tool_that_keeps_raising_through_the_tutorials_fallback_ends_on_the_budget(
+    status: str | None,
+) -> None:
+    def tutorial(model: Any, tools: list[BaseTool], policy: StopPolicy) -> Any:
+        return build_react_graph(model, _tutorial_fallback(tools, status), policy=policy)
+
+    check = check_agent(tutorial, [fetch], scenarios=["tool-raises-forever", "tool-exception"])
+    check.assert_passed()
+    [forever] = [r for r in check.results if r.scenario.name == "tool-raises-forever@fetch"]
+    assert forever.actual["stop_record"]["rule"] == "retry_budget"
+
+
+@needs_middleware
+def test_an_error_handler_that_hides_the_exception_is_caught_with_a_hint() -> None:
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain_core.messages import ToolMessage
+
+    from toolstop import StopOnArtifact
+
+    class Swallow(AgentMiddleware):
+        """A tool-error handler that builds a plain ToolMessage (no `status="error"`)."""
+
+        def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+            try:
+                return handler(request)
+            except Exception as error:  # what the handler under test does
+                return ToolMessage(f"Error: {error!r}", tool_call_id=request.tool_call["id"])
+
+    def hiding(model: Any, tools: list[BaseTool], policy: StopPolicy) -> Any:
+        return create_agent(model, tools, middleware=[Swallow(), StopOnArtifact(policy)])
+
+    [run] = check_agent(hiding, [fetch], scenarios=["tool-raises-forever"]).results
+    assert not run.passed
+    assert run.breaches[0].endswith(engine._HIDDEN_ERROR_HINT)
+    assert "ScriptExhaustedError" in run.breaches[0]
+
+
+def test_a_wrong_rule_on_a_raising_scenario_says_the_exception_was_hidden() -> None:
+    from toolstop._check.harness import load_golden
+
+    base = SCENARIOS["tool-raises-forever.hard"]
+    golden = load_golden(base, "graph")
+    assert golden is not None
+    hidden = {
+        **golden,
+        "tool_results": [{"tool": "lookup", "signal": "invalid:unsignalled"}] * 4,
+        "stop_record": {**golden["stop_record"], "rule": "step_budget"},
+    }
+    said = (
+        "the stop record's rule is 'step_budget'; toolstop's own router records 'retry_budget' "
+        "on this scenario"
+    )
+    assert said + engine._HIDDEN_ERROR_HINT in engine._run_breaches(base, base, hidden, 1)
+    shown = {**hidden, "tool_results": golden["tool_results"]}
+    assert said in engine._run_breaches(base, base, shown, 1)
+    other = SCENARIOS["invalid-signals.hard"]  # forces a result without a signal: no hint
+    assert not any(
+        b.endswith(engine._HIDDEN_ERROR_HINT) for b in engine._run_breaches(other, other, hidden, 1)
+    )
+
+
+def test_an_async_def_tool_gets_an_async_only_stand_in() -> None:
+    import asyncio
+
+    from toolstop.testing.stand_ins import stand_in
+
+    @tool(response_format="content_and_artifact")
+    async def afetch(n: int) -> tuple[str, dict[str, Any]]:
+        """Fetch a numbered page, in async code."""
+        return "page", signal(Outcome.COMPLETED)
+
+    double = stand_in(afetch, DONE)
+    with pytest.raises(NotImplementedError):
+        double.invoke({"n": 1})
+    assert asyncio.run(double.ainvoke({"n": 1})) == DONE[0]
+    assert stand_in(fetch, DONE).invoke({"n": 1}) == DONE[0]  # a sync tool stays sync
+
+
+@needs_middleware
+def test_an_agent_with_an_async_def_tool_is_checked_through_astream_from_the_first_run() -> None:
+    """Even when its error handler turns the sync failure into a message (the docs' first
+    `error_text` did): the check knows from the tools, not from the failure."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import AgentMiddleware, ToolRetryMiddleware
+
+    from toolstop import StopOnArtifact
+
+    @tool(response_format="content_and_artifact")
+    async def afetch(n: int) -> tuple[str, dict[str, Any]]:
+        """Fetch a numbered page, in async code."""
+        return "page", signal(Outcome.COMPLETED)
+
+    seen: list[str] = []
+
+    class Seen(AgentMiddleware):
+        def wrap_model_call(self, request: Any, handler: Any) -> Any:
+            seen.append("sync")
+            return handler(request)
+
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            seen.append("async")
+            return await handler(request)
+
+    def agent(model: Any, tools: list[BaseTool], policy: StopPolicy) -> Any:
+        swallow = ToolRetryMiddleware(max_retries=0, on_failure=lambda error: f"Error: {error!r}")
+        return create_agent(model, tools, middleware=[Seen(), swallow, StopOnArtifact(policy)])
+
+    check = check_agent(agent, [afetch], scenarios=["success@afetch.hard"])
+    check.assert_passed()
+    assert set(seen) == {"async"}  # every model call, none through the sync hook

@@ -848,6 +848,9 @@ def test_a_result_summary_is_one_json_row() -> None:
     assert row["actual_model_calls"] is None
     assert row["passed"] is True
     assert row["breaches"] == []
+    assert "interrupts" not in row  # only a run your own review paused has them
+    paused = CheckResult(scenario=s, router="r", expected=None, actual={"interrupts": ["Own"]})
+    assert paused.summary()["interrupts"] == ["Own"]
 
 
 def test_a_golden_is_not_written_from_a_run_that_breaks_an_invariant() -> None:

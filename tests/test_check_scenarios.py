@@ -89,7 +89,7 @@ def described(scenario: Scenario) -> tuple[Any, ...]:
 
 MATRIX: dict[str, tuple[Any, ...]] = {
     "success.hard": (
-        "A search hit stops with the page, no second model call.",
+        "A completed result stops with the tool's text, no second model call.",
         {"lookup": [DONE]},
         [("lookup", {"query": "refunds"})],
         {},
@@ -97,7 +97,7 @@ MATRIX: dict[str, tuple[Any, ...]] = {
         {},
     ),
     "retryable-then-success.hard": (
-        "A timeout goes back to the model; the retry's hit stops.",
+        "A transient failure goes back to the model; the retry's completed result stops.",
         {"lookup": [RETRY, DONE]},
         [("lookup", {"query": "refunds"}), ("lookup", {"query": "refunds"})],
         {},
@@ -113,7 +113,7 @@ MATRIX: dict[str, tuple[Any, ...]] = {
         {},
     ),
     "success.polish": (
-        "A search hit stops with the page, no second model call.",
+        "A completed result stops with the tool's text, no second model call.",
         {"lookup": [DONE]},
         [("lookup", {"query": "refunds"}), NARRATION],
         {"mode": "polish"},
@@ -121,7 +121,7 @@ MATRIX: dict[str, tuple[Any, ...]] = {
         {},
     ),
     "retryable-then-success.polish": (
-        "A timeout goes back to the model; the retry's hit stops.",
+        "A transient failure goes back to the model; the retry's completed result stops.",
         {"lookup": [RETRY, DONE]},
         [("lookup", {"query": "refunds"}), ("lookup", {"query": "refunds"}), NARRATION],
         {"mode": "polish"},
@@ -137,7 +137,7 @@ MATRIX: dict[str, tuple[Any, ...]] = {
         {},
     ),
     "success.never": (
-        "A search hit stops with the page, no second model call.",
+        "A completed result stops with the tool's text, no second model call.",
         {"lookup": [DONE]},
         [("lookup", {"query": "refunds"}), ANSWER],
         {"mode": "never"},
@@ -145,7 +145,7 @@ MATRIX: dict[str, tuple[Any, ...]] = {
         {},
     ),
     "retryable-then-success.never": (
-        "A timeout goes back to the model; the retry's hit stops.",
+        "A transient failure goes back to the model; the retry's completed result stops.",
         {"lookup": [RETRY, DONE]},
         [("lookup", {"query": "refunds"}), ("lookup", {"query": "refunds"}), ANSWER],
         {"mode": "never"},
@@ -177,7 +177,7 @@ MATRIX: dict[str, tuple[Any, ...]] = {
         {},
     ),
     "transient-forever.hard": (
-        "A tool that always times out ends with rule retry_budget.",
+        "A tool that always fails transiently ends with rule retry_budget.",
         {"lookup": [RETRY]},
         [("lookup", {}), ("lookup", {}), ("lookup", {}), ("lookup", {})],
         {},
@@ -248,6 +248,15 @@ MATRIX: dict[str, tuple[Any, ...]] = {
         [("lookup", {}), ANSWER],
         {},
         False,
+        {},
+    ),
+    "tool-raises-forever.hard": (
+        "A tool that always raises ends with rule retry_budget: each exception is an error "
+        "message, counted against the retry budget.",
+        {"lookup": ["raises RuntimeError: backend exploded"]},
+        [("lookup", {}), ("lookup", {}), ("lookup", {}), ("lookup", {})],
+        {},
+        True,
         {},
     ),
     "parallel-all-stop-first.hard": (

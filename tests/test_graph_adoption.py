@@ -91,9 +91,62 @@ def test_a_tool_node_in_any_of_langchains_wrappers_is_found() -> None:
     ):
         assert find_tool_node(wrapped) is node
         graph = build_react_graph(ScriptedChatModel([]), wrapped)
-        assert graph.nodes["tools"].bound is wrapped
+        assert find_tool_node(graph.nodes["tools"].bound) is node
     assert find_tool_node(RunnableLambda(handle_tool_error)) is None
     assert find_tool_node(lookup_policy) is None
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_fallbacks_errors_spend_the_retry_budget(mode: str) -> None:
+    """The tutorial's fallback builds ToolMessages without `status="error"`: they are a raised
+    tool's answer all the same, so a tool that always raises ends on the retry budget."""
+    model = ScriptedChatModel([call("search_flights", airport="BSL")] * 5 + ["gave up"])
+    graph = build_react_graph(
+        model, with_fallback([search_flights]), policy=StopPolicy(max_transient_retries=2)
+    )
+    state = invoke(graph, mode)
+    record = state["stop_record"]
+    assert (record["rule"], record["model_calls"], record["transient_retries"]) == (
+        "retry_budget",
+        3,
+        2,
+    )
+    assert [s["problem"] for s in record["invalid_signals"]] == ["tool_error"] * 3
+    errors = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert [m.status for m in errors] == ["error"] * 3
+    assert errors[0].content.startswith("Error: RuntimeError('no database for BSL')")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_fallbacks_result_with_an_artifact_is_not_marked(mode: str) -> None:
+    """A fallback that is a backup ToolNode whose tools signal speaks for itself."""
+
+    @tool("search_flights", response_format="content_and_artifact")
+    def backup_search(airport: str) -> tuple[str, dict[str, Any]]:
+        """Search flights on the backup system."""
+        return f"Backup: flight LX1 from {airport}.", signal(Outcome.COMPLETED)
+
+    node = ToolNode([search_flights]).with_fallbacks(
+        [ToolNode([backup_search])], exception_key="error"
+    )
+    model = ScriptedChatModel([call("search_flights", airport="BSL")])
+    state = invoke(build_react_graph(model, node), mode)
+    assert state["stop_record"]["rule"] == "completed"
+    assert state["messages"][-1].content == "Backup: flight LX1 from BSL."
+
+
+def test_a_fallbacks_messages_are_marked_in_every_shape() -> None:
+    from toolstop.tools import _fallback_errors
+
+    plain = ToolMessage("oops", tool_call_id="1")
+    signalled = ToolMessage("ok", tool_call_id="2", artifact=signal(Outcome.COMPLETED))
+    for shape in ({"messages": [plain, signalled]}, [plain, signalled]):
+        out = _fallback_errors(shape)
+        messages = out["messages"] if isinstance(out, dict) else out
+        assert [m.status for m in messages] == ["error", "success"]
+    assert plain.status == "success"  # a copy is marked, the fallback's own is left alone
+    assert _fallback_errors(plain).status == "error"
+    assert _fallback_errors("not a message") == "not a message"
 
 
 def test_a_node_function_is_refused_in_one_sentence() -> None:

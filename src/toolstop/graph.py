@@ -51,7 +51,13 @@ from toolstop.errors import ToolstopConfigError
 from toolstop.observe import apublish_run_end, publish_run_end
 from toolstop.policy import StopPolicy, resolve_policy
 from toolstop.record import StopRecord, count_model_call
-from toolstop.tools import check_tools, find_tool_node, reject_return_direct, tool_error_text
+from toolstop.tools import (
+    check_tools,
+    find_tool_node,
+    mark_fallback_errors,
+    reject_return_direct,
+    tool_error_text,
+)
 
 _RunnableCallable: Any
 try:  # private, but stable across langgraph 0.6.6 - 1.2; a fallback keeps us working without it
@@ -345,7 +351,9 @@ def build_react_graph(
         tools: Tools (or callables), or a ready tools node used as it is: a `ToolNode`, or one
             wrapped by `with_fallbacks`, `with_config` or `with_retry` (the customer-support
             tutorial's `ToolNode(tools).with_fallbacks([...], exception_key="error")`); the
-            model is bound to the `ToolNode`'s tools. Tools signal through
+            model is bound to the `ToolNode`'s tools; the ToolMessages a fallback returns are
+            marked `status="error"` (it ran because a tool raised), so they count against the
+            retry budget as `ToolNode`'s own error messages do. Tools signal through
             `content_and_artifact`; plain tools work too (their results go back to the model).
         policy: The stop policy; `StopPolicy()` by default.
         prompt: What LangGraph's `create_react_agent` takes, applied before every model call
@@ -397,7 +405,9 @@ def _tools_node(tools: Any, where: str) -> tuple[Any, list[BaseTool]]:
     """The graph's `tools` node and the tools it runs (bound to the model).
 
     A list of tools gets LangGraph's `ToolNode` with toolstop's error text; a `ToolNode`, or one
-    wrapped (`with_fallbacks`, `with_config`, `with_retry`), is used as it is.
+    wrapped (`with_fallbacks`, `with_config`, `with_retry`), is used as it is, but for the
+    ToolMessages a fallback returns, which are marked `status="error"`
+    (`toolstop.tools.mark_fallback_errors`).
 
     Raises:
         ToolstopConfigError: for a runnable with no `ToolNode` inside (a node function): the
@@ -412,7 +422,7 @@ def _tools_node(tools: Any, where: str) -> tuple[Any, list[BaseTool]]:
                 "so the tools to bind to the model cannot be seen: pass the tools list"
             )
             raise ToolstopConfigError(msg)
-        return tools, list(found.tools_by_name.values())
+        return mark_fallback_errors(tools), list(found.tools_by_name.values())
     if isinstance(tools, BaseTool) or not isinstance(tools, Sequence):
         msg = (
             f"{where} takes a list of tools or a ToolNode, got {type(tools).__name__} (put a "

@@ -23,6 +23,7 @@ __all__ = [
     "as_content_and_artifact",
     "check_tools",
     "find_tool_node",
+    "mark_fallback_errors",
     "reject_return_direct",
     "tool_call",
     "tool_error_text",
@@ -70,7 +71,8 @@ def tool_error_text(error: Exception) -> str:
     whose `str()` fails is shown by its type name alone.
 
     The hand-built graph and the legacy drop-in answer a tool's exception with this text (an
-    error ToolMessage, which toolstop counts as a transient failure). `create_agent` fails the
+    error ToolMessage, which toolstop routes as a transient failure, against the retry budget,
+    and records as problem `tool_error`). `create_agent` fails the
     run on a tool exception unless error middleware answers it; pass this function to
     langchain's `ToolErrorMiddleware(on_error=lambda error, request: tool_error_text(error))`
     for the same text there.
@@ -87,7 +89,8 @@ class ToolTimeoutError(ToolstopError, TimeoutError):
     """A tool wrapped by `with_timeout` did not answer in time.
 
     Raised inside the tool, so the tool node turns it into an error ToolMessage: the model sees
-    it, and toolstop counts it as a transient failure against the retry budget.
+    it, and toolstop routes it as a transient failure against the retry budget (recorded as
+    problem `tool_error`).
     """
 
 
@@ -255,3 +258,69 @@ def find_tool_node(node: Any) -> Any | None:
         else:
             return None
     return None
+
+
+def _fallback_errors(output: Any) -> Any:
+    """A fallback's output with its ToolMessages marked as errors (see `mark_fallback_errors`).
+
+    Only a ToolMessage with neither `status="error"` nor an artifact is marked: one with an
+    artifact speaks for itself (a backup `ToolNode` whose tools signal). The content is never
+    read."""
+
+    def mark(message: Any) -> Any:
+        if (
+            isinstance(message, ToolMessage)
+            and message.status != "error"
+            and message.artifact is None
+        ):
+            return message.model_copy(update={"status": "error"})
+        return message
+
+    if isinstance(output, dict) and isinstance(output.get("messages"), list):
+        return {**output, "messages": [mark(m) for m in output["messages"]]}
+    if isinstance(output, list):
+        return [mark(m) for m in output]
+    return mark(output)
+
+
+async def _afallback_errors(output: Any) -> Any:
+    return _fallback_errors(output)
+
+
+def mark_fallback_errors(node: Any) -> Any:
+    """`node` with the ToolMessages its `with_fallbacks` fallbacks return marked as errors.
+
+    A fallback of a tools node runs because the `ToolNode` raised: what it answers is that
+    call's error, whatever its text. LangGraph's customer-support tutorial
+    (`create_tool_node_with_fallback`) builds those ToolMessages without `status="error"`, so
+    the decision would read a raised exception as a plain result (`unsignalled`): back to the
+    model without touching the retry budget, and a tool that always raises loops until the
+    step budget. Marked, it is a `tool_error`, counted against `max_transient_retries`, as
+    `ToolNode`'s own error handling is. The mark comes from where the message was made (the
+    fallback path), never from its content.
+
+    Looks through `with_config` / `bind` / `with_retry` (`RunnableBinding`) and nested
+    `with_fallbacks`, as `find_tool_node` does; any other node is returned as it is.
+    Deliberately not handled: a node function that catches the exception itself (the check's
+    `tool-raises-forever` scenario shows it), a fallback whose output is a `Command`.
+    """
+    from langchain_core.runnables import RunnableLambda
+    from langchain_core.runnables.base import RunnableBindingBase
+    from langchain_core.runnables.fallbacks import RunnableWithFallbacks
+
+    def marked(current: Any, depth: int) -> Any:
+        if depth >= _UNWRAP_DEPTH:
+            return current
+        if isinstance(current, RunnableWithFallbacks):
+            marker = RunnableLambda(_fallback_errors, afunc=_afallback_errors, name="error")
+            return current.model_copy(
+                update={
+                    "runnable": marked(current.runnable, depth + 1),
+                    "fallbacks": [fallback | marker for fallback in current.fallbacks],
+                }
+            )
+        if isinstance(current, RunnableBindingBase):
+            return current.model_copy(update={"bound": marked(current.bound, depth + 1)})
+        return current
+
+    return marked(node, 0)

@@ -17,7 +17,7 @@ it they are listed in `AgentCheck.skipped`, with why.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,13 @@ _RAISED_HINT = (
     " (create_agent re-raises a tool's exception: add langchain's ToolErrorMiddleware, or "
     "ToolRetryMiddleware(max_retries=0, on_failure=...), to send it back to the model)"
 )
+
+_HIDDEN_ERROR_HINT = (
+    " (your tool's exception reached the model as a plain result, so the retry budget never "
+    "counted it: give the ToolMessage your error handler or tools-node fallback builds "
+    'status="error")'
+)
+_RAISES = frozenset({"tool-exception", "tool-raises-forever"})
 
 _NOT_TOOLSTOP_HINT = (
     " (add StopOnArtifact(policy) to your create_agent middleware, or build with "
@@ -364,8 +371,10 @@ def _run_breaches(
     if base.name == "step-budget":  # the script is longer than any agent's budget, on purpose
         breaches = [b for b in breaches if "scripted answers unused" not in b]
     if "error" in actual:
-        if base.name == "tool-exception" and "backend exploded" in actual["error"]:
+        if base.name in _RAISES and "backend exploded" in actual["error"]:
             breaches = [b + _RAISED_HINT if "the run raised" in b else b for b in breaches]
+        elif base.name == "tool-raises-forever" and _errors_hidden(actual) and breaches:
+            breaches[0] += _HIDDEN_ERROR_HINT
         elif "ScriptExhaustedError" in actual["error"] and breaches and stop in _STOP_HINTS:
             breaches[0] += _STOP_HINTS[stop]
         return breaches
@@ -385,9 +394,11 @@ def _run_breaches(
         )
     want = _expected_rule(base)
     if isinstance(record, dict) and want is not None and record.get("rule") != want:
+        hidden = base.name in _RAISES and _errors_hidden(actual)
+        hint = _HIDDEN_ERROR_HINT if hidden else ""
         breaches.append(
             f"the stop record's rule is {record.get('rule')!r}; toolstop's own router records "
-            f"{want!r} on this scenario"
+            f"{want!r} on this scenario{hint}"
         )
     if isinstance(record, dict) and run_ends != 1:
         breaches.append(
@@ -397,6 +408,19 @@ def _run_breaches(
     return breaches
 
 
+def _async_only(tool: BaseTool) -> bool:
+    """A tool written with `async def` (it cannot run in `invoke()`)."""
+    return getattr(tool, "func", None) is None and getattr(tool, "coroutine", None) is not None
+
+
+def _errors_hidden(actual: Transcript) -> bool:
+    """Whether a tool of a raising scenario (`_RAISES`) answered without an error status: a
+    result reads `invalid:unsignalled` where the stand-in raised (in those scenarios it never
+    returns a result without a signal)."""
+    results = actual.get("tool_results") or []
+    return any(isinstance(r, dict) and r.get("signal") == "invalid:unsignalled" for r in results)
+
+
 def check_agent(
     factory: Callable[..., Any] | AgentFactory,
     tools: Sequence[BaseTool],
@@ -404,6 +428,7 @@ def check_agent(
     goldens: Path | str | None = None,
     scenarios: Sequence[str] | None = None,
     on_result: Callable[[CheckResult], None] | None = None,
+    run_config: Mapping[str, Any] | None = None,
 ) -> AgentCheck:
     """Run toolstop's scenario matrix through your agent factory, with stand-ins of `tools`.
 
@@ -419,6 +444,9 @@ def check_agent(
         scenarios: Only these scenarios, by name (`success`, `success@search`) or key
             (`success@search.hard`).
         on_result: Called after each run (progress reporting).
+        run_config: Merged into each run's config: `configurable` (for tools and prompts that
+            read `config["configurable"]`, such as a passenger id), `tags`, `metadata`. The
+            check sets the thread id, callbacks and recursion limit itself.
 
     Raises:
         ToolstopConfigError: the factory raises when called, returns something without
@@ -442,7 +470,9 @@ def check_agent(
     router = _router(factory)
     directory = Path(goldens) if goldens is not None else None
     results = []
-    runner = _Runner(router)
+    # an agent with an `async def` tool runs through astream from the first run: its stand-in is
+    # async-only too, and an error handler of yours may turn the sync failure into a message
+    runner = _Runner(router, run_config, run_async=any(_async_only(t) for t in tools))
     with planned_malformed_signals_hidden():
         for scenario, base in matrix:
             if base.name == "step-budget":
@@ -487,13 +517,21 @@ agent is broken: the run's breaches say how)."""
 
 
 class _Runner:
-    """Runs the scenarios on your agent: synchronously until a run shows that the agent works
-    only in async code (an `async def` tool, a middleware with only `awrap_model_call`), then
-    through `astream` (that run again, and every run after it)."""
+    """Runs the scenarios on your agent: through `astream` from the first run when `run_async`
+    (an `async def` tool), else synchronously until a run shows that the agent works only in
+    async code (a middleware with only `awrap_model_call`), then through `astream` (that run
+    again, and every run after it)."""
 
-    def __init__(self, router: Router) -> None:
+    def __init__(
+        self,
+        router: Router,
+        run_config: Mapping[str, Any] | None = None,
+        *,
+        run_async: bool = False,
+    ) -> None:
         self.router = router
-        self.run_async = False
+        self.run_async = run_async
+        self.run_config = run_config
 
     def run(self, scenario: Scenario, run_ends: _RunEnds | None = None) -> Transcript:
         def once() -> Transcript:
@@ -504,6 +542,7 @@ class _Runner:
                 reviewer=REVIEWER,
                 checkpointer=True,
                 run_async=self.run_async,
+                run_config=self.run_config,
             )
 
         actual = once()

@@ -6,7 +6,7 @@ import itertools
 import json
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
@@ -16,6 +16,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from toolstop._check.routers import Router, arun_agent, in_new_loop, resumable, run_agent
+from toolstop._check.run_config import merged_config
 from toolstop._check.scenarios import Scenario
 from toolstop.decision import content_text, read_signal, shown
 from toolstop.testing.history import PROVIDERS, history_problems
@@ -59,6 +60,11 @@ def _signal(message: ToolMessage) -> str:
         return f"invalid:{signal.problem.value}"
     assert signal.reason is not None
     return f"{signal.reason.value}:{'stop' if signal.stop else 'continue'}"
+
+
+def _tool_results(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """Each tool result of a run: its tool and how toolstop read its signal."""
+    return [{"tool": m.name, "signal": _signal(m)} for m in messages if isinstance(m, ToolMessage)]
 
 
 def _normalise_record(record: Any) -> Any:
@@ -145,9 +151,7 @@ def transcript_of(
     if model is not None:
         transcript["model_calls"] = _calls(model)
         transcript["script"] = {"steps": len(scenario.script), "unused": model.remaining}
-    transcript["tool_results"] = [
-        {"tool": m.name, "signal": _signal(m)} for m in messages if isinstance(m, ToolMessage)
-    ]
+    transcript["tool_results"] = _tool_results(messages)
     transcript["final"] = _final(messages)
     record = state.get("stop_record")
     if isinstance(record, dict) and record.get("rule") in ("completed", "fatal"):
@@ -249,6 +253,7 @@ def run_scenario(
     reviewer: str = REVIEWER,
     checkpointer: bool = False,
     run_async: bool = False,
+    run_config: Mapping[str, Any] | None = None,
 ) -> Transcript:
     """Run `scenario` on `router` and return its transcript (an exception is recorded, not raised).
 
@@ -262,6 +267,8 @@ def run_scenario(
     those are listed in the transcript's `interrupts`. `checkpointer`: give every run an
     in-memory checkpointer (not only the review scenarios), so any interrupt can be resumed.
     `run_async`: run through `astream` (for async tools and async-only middleware).
+    `run_config`: your own run config (`configurable`, `tags`, `metadata`) merged into the
+    run's (`toolstop._check.run_config.merged_config`).
     """
     scripted = ScriptedChatModel(scenario.script) if model is None else None
     thread = f"toolstop-check-{scenario.key}-{uuid.uuid4().hex[:8]}"
@@ -270,6 +277,7 @@ def run_scenario(
         config["callbacks"] = list(callbacks)
     if scenario.recursion_limit is not None:
         config["recursion_limit"] = scenario.recursion_limit
+    config = merged_config(config, run_config)
     extra: dict[str, Any] = {}
     if scenario.middleware is not None:
         extra["middleware"] = scenario.middleware()
@@ -299,6 +307,7 @@ def run_scenario(
             if isinstance(error, ScriptExhaustedError):
                 seen = [describe(m) for m in error.messages]
                 calls.append({"saw": seen, "tools": list(error.tools), "answer": "(unscripted)"})
+                transcript["tool_results"] = _tool_results(error.messages)
             transcript["model_calls"] = calls
         if reviews.approved:
             transcript["interrupts"] = reviews.approved
@@ -522,7 +531,11 @@ class CheckResult:
         return not self.breaches
 
     def summary(self) -> dict[str, Any]:
-        """A JSON row for `toolstop check --json`."""
+        """A JSON row for `toolstop check --json`.
+
+        `interrupts` (the middleware of your own human review that paused the run, each
+        approved) only on a run that was paused."""
+        paused = self.actual.get("interrupts")
         return {
             "scenario": self.scenario.name,
             "mode": self.scenario.mode,
@@ -533,6 +546,7 @@ class CheckResult:
             "actual_model_calls": _model_calls(self.actual),
             "passed": self.passed,
             "breaches": self.breaches,
+            **({"interrupts": list(paused)} if paused else {}),
         }
 
 

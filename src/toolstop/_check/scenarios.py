@@ -106,7 +106,7 @@ def _per_mode() -> list[Scenario]:
         found += [
             _with_mode(
                 "success",
-                "A search hit stops with the page, no second model call.",
+                "A completed result stops with the tool's text, no second model call.",
                 _lookup(DONE),
                 [call("lookup", query="refunds")],
                 mode=mode,
@@ -114,7 +114,7 @@ def _per_mode() -> list[Scenario]:
             ),
             _with_mode(
                 "retryable-then-success",
-                "A timeout goes back to the model; the retry's hit stops.",
+                "A transient failure goes back to the model; the retry's completed result stops.",
                 _lookup(RETRY, DONE),
                 [call("lookup", query="refunds"), call("lookup", query="refunds")],
                 mode=mode,
@@ -191,7 +191,7 @@ def _hard_only() -> list[Scenario]:
         ),
         Scenario(
             name="transient-forever",
-            description="A tool that always times out ends with rule retry_budget.",
+            description="A tool that always fails transiently ends with rule retry_budget.",
             tools=_lookup(RETRY),
             script=(call("lookup"),) * 4,
             policy=StopPolicy(max_transient_retries=3),
@@ -253,6 +253,17 @@ def _hard_only() -> list[Scenario]:
             tools=_lookup(RuntimeError("backend exploded")),
             script=(call("lookup"), ANSWER),
             stops=False,
+        ),
+        Scenario(
+            name="tool-raises-forever",
+            description=(
+                "A tool that always raises ends with rule retry_budget: each exception is an "
+                "error message, counted against the retry budget."
+            ),
+            tools=_lookup(RuntimeError("backend exploded")),
+            script=(call("lookup"),) * 4,
+            policy=StopPolicy(max_transient_retries=3),
+            stops=True,
         ),
     ]
 

@@ -29,7 +29,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -205,6 +205,7 @@ def run_agent_bench(
     modes: Sequence[Mode] = MODES,
     repeat: int = 1,
     on_question: Callable[[], None] | None = None,
+    run_config: Mapping[str, Any] | None = None,
 ) -> tuple[list[ModeTotals], list[dict[str, Any]]]:
     """Run every question under every mode, `repeat` times; return the totals and failed runs.
 
@@ -214,7 +215,8 @@ def run_agent_bench(
     and per repeat (`rotated`). Every async run is on the one event loop of the bench. The
     errors are `{"index", "question", "mode", "repeat", "error"}`, one per failed run, the
     question and the error (`Type: message`) with secrets masked and control characters
-    escaped.
+    escaped. `run_config` (`configurable`, `tags`, `metadata`) is merged into each run's
+    config, for tools and prompts that read it.
 
     Raises:
         ToolstopConfigError: the factory raised while building an agent.
@@ -226,7 +228,7 @@ def run_agent_bench(
     totals = {mode: ModeTotals(behaviour=mode) for mode in modes}
     errors: list[dict[str, Any]] = []
     session = uuid.uuid4().hex[:8]
-    runner = Runner(run_async=any(async_only(t) for t in tools))
+    runner = Runner(run_async=any(async_only(t) for t in tools), run_config=run_config)
     try:
         for mode in modes if questions else ():  # the warm-up, not counted
             with contextlib.suppress(Failed):

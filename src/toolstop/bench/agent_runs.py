@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import BaseTool
 
 from toolstop._check.routers import resumable
+from toolstop._check.run_config import merged_config
 from toolstop.bench.workload import CallCounter
 
 __all__ = ["Failed", "Runner", "async_only", "with_saver"]
@@ -97,16 +98,20 @@ class Runner:
     """Runs one question at a time, as the agent needs; `close()` when the bench is done.
 
     Sync until the agent shows it runs only in async code, then on the bench's one event loop;
-    every interrupt approved."""
+    every interrupt approved; `run_config` (yours: `configurable`, `tags`, `metadata`) merged
+    into each run's config."""
 
-    def __init__(self, *, run_async: bool) -> None:
+    def __init__(self, *, run_async: bool, run_config: Mapping[str, Any] | None = None) -> None:
         self.run_async = run_async
+        self.run_config = run_config
         self._loop = _Loop()
 
     def run(self, agent: Any, question: str, thread: str) -> tuple[CallCounter, Any, int]:
         """`(counter, final state, reviews approved)`; `Failed` when the run raised."""
         counter = CallCounter()
-        config = {"callbacks": [counter], "configurable": {"thread_id": thread}}
+        config = merged_config(
+            {"callbacks": [counter], "configurable": {"thread_id": thread}}, self.run_config
+        )
         try:
             if self.run_async:
                 return (counter, *self._loop.run(_arun(agent, question, config)))

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from toolstop.cli._output import progress, versions, write_outputs
+from toolstop.cli._run_config import add_run_config_arguments
 from toolstop.errors import ToolstopConfigError
 from toolstop.models import chat_model
 
@@ -86,6 +87,7 @@ def add_bench_parser(commands: Any) -> None:
         metavar="FILE",
         help='with --agent: JSONL ({"question": ...} a line) or plain text, one question a line',
     )
+    add_run_config_arguments(parser)
     parser.add_argument(
         "--overhead",
         action="store_true",
@@ -105,6 +107,13 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
         from toolstop.cli.bench_agent import run_bench_agent
 
         return run_bench_agent(args, out)
+    if args.configurable or args.config is not None:
+        print(
+            "toolstop bench: --configurable and --config go with --agent (the simulated "
+            "workload reads no run config)",
+            file=sys.stderr,
+        )
+        return 2
     from toolstop.bench.report import (
         headline,
         ratio_text,

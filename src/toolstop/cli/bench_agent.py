@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from toolstop._printable import printable
 from toolstop.cli._output import progress, versions, write_outputs
+from toolstop.cli._run_config import run_config
 from toolstop.errors import ToolstopConfigError
 
 __all__ = ["run_bench_agent"]
@@ -49,7 +50,6 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
     from toolstop._check.factory import load_factory, load_tools
     from toolstop.bench.agent import ToolPickingModel, load_questions, run_agent_bench
     from toolstop.bench.report import (
-        AGENT_COLUMNS,
         ratio_text,
         render_chart,
         render_html,
@@ -63,6 +63,7 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
         print(f"toolstop bench: {problem}", file=sys.stderr)
         return 2
     try:
+        extra = run_config(args)
         factory = load_factory(args.agent)
         tools = load_tools(args.tools)
         questions = load_questions(args.questions)
@@ -76,7 +77,13 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
     advance, stop = progress("toolstop bench", len(questions) * args.repeat, sys.stderr.isatty())
     try:
         totals, errors = run_agent_bench(
-            factory, tools, questions, model=model, repeat=args.repeat, on_question=advance
+            factory,
+            tools,
+            questions,
+            model=model,
+            repeat=args.repeat,
+            on_question=advance,
+            run_config=extra,
         )
     except ToolstopConfigError as error:
         print(f"toolstop bench: {error}", file=sys.stderr)
@@ -96,11 +103,14 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
             "model": args.model or "simulated",
             "latency_ms": None if args.model else args.latency_ms,
             "repeat": args.repeat,
+            # the keys only: a passenger id or a tenant is not written to a file
+            "configurable": sorted(extra.get("configurable", {})),
         },
         "versions": versions(),
         "configs": rows,
         "headline": _headline(rows, withheld),
         "withheld": withheld,
+        "stops_from_failures": stops_from_failures(rows),
         "errors": errors,
     }
     written = write_outputs(
@@ -110,18 +120,18 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
         write_json=lambda path: write_json(document, path),
         render_chart=lambda path: render_chart(rows, path),
         render_html=lambda chart, path: render_html(
-            document, chart, path, columns=AGENT_COLUMNS, notes=NOTES
+            document, chart, path, columns=table_columns(rows), notes=NOTES
         ),
     )
     if written is None:
         return 2
     repeats = f" x {args.repeat} repeats" if args.repeat > 1 else ""
     print(
-        f"toolstop bench --agent {factory.name}: {len(questions)} questions{repeats}, model: "
-        f"{args.model or 'simulated'}",
+        f"toolstop bench --agent {factory.name}: {_plural(len(questions), 'question')}"
+        f"{repeats}, model: {args.model or 'simulated'}",
         file=out,
     )
-    render_table(rows, out, columns=AGENT_COLUMNS)
+    render_table(rows, out, columns=table_columns(rows))
     for row in rows:
         rules = ", ".join(f"{printable(rule)} {count}" for rule, count in row["rules"].items())
         shadow = (
@@ -147,6 +157,8 @@ def run_bench_agent(args: argparse.Namespace, out: TextIO) -> int:
                 print(f"{router}, {mode} vs never: {text}", file=out)
     for mode, reason in withheld.items():
         print(f"no headline for {mode} vs never: {reason}", file=out)
+    for mode, failures in document["stops_from_failures"].items():
+        print(f"warning: {_failure_note(mode, failures)}", file=out)
     for failed in errors[:5]:
         again = f", repeat {failed['repeat'] + 1}" if args.repeat > 1 else ""
         print(
@@ -214,6 +226,69 @@ def _headline(rows: list[dict[str, Any]], withheld: dict[str, str]) -> dict[str,
 
 
 _NO_STOP = ("none", "error", "no stop_record")
+
+REVIEWS_COLUMN = ("reviews", "reviews")
+"""The table's column of your own human review's interrupts (each approved), shown when a run
+had one."""
+
+FAILURE_RULES = ("fatal", "policy_block", "retry_budget", "step_budget")
+"""Stop rules that end a run on a failure, not an answer: fewer model calls there are no
+saving to claim."""
+
+
+def table_columns(rows: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The bench table's columns: `reviews` too when your own review paused a run."""
+    from toolstop.bench.report import AGENT_COLUMNS
+
+    reviewed = any(row.get("reviews") for row in rows)
+    return [*AGENT_COLUMNS, *([REVIEWS_COLUMN] if reviewed else [])]
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def stops_from_failures(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per mode whose stops (or, under never, whose tool calls) include failures: how many
+    stops it made, how many ended on a failure rule (by rule), and its tool calls that raised.
+    Empty when every stop was an answer and no tool raised."""
+    found: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        rules = row.get("rules") or {}
+        failed = {rule: rules[rule] for rule in FAILURE_RULES if rules.get(rule)}
+        if failed or row.get("tool_errors"):
+            found[str(row["behaviour"])] = {
+                "stops": sum(n for rule, n in rules.items() if rule not in _NO_STOP),
+                "rules": failed,
+                "tool_errors": int(row.get("tool_errors") or 0),
+                "tool_calls": int(row.get("tool_calls") or 0),
+            }
+    return found
+
+
+def _failure_note(mode: str, failures: dict[str, Any]) -> str:
+    """One sentence: where `mode`'s stops came from, when some came from failures."""
+    parts = []
+    if failures["rules"]:
+        by_rule = ", ".join(f"{rule} {n}" for rule, n in failures["rules"].items())
+        parts.append(
+            f"{sum(failures['rules'].values())} of {_plural(failures['stops'], 'stop')} "
+            f"ended on a failure ({by_rule})"
+        )
+    if failures["tool_errors"]:
+        parts.append(
+            f"{failures['tool_errors']} of {_plural(failures['tool_calls'], 'tool call')} raised"
+        )
+    what = (
+        "the baseline measures failed tools too"
+        if mode == "never"
+        else "that part of the saving comes from failures, not from answers"
+    )
+    return (
+        f"{mode}: {' and '.join(parts)}: {what} (a tool that reads the run's config needs "
+        "--configurable KEY=VALUE; one that fails on the simulated model's arguments needs "
+        "examples in its schema)"
+    )
 
 
 def runs_of(rows: list[dict[str, Any]]) -> int:

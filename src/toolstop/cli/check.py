@@ -29,6 +29,7 @@ from toolstop._check.scenarios import Scenario, scenario_matrix
 from toolstop._compat import middleware_unavailable
 from toolstop._printable import printable
 from toolstop.cli._output import progress, versions
+from toolstop.cli._run_config import add_run_config_arguments, run_config
 from toolstop.errors import ToolstopConfigError
 from toolstop.models import chat_model
 
@@ -91,6 +92,7 @@ def add_check_parser(commands: Any) -> None:
         metavar="DIR",
         help="with --agent: compare with (or, with --update-goldens, write) your agent's goldens",
     )
+    add_run_config_arguments(parser)
 
 
 def _select_scenarios(names: list[str] | None) -> list[Scenario]:
@@ -259,6 +261,13 @@ def run_check(args: argparse.Namespace, out: TextIO) -> int:
     """Run `toolstop check` with parsed `args`; return the exit code."""
     if args.agent or args.tools or args.goldens:
         return run_check_agent(args, out)
+    if args.configurable or args.config is not None:
+        print(
+            "toolstop check: --configurable and --config go with --agent (toolstop's own "
+            "scenarios read no run config)",
+            file=sys.stderr,
+        )
+        return 2
     # Why a router cannot run here (None when it can): said, never a failed run.
     why_not = {"middleware": middleware_unavailable(), PYDANTIC_AI.name: pydantic_ai_unavailable()}
     every = {**ROUTERS, PYDANTIC_AI.name: PYDANTIC_AI}
@@ -371,6 +380,7 @@ def run_check_agent(args: argparse.Namespace, out: TextIO) -> int:
         return 2
     goldens = Path(args.goldens) if args.goldens else None
     try:
+        extra = run_config(args)
         factory = load_factory(args.agent)
         tools = load_tools(args.tools)
         if goldens is not None and goldens.exists() and not goldens.is_dir():
@@ -390,6 +400,7 @@ def run_check_agent(args: argparse.Namespace, out: TextIO) -> int:
             goldens=None if args.update_goldens else goldens,
             scenarios=args.scenario,
             on_result=lambda r: advance(),
+            run_config=extra,
         )
     except ToolstopConfigError as error:
         print(f"toolstop check: {error}", file=sys.stderr)

@@ -34,9 +34,11 @@ _FORMATS = {
 def stand_in(tool: BaseTool, *results: ForcedResult) -> BaseTool:
     """A `content_and_artifact` stand-in of `tool` whose calls return `results` in order.
 
-    It keeps `tool`'s name, description, argument schema and `return_direct`. The last result
-    repeats; an exception is raised, as a failing tool would. The arguments are validated by the
-    schema, then ignored.
+    It keeps `tool`'s name, description, argument schema and `return_direct`, and runs as
+    `tool` does: a tool written with `async def` (no sync function) gets an async-only
+    stand-in, which fails in `invoke()` as the tool would. The last result repeats; an
+    exception is raised, as a failing tool would. The arguments are validated by the schema,
+    then ignored.
 
     Raises:
         TypeError: `tool` is not a LangChain tool, or a result is neither a
@@ -52,12 +54,17 @@ def stand_in(tool: BaseTool, *results: ForcedResult) -> BaseTool:
     def run(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
         return next_result()
 
+    async def arun(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        return next_result()
+
+    async_only = getattr(tool, "func", None) is None and getattr(tool, "coroutine", None)
     schema = tool.args_schema if tool.args_schema is not None else tool.tool_call_schema
     return StructuredTool(
         name=tool.name,
         description=tool.description,
         args_schema=schema,
-        func=run,
+        func=None if async_only else run,
+        coroutine=arun if async_only else None,
         response_format="content_and_artifact",
         return_direct=tool.return_direct,
     )
