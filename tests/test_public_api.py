@@ -65,6 +65,7 @@ def test_every_exception_is_exported() -> None:
     assert issubclass(toolstop.ToolstopConfigError, ValueError)
     assert "ScriptExhaustedError" in toolstop.testing.__all__
     assert "ScriptMismatchError" in toolstop.testing.__all__
+    assert "UnknownCallError" in toolstop.testing.__all__
 
 
 def test_testing_and_examples_all() -> None:
@@ -74,12 +75,14 @@ def test_testing_and_examples_all() -> None:
             "CheckResult",
             "ForcedResult",
             "ModelCall",
+            "Replay",
             "Router",
             "Scenario",
             "ScriptExhaustedError",
             "ScriptMismatchError",
             "ScriptStep",
             "ScriptedChatModel",
+            "UnknownCallError",
             "assert_valid_history",
             "available_routers",
             "call",
@@ -88,6 +91,7 @@ def test_testing_and_examples_all() -> None:
             "example_args",
             "forced_tool",
             "history_problems",
+            "replay",
             "run_agent",
             "run_scenario",
             "scenario_matrix",
