@@ -174,3 +174,43 @@ def test_tokens_say_where_the_counts_come_from(tmp_path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
     read = list(read_conversations(path, format="openai"))
     assert [c.tokens for c in read] == ["recorded", "partly", "estimated"]
+
+
+def test_the_bench_script_reads_what_it_wrote(tmp_path: Path) -> None:
+    from sources_bench import MESSAGES_PER_CONVERSATION, conversation, read, write
+
+    assert len(conversation(7)["messages"]) == MESSAGES_PER_CONVERSATION
+    path = tmp_path / "log.jsonl"
+    write(path, 30)
+    result = read(path)
+    assert (result["conversations"], result["messages"]) == (30, 30 * MESSAGES_PER_CONVERSATION)
+    assert (result["recorded_tokens"], result["skipped_lines"]) == (30, 0)
+    assert read(path, limit=3)["conversations"] == 3
+
+
+def test_the_docs_quote_the_stored_log_reading_run() -> None:
+    import re
+
+    root = Path(__file__).parent.parent
+    stored = json.loads((root / "docs" / "bench" / "sources.json").read_text())
+    tenth, whole = stored["runs"]
+    assert all(run["counts_match"] for run in stored["runs"])
+    page = (root / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    section = " ".join(page[page.index("## Reading recorded logs") :].split())
+    found = re.search(
+        r"a ([\d.]+) MB file.*It read ([\d,]+) conversations \(([\d,]+) messages\) in "
+        r"([\d.]+) s, with a peak RSS of ([\d.]+) MB, the same as at ([\d,]+) conversations "
+        r"\(([\d.]+) MB\)",
+        section,
+    )
+    assert found is not None
+    quoted = [float(x.replace(",", "")) for x in found.groups()]
+    assert quoted == [
+        stored["file_mb"],
+        whole["conversations"],
+        whole["messages"],
+        whole["seconds"],
+        whole["peak_rss_mb"],
+        tenth["conversations"],
+        tenth["peak_rss_mb"],
+    ]

@@ -203,8 +203,10 @@ _OUTPUT_KEYS = ("output_tokens", "completion_tokens")
 
 
 def usage(raw: Any) -> UsageMetadata | None:
-    """`usage_metadata` from a recorded usage (OpenAI's `prompt_tokens` / `completion_tokens`
-    or LangChain's `input_tokens` / `output_tokens`); None unless both are counts."""
+    """`usage_metadata` from a recorded usage; None unless both of its counts are there.
+
+    OpenAI's `prompt_tokens` / `completion_tokens` or LangChain's `input_tokens` /
+    `output_tokens`."""
     if not isinstance(raw, Mapping):
         return None
     found = [
