@@ -85,6 +85,10 @@ def test_ids_and_lines() -> None:
     langsmith = list(read_conversations(LOGS / "langsmith.jsonl"))
     assert [c.id[-1] for c in langsmith] == ["a", "b"]  # the trace ids
     assert [c.line for c in langsmith] == [1, 3]  # each trace's first run
+    assert [c.thread for c in langsmith] == ["t-a", "t-b"]  # extra.metadata.thread_id
+    otel = list(read_conversations(LOGS / "otel.jsonl"))
+    assert [c.thread for c in otel] == ["thread-7", None]  # gen_ai.conversation.id
+    assert all(c.thread is None for c in openai)
 
 
 def test_an_unknown_format_is_a_clear_error(tmp_path: Path) -> None:

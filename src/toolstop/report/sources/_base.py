@@ -67,12 +67,17 @@ class Conversation:
             usage as `usage_metadata` where the log has it), `ToolMessage`.
         tokens: Whether the token counts were recorded or must be estimated (`Tokens`).
         line: The line of the file the conversation starts on (1-based).
+        thread: For a trace, the thread (conversation) the log says it belongs to, when it
+            says: LangSmith's `extra.metadata.thread_id` (or `session_id`,
+            `conversation_id`), OpenTelemetry's `gen_ai.conversation.id`. Several traces (runs)
+            of one thread are separate conversations with the same `thread`. None otherwise.
     """
 
     id: str
     messages: tuple[BaseMessage, ...]
     tokens: Tokens
     line: int
+    thread: str | None = None
 
 
 def tokens_of(messages: Sequence[BaseMessage]) -> Tokens:

@@ -115,6 +115,15 @@ def _tool_result(run: Mapping[str, Any], where: str) -> ToolMessage | None:
     return message if isinstance(message, ToolMessage) else None
 
 
+def _thread(run: Mapping[str, Any]) -> str | None:
+    extra = run.get("extra")
+    metadata = extra.get("metadata") if isinstance(extra, Mapping) else None
+    if not isinstance(metadata, Mapping):
+        return None
+    keys = ("thread_id", "session_id", "conversation_id")
+    return first_str(*(metadata.get(k) for k in keys))
+
+
 def _order(item: tuple[int, Any]) -> tuple[str, str, int]:
     line, run = item
     dotted = run.get("dotted_order")
@@ -134,8 +143,10 @@ def conversation(trace: str, first_line: int, runs: list[tuple[int, Any]]) -> Co
     """
     calls: list[ModelCall] = []
     results: dict[str, ToolMessage] = {}
+    thread: str | None = None
     for line, run in sorted(runs, key=_order):
         where = f"line {line}"
+        thread = thread or _thread(run)
         if run.get("run_type") == "llm":
             calls.append(ModelCall(_history(run.get("inputs"), where), _answer(run, where)))
         elif run.get("run_type") == "tool":
@@ -149,7 +160,11 @@ def conversation(trace: str, first_line: int, runs: list[tuple[int, Any]]) -> Co
         msg = f"trace {trace[:64]!r} has no chat model run with messages"
         raise Unreadable(msg)
     return Conversation(
-        id=trace, messages=tuple(messages), tokens=tokens_of(messages), line=first_line
+        id=trace,
+        messages=tuple(messages),
+        tokens=tokens_of(messages),
+        line=first_line,
+        thread=thread,
     )
 
 

@@ -277,8 +277,10 @@ def conversation(trace: str, first_line: int, spans: list[tuple[int, Any]]) -> C
     def start(item: tuple[int, Any]) -> tuple[int, int]:
         return non_negative_int(item[1].get("startTimeUnixNano")) or 0, item[0]
 
+    thread: str | None = None
     for line, span in sorted(spans, key=start):
         attributes = _attributes(span.get("attributes"))
+        thread = thread or first_str(attributes.get("gen_ai.conversation.id"))
         operation = attributes.get("gen_ai.operation.name")
         if operation in _CHAT:
             calls.append(_model_call(span, attributes, f"line {line}"))
@@ -293,7 +295,11 @@ def conversation(trace: str, first_line: int, spans: list[tuple[int, Any]]) -> C
         msg = f"trace {trace[:64]!r} has no chat span with messages (is content capture on?)"
         raise Unreadable(msg)
     return Conversation(
-        id=trace, messages=tuple(messages), tokens=tokens_of(messages), line=first_line
+        id=trace,
+        messages=tuple(messages),
+        tokens=tokens_of(messages),
+        line=first_line,
+        thread=thread,
     )
 
 
