@@ -7,8 +7,10 @@ with two user turns, a turn of two parallel tool calls, a single call, recorded 
 answer, and texts that differ per conversation), then reads the file with
 `toolstop.report.sources.read_conversations` in a child process, at a tenth of the
 conversations and at all of them, and prints, for each, the conversations and messages read,
-the wall time and the child's peak RSS (flat memory shows as two close figures). The counts
-are checked against what was written; exits 1 when they differ. `--out` stores the summary
+the wall time and the child's peak RSS (flat memory shows as two close figures); then all of
+them again, also making each conversation's shadow-mode records
+(`toolstop.report.sources.shadow_records`): the part of `report --from` before the advisor. The
+counts are checked against what was written; exits 1 when they differ. `--out` stores the summary
 (docs/bench/sources.json is the run docs/benchmarks.md quotes).
 """
 
@@ -26,9 +28,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MESSAGES_PER_CONVERSATION", "conversation", "main", "read", "write"]
+__all__ = [
+    "MESSAGES_PER_CONVERSATION",
+    "RUNS_PER_CONVERSATION",
+    "conversation",
+    "main",
+    "read",
+    "write",
+]
 
-MESSAGES_PER_CONVERSATION = 11
+MESSAGES_PER_CONVERSATION = 12
+RUNS_PER_CONVERSATION = 3
 
 
 def _call(call_id: str, name: str, **args: Any) -> dict[str, Any]:
@@ -98,6 +108,7 @@ def conversation(number: int) -> dict[str, Any]:
                 "usage": _usage(1300, 25),
             },
             {"role": "user", "content": "Thanks."},
+            {"role": "assistant", "content": "You're welcome.", "usage": _usage(1400, 4)},
         ],
     }
 
@@ -110,17 +121,20 @@ def write(path: Path, conversations: int) -> int:
     return path.stat().st_size
 
 
-def read(path: Path, limit: int | None = None) -> dict[str, Any]:
-    """Read `path` (its first `limit` conversations): counts, wall time, this process's peak RSS."""
-    from toolstop.report.sources import ReadProblems, read_conversations
+def read(path: Path, limit: int | None = None, *, records: bool = False) -> dict[str, Any]:
+    """Read `path` (its first `limit` conversations), with `records` also make each one's
+    shadow-mode records: counts, wall time, this process's peak RSS."""
+    from toolstop.report.sources import ReadProblems, read_conversations, shadow_records
 
     problems = ReadProblems()
-    conversations = messages = recorded = 0
+    conversations = messages = recorded = made = 0
     started = time.perf_counter()
     for found in read_conversations(path, problems=problems):
         conversations += 1
         messages += len(found.messages)
         recorded += found.tokens == "recorded"
+        if records:
+            made += len(shadow_records(found.messages))
         if limit is not None and conversations >= limit:
             break
     seconds = time.perf_counter() - started
@@ -128,6 +142,7 @@ def read(path: Path, limit: int | None = None) -> dict[str, Any]:
         "conversations": conversations,
         "messages": messages,
         "recorded_tokens": recorded,
+        "records": made,
         "skipped_lines": problems.skipped_lines,
         "seconds": round(seconds, 2),
         "conversations_per_second": round(conversations / seconds) if seconds else None,
@@ -135,15 +150,15 @@ def read(path: Path, limit: int | None = None) -> dict[str, Any]:
     }
 
 
-def _child(path: Path, limit: int) -> dict[str, Any]:
+def _child(path: Path, limit: int, *, records: bool) -> dict[str, Any]:
     code = (
         "import json, sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
         "from sources_bench import read; "
-        "print(json.dumps(read(Path(sys.argv[2]), int(sys.argv[3]))))"
+        "print(json.dumps(read(Path(sys.argv[2]), int(sys.argv[3]), records=sys.argv[4] == '1')))"
     )
     here = str(Path(__file__).parent)
     done = subprocess.run(
-        [sys.executable, "-c", code, here, str(path), str(limit)],
+        [sys.executable, "-c", code, here, str(path), str(limit), "1" if records else "0"],
         check=True,
         capture_output=True,
         text=True,
@@ -153,7 +168,7 @@ def _child(path: Path, limit: int) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Write, read at a tenth and at all of it, check the counts; print a JSON summary."""
+    """Write; read a tenth, all, then all with the records; check the counts; print JSON."""
     parser = argparse.ArgumentParser(prog="python scripts/sources_bench.py")
     parser.add_argument("--conversations", type=int, default=100_000)
     parser.add_argument(
@@ -164,12 +179,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as folder:
         path = args.keep or Path(folder) / "conversations.jsonl"
         size = write(path, args.conversations)
-        sizes = sorted({max(1, args.conversations // 10), args.conversations})
-        runs = [_child(path, n) for n in sizes]
+        plan = [(max(1, args.conversations // 10), False), (args.conversations, False)]
+        plan.append((args.conversations, True))
+        runs = [_child(path, n, records=records) for n, records in plan]
     code = 0
-    for n, run in zip(sizes, runs, strict=True):
-        expected = (n, n * MESSAGES_PER_CONVERSATION, n, 0)
-        got = (run["conversations"], run["messages"], run["recorded_tokens"], run["skipped_lines"])
+    for (n, records), run in zip(plan, runs, strict=True):
+        expected = (n, n * MESSAGES_PER_CONVERSATION, n, n * RUNS_PER_CONVERSATION * records, 0)
+        got = (
+            run["conversations"],
+            run["messages"],
+            run["recorded_tokens"],
+            run["records"],
+            run["skipped_lines"],
+        )
         run["counts_match"] = got == expected
         code = code or (0 if got == expected else 1)
     summary = {"file_mb": round(size / 1e6, 1), "cpus": os.cpu_count(), "runs": runs}

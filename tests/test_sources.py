@@ -181,15 +181,24 @@ def test_tokens_say_where_the_counts_come_from(tmp_path: Path) -> None:
 
 
 def test_the_bench_script_reads_what_it_wrote(tmp_path: Path) -> None:
-    from sources_bench import MESSAGES_PER_CONVERSATION, conversation, read, write
+    from sources_bench import (
+        MESSAGES_PER_CONVERSATION,
+        RUNS_PER_CONVERSATION,
+        conversation,
+        read,
+        write,
+    )
 
-    assert len(conversation(7)["messages"]) == MESSAGES_PER_CONVERSATION
+    messages = conversation(7)["messages"]
+    assert len(messages) == MESSAGES_PER_CONVERSATION
+    assert sum(m["role"] == "user" for m in messages) == RUNS_PER_CONVERSATION
     path = tmp_path / "log.jsonl"
     write(path, 30)
     result = read(path)
     assert (result["conversations"], result["messages"]) == (30, 30 * MESSAGES_PER_CONVERSATION)
-    assert (result["recorded_tokens"], result["skipped_lines"]) == (30, 0)
+    assert (result["recorded_tokens"], result["records"], result["skipped_lines"]) == (30, 0, 0)
     assert read(path, limit=3)["conversations"] == 3
+    assert read(path, limit=3, records=True)["records"] == 3 * RUNS_PER_CONVERSATION
 
 
 def test_the_docs_quote_the_stored_log_reading_run() -> None:
@@ -197,14 +206,15 @@ def test_the_docs_quote_the_stored_log_reading_run() -> None:
 
     root = Path(__file__).parent.parent
     stored = json.loads((root / "docs" / "bench" / "sources.json").read_text())
-    tenth, whole = stored["runs"]
+    tenth, whole, with_records = stored["runs"]
     assert all(run["counts_match"] for run in stored["runs"])
     page = (root / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     section = " ".join(page[page.index("## Reading recorded logs") :].split())
     found = re.search(
         r"a ([\d.]+) MB file.*It read ([\d,]+) conversations \(([\d,]+) messages\) in "
         r"([\d.]+) s, with a peak RSS of ([\d.]+) MB, the same as at ([\d,]+) conversations "
-        r"\(([\d.]+) MB\)",
+        r"\(([\d.]+) MB\)\. Reading them and making their ([\d,]+) shadow-mode records took "
+        r"([\d.]+) s \(peak RSS ([\d.]+) MB\)",
         section,
     )
     assert found is not None
@@ -217,4 +227,7 @@ def test_the_docs_quote_the_stored_log_reading_run() -> None:
         whole["peak_rss_mb"],
         tenth["conversations"],
         tenth["peak_rss_mb"],
+        with_records["records"],
+        with_records["seconds"],
+        with_records["peak_rss_mb"],
     ]

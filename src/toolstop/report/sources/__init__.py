@@ -5,6 +5,8 @@ recorded usage as `usage_metadata`, and whether the tokens were recorded or must
 from an OpenAI chat JSONL file, LangChain message dicts, a LangSmith run export or OTLP JSON
 GenAI spans, the format detected from the content when not given. A line that cannot be read is
 skipped and counted in a `ReadProblems`, whose `summary()` says so in one escaped, masked line.
+`shadow_records(conversation.messages)` gives the stop records shadow mode would have written
+for it (a conversation whose shape a replay cannot reproduce raises `Unreadable`).
 
 Memory stays flat in the number of conversations: the line formats are read a line at a time;
 the trace formats are grouped by trace with at most `max_open` traces held open (see
@@ -23,6 +25,7 @@ from toolstop.report.sources._base import (
     Conversation,
     ReadProblems,
     Tokens,
+    Unreadable,
     json_records,
 )
 from toolstop.report.sources._traces import MAX_OPEN_TRACES
@@ -30,6 +33,7 @@ from toolstop.report.sources.langchain import is_langchain, read_langchain
 from toolstop.report.sources.langsmith import is_langsmith, read_langsmith
 from toolstop.report.sources.openai import is_openai, read_openai
 from toolstop.report.sources.otel import is_otel, read_otel
+from toolstop.report.sources.shadow import shadow_records
 
 __all__ = [
     "FORMATS",
@@ -40,8 +44,10 @@ __all__ = [
     "ReadProblems",
     "Tokens",
     "UnknownFormatError",
+    "Unreadable",
     "detect_format",
     "read_conversations",
+    "shadow_records",
 ]
 
 Format = Literal["openai", "langchain", "langsmith", "otel"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.messages.ai import UsageMetadata
 
 from toolstop._printable import printable
@@ -25,6 +25,7 @@ __all__ = [
     "ReadProblems",
     "Tokens",
     "Unreadable",
+    "conversation",
     "json_records",
     "non_negative_int",
     "tokens_of",
@@ -78,6 +79,26 @@ class Conversation:
     tokens: Tokens
     line: int
     thread: str | None = None
+
+
+def conversation(
+    id: str,  # noqa: A002
+    messages: Sequence[BaseMessage],
+    *,
+    line: int,
+    thread: str | None = None,
+) -> Conversation:
+    """A `Conversation` of `messages`, each tool result named after the call it answers.
+
+    LangChain's tool node names each result after its tool, so an estimate of the tokens a
+    model saw counts the names too."""
+    names = {c["id"]: c["name"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
+    for message in messages:
+        if isinstance(message, ToolMessage) and message.name is None:
+            message.name = names.get(message.tool_call_id)
+    return Conversation(
+        id=id, messages=tuple(messages), tokens=tokens_of(messages), line=line, thread=thread
+    )
 
 
 def tokens_of(messages: Sequence[BaseMessage]) -> Tokens:

@@ -35,8 +35,8 @@ from toolstop.report.sources._base import (
     Conversation,
     ReadProblems,
     Unreadable,
+    conversation,
     json_records,
-    tokens_of,
     usage,
 )
 
@@ -179,9 +179,8 @@ def read_langchain(path: Path, problems: ReadProblems) -> Iterator[Conversation]
             problems.line_problem(number, str(error))
             continue
         identity = value.get("id") if isinstance(value, Mapping) else None
-        yield Conversation(
-            id=str(identity) if isinstance(identity, str | int) else f"line-{number}",
-            messages=tuple(built),
-            tokens=tokens_of(built),
+        yield conversation(
+            str(identity) if isinstance(identity, str | int) else f"line-{number}",
+            built,
             line=number,
         )

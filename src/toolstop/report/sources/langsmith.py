@@ -35,8 +35,8 @@ from toolstop.report.sources._base import (
     Conversation,
     ReadProblems,
     Unreadable,
+    conversation,
     json_records,
-    tokens_of,
     usage,
 )
 from toolstop.report.sources._traces import (
@@ -135,7 +135,9 @@ def _order(item: tuple[int, Any]) -> tuple[str, str, int]:
     )
 
 
-def conversation(trace: str, first_line: int, runs: list[tuple[int, Any]]) -> Conversation | None:
+def trace_conversation(
+    trace: str, first_line: int, runs: list[tuple[int, Any]]
+) -> Conversation | None:
     """The conversation of one trace's runs (None: the trace has no `llm` run).
 
     Raises:
@@ -159,13 +161,7 @@ def conversation(trace: str, first_line: int, runs: list[tuple[int, Any]]) -> Co
     if not messages:
         msg = f"trace {trace[:64]!r} has no chat model run with messages"
         raise Unreadable(msg)
-    return Conversation(
-        id=trace,
-        messages=tuple(messages),
-        tokens=tokens_of(messages),
-        line=first_line,
-        thread=thread,
-    )
+    return conversation(trace, messages, line=first_line, thread=thread)
 
 
 def read_langsmith(
@@ -186,7 +182,7 @@ def read_langsmith(
 
     for trace, first_line, grouped in group_by_trace(runs(), _trace, problems, max_open=max_open):
         try:
-            found = conversation(trace, first_line, grouped)
+            found = trace_conversation(trace, first_line, grouped)
         except BAD_INPUT as error:
             problems.conversation_problem(first_line, str(error))
             continue

@@ -34,8 +34,8 @@ from toolstop.report.sources._base import (
     Conversation,
     ReadProblems,
     Unreadable,
+    conversation,
     json_records,
-    tokens_of,
     usage,
 )
 
@@ -197,12 +197,7 @@ def read_openai(path: Path, problems: ReadProblems) -> Iterator[Conversation]:
         except BAD_INPUT as error:
             problems.line_problem(number, str(error))
             continue
-        yield Conversation(
-            id=_id(value, number),
-            messages=tuple(built),
-            tokens=tokens_of(built),
-            line=number,
-        )
+        yield conversation(_id(value, number), built, line=number)
 
 
 def _id(value: Any, number: int) -> str:

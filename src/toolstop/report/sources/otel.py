@@ -47,9 +47,9 @@ from toolstop.report.sources._base import (
     Conversation,
     ReadProblems,
     Unreadable,
+    conversation,
     json_records,
     non_negative_int,
-    tokens_of,
 )
 from toolstop.report.sources._traces import (
     MAX_OPEN_TRACES,
@@ -265,7 +265,9 @@ def _tool_result(span: Mapping[str, Any], attributes: dict[str, Any]) -> ToolMes
     )
 
 
-def conversation(trace: str, first_line: int, spans: list[tuple[int, Any]]) -> Conversation | None:
+def trace_conversation(
+    trace: str, first_line: int, spans: list[tuple[int, Any]]
+) -> Conversation | None:
     """The conversation of one trace's spans (None: the trace has no chat span).
 
     Raises:
@@ -294,13 +296,7 @@ def conversation(trace: str, first_line: int, spans: list[tuple[int, Any]]) -> C
     if not messages:
         msg = f"trace {trace[:64]!r} has no chat span with messages (is content capture on?)"
         raise Unreadable(msg)
-    return Conversation(
-        id=trace,
-        messages=tuple(messages),
-        tokens=tokens_of(messages),
-        line=first_line,
-        thread=thread,
-    )
+    return conversation(trace, messages, line=first_line, thread=thread)
 
 
 def read_otel(
@@ -327,7 +323,7 @@ def read_otel(
         spans(), trace_of, problems, max_open=max_open
     ):
         try:
-            found = conversation(trace, first_line, grouped)
+            found = trace_conversation(trace, first_line, grouped)
         except BAD_INPUT as error:
             problems.conversation_problem(first_line, str(error))
             continue
