@@ -289,3 +289,11 @@ def test_otel_spans_without_content_are_counted(tmp_path: Path) -> None:
     summary = problems.summary()
     assert summary is not None
     assert "1 conversation could not be read" in summary
+
+
+def test_otel_a_line_of_bad_spans_counts_once(tmp_path: Path) -> None:
+    no_trace = {"spanId": "1", "attributes": []}
+    read, problems = _read(tmp_path, "otel", _export(no_trace, no_trace, no_trace))
+    assert read == []
+    assert (problems.lines, problems.skipped_lines) == (1, 1)
+    assert problems.first == "line 1: a record without a trace id"

@@ -45,21 +45,26 @@ def group_by_trace(
 ) -> Iterator[tuple[str, int, list[tuple[int, T]]]]:
     """(trace id, first line, records) per trace, with at most `max_open` traces held open.
 
-    A record without a trace id, or of a trace already closed, is counted and skipped.
+    A record without a trace id, or of a trace already closed, is skipped; its line is
+    counted once, however many such records it holds.
     """
     open_traces: OrderedDict[str, _Open[T]] = OrderedDict()
     closed: OrderedDict[str, None] = OrderedDict()
+    counted = 0  # the last line counted as a problem: a line of several records counts once
     for line, record in records:
         trace = trace_of(record)
+        problem = None
         if trace is None:
-            problems.line_problem(line, "a record without a trace id")
-            continue
-        if trace in closed:
-            problems.line_problem(
-                line,
+            problem = "a record without a trace id"
+        elif trace in closed:
+            problem = (
                 f"a record of trace {trace[:64]!r} after the trace was closed to keep at most "
-                f"{max_open:,} open (sort the export by trace, or raise max_open)",
+                f"{max_open:,} open (sort the export by trace, or raise max_open)"
             )
+        if problem is not None or trace is None:
+            if line != counted:
+                problems.line_problem(line, problem or "")
+                counted = line
             continue
         found = open_traces.get(trace)
         if found is None:
