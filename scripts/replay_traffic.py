@@ -9,14 +9,12 @@ the provider's `usage` where the source has it). Each conversation is replayed o
 of a SQLite checkpointer (thread id = the conversation's id) through an unchanged
 `langchain.agents.create_agent` with `StopOnArtifact(StopPolicy(mode="never"))`:
 
-- the model is a scripted model that answers with the recorded assistant messages, in order;
-- each tool is a stand-in that returns the recorded result for the call id it is given;
+- the line is read by toolstop's OpenAI-format reader (`toolstop.report.sources.openai`), and
+  `toolstop.testing.replay` gives the script (the recorded assistant messages, in order, with
+  the recorded `usage` as `usage_metadata`, which `ScriptedChatModel` keeps), the stand-in
+  tools (each returns the recorded result for the call id it is given) and the questions;
 - each user message starts one run (`agent.invoke`), which ends at the model's next answer
   without tool calls.
-
-Usage: `ScriptedChatModel` puts langchain-core's approximate token counts on every answer; the
-replay's model puts the recorded `usage` back (prompt and completion tokens) where the line has
-one, so the records' token counts are the provider's.
 
 Then the records are checked against an independent count from the JSONL file: per
 conversation, the runs (user messages) and model calls (assistant messages) must equal what the
@@ -35,18 +33,15 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolCall
-from langchain_core.messages.ai import UsageMetadata
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
-from pydantic import BaseModel, ConfigDict, PrivateAttr
 
+from toolstop.report.sources.openai import messages as openai_messages
 from toolstop.testing import ScriptedChatModel
+from toolstop.testing import replay as replay_recording
 
 __all__ = [
-    "RecordedChatModel",
     "agreement",
     "expected_counts",
     "judged_advice",
@@ -118,101 +113,23 @@ def expected_counts(conversation: Mapping[str, Any]) -> dict[str, int]:
     }
 
 
-def _usage(raw: Any) -> UsageMetadata | None:
-    if not isinstance(raw, Mapping):
-        return None
-    prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
-    if not isinstance(prompt, int) or not isinstance(completion, int):
-        return None
-    return UsageMetadata(
-        input_tokens=prompt, output_tokens=completion, total_tokens=prompt + completion
-    )
-
-
-def _ai_message(message: Mapping[str, Any]) -> AIMessage:
-    calls = [
-        ToolCall(
-            name=c["function"]["name"],
-            args=json.loads(c["function"].get("arguments") or "{}"),
-            id=c["id"],
-            type="tool_call",
-        )
-        for c in message.get("tool_calls") or ()
-    ]
-    return AIMessage(content=message.get("content") or "", tool_calls=calls)
-
-
-class RecordedChatModel(ScriptedChatModel):
-    """The scripted model, answering with the recorded usage instead of an approximation."""
-
-    _usages: list[UsageMetadata | None] = PrivateAttr(default_factory=list)
-
-    def __init__(self, recorded: Sequence[Mapping[str, Any]], **kwargs: Any) -> None:
-        super().__init__([_ai_message(m) for m in recorded], **kwargs)
-        self._usages = [_usage(m.get("usage")) for m in recorded]
-
-    def _answer(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None,
-        kwargs: dict[str, Any],
-        *,
-        streamed: bool,
-    ) -> AIMessage:
-        position = self._script.position
-        response = super()._answer(messages, stop, kwargs, streamed=streamed)
-        recorded = self._usages[position] if position < len(self._usages) else None
-        if recorded is not None:  # the provider's figures, not the approximation
-            response.usage_metadata = recorded
-        return response
-
-
-class _AnyArguments(BaseModel):
-    """Whatever arguments the recorded call had, plus the call id."""
-
-    model_config = ConfigDict(extra="allow")
-    tool_call_id: Annotated[str, InjectedToolCallId]
-
-
-def _stand_ins(messages: Iterable[Mapping[str, Any]]) -> list[BaseTool]:
-    """One stand-in per tool name: it returns the recorded result of the call id it is given."""
-    results = {m["tool_call_id"]: m.get("content") or "" for m in messages if m["role"] == "tool"}
-    names = sorted(
-        {c["function"]["name"] for m in messages for c in m.get("tool_calls") or ()}  # type: ignore[union-attr]
-    )
-
-    def recorded(tool_call_id: str, **_: Any) -> str:
-        return str(results[tool_call_id])
-
-    return [
-        StructuredTool(
-            name=name,
-            description=f"The recorded results of {name}.",
-            args_schema=_AnyArguments,
-            func=recorded,
-        )
-        for name in names
-    ]
-
-
 def replay_conversation(conversation: Mapping[str, Any], checkpointer: Any) -> None:
     """Replay one conversation on its own thread (thread id = its `id`)."""
     from langchain.agents import create_agent
 
     from toolstop import StopOnArtifact, StopPolicy
 
-    messages = list(conversation["messages"])
-    runs = runs_of(messages)
-    model = RecordedChatModel([m for m in messages if m.get("role") == "assistant"])
+    runs_of(conversation["messages"])  # refuse a shape that cannot be replayed
+    recorded = replay_recording(openai_messages(conversation))
+    model = ScriptedChatModel(recorded.script)
     agent = create_agent(
         model,
-        _stand_ins(messages),
+        list(recorded.tools),
         middleware=[StopOnArtifact(StopPolicy(mode="never"))],
         checkpointer=checkpointer,
     )
     config: RunnableConfig = {"configurable": {"thread_id": str(conversation["id"])}}
-    for run in runs:
-        question = HumanMessage(content=run[0].get("content") or "")
+    for question in recorded.questions:
         agent.invoke({"messages": [question]}, config)
     model.assert_complete()
 

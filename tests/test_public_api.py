@@ -67,6 +67,7 @@ def test_every_exception_is_exported() -> None:
     assert issubclass(toolstop.ToolstopConcurrentRunError, RuntimeError)
     assert "ScriptExhaustedError" in toolstop.testing.__all__
     assert "ScriptMismatchError" in toolstop.testing.__all__
+    assert "UnknownCallError" in toolstop.testing.__all__
 
 
 def test_testing_and_examples_all() -> None:
@@ -76,12 +77,14 @@ def test_testing_and_examples_all() -> None:
             "CheckResult",
             "ForcedResult",
             "ModelCall",
+            "Replay",
             "Router",
             "Scenario",
             "ScriptExhaustedError",
             "ScriptMismatchError",
             "ScriptStep",
             "ScriptedChatModel",
+            "UnknownCallError",
             "assert_valid_history",
             "available_routers",
             "call",
@@ -90,6 +93,7 @@ def test_testing_and_examples_all() -> None:
             "example_args",
             "forced_tool",
             "history_problems",
+            "replay",
             "run_agent",
             "run_scenario",
             "scenario_matrix",

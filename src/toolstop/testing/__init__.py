@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolstop.testing.forced import ForcedResult, forced_tool
 from toolstop.testing.history import assert_valid_history, history_problems
+from toolstop.testing.replay import Replay, UnknownCallError, replay
 from toolstop.testing.scripted import (
     ModelCall,
     ScriptedChatModel,
@@ -62,12 +63,14 @@ __all__ = [
     "CheckResult",
     "ForcedResult",
     "ModelCall",
+    "Replay",
     "Router",
     "Scenario",
     "ScriptExhaustedError",
     "ScriptMismatchError",
     "ScriptStep",
     "ScriptedChatModel",
+    "UnknownCallError",
     "assert_valid_history",
     "available_routers",
     "call",
@@ -76,6 +79,7 @@ __all__ = [
     "example_args",
     "forced_tool",
     "history_problems",
+    "replay",
     "run_agent",
     "run_scenario",
     "scenario_matrix",

@@ -298,8 +298,10 @@ class ScriptedChatModel(BaseChatModel):
       `chunk_position="last"` on langchain-core >= 1.0). The chunks add up to what `invoke`
       returns for the same step, except the message id that langchain-core gives each run and
       an AIMessage `name`, which langchain-core's chunk merge drops.
-    - Every answer carries `usage_metadata` from langchain-core's approximate token counter and
-      `response_metadata["model_name"]` (the call's `model` option, else `model`).
+    - Every answer carries `usage_metadata` and `response_metadata["model_name"]` (the call's
+      `model` option, else `model`). The usage is the scripted AIMessage's own when it has one
+      (a recorded answer keeps the provider's figures), else langchain-core's approximate
+      token counter's.
     - Tool calls without an id get a deterministic one (`call_<step>_<position>`); tool-call
       arguments must be JSON (a provider sends nothing else), checked when the script is built.
     - Unknown constructor options are rejected (pydantic `ValidationError`), so a typo cannot
@@ -434,7 +436,8 @@ class ScriptedChatModel(BaseChatModel):
             script.position += 1
             model_name = options.get("model") or self.model
             response.response_metadata = {"model_name": model_name, **response.response_metadata}
-            response.usage_metadata = approximate_usage(messages, response)
+            if response.usage_metadata is None:  # a recorded answer keeps its own figures
+                response.usage_metadata = approximate_usage(messages, response)
             script.calls.append(
                 ModelCall(
                     messages=tuple(messages),

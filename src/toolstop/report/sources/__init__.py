@@ -1,0 +1,141 @@
+"""Recorded conversations read from the logs users already have, in one normalized shape.
+
+`read_conversations(path)` streams `Conversation`s (LangChain messages built from plain fields,
+recorded usage as `usage_metadata`, and whether the tokens were recorded or must be estimated)
+from an OpenAI chat JSONL file, LangChain message dicts, a LangSmith run export or OTLP JSON
+GenAI spans, the format detected from the content when not given. A line that cannot be read is
+skipped and counted in a `ReadProblems`, whose `summary()` says so in one escaped, masked line.
+`shadow_records(conversation.messages)` gives the stop records shadow mode would have written
+for it (a conversation whose shape a replay cannot reproduce raises `Unreadable`).
+
+Memory stays flat in the number of conversations: the line formats are read a line at a time;
+the trace formats are grouped by trace with at most `max_open` traces held open (see
+`toolstop.report.sources._traces`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from itertools import islice
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from toolstop.report.sources._base import (
+    MAX_LINE_BYTES,
+    Conversation,
+    ReadProblems,
+    Tokens,
+    Unreadable,
+    json_records,
+)
+from toolstop.report.sources._traces import MAX_OPEN_TRACES
+from toolstop.report.sources.langchain import is_langchain, read_langchain
+from toolstop.report.sources.langsmith import is_langsmith, read_langsmith
+from toolstop.report.sources.openai import is_openai, read_openai
+from toolstop.report.sources.otel import is_otel, read_otel
+from toolstop.report.sources.shadow import shadow_records
+
+__all__ = [
+    "FORMATS",
+    "MAX_LINE_BYTES",
+    "MAX_OPEN_TRACES",
+    "Conversation",
+    "Format",
+    "ReadProblems",
+    "Tokens",
+    "UnknownFormatError",
+    "Unreadable",
+    "detect_format",
+    "read_conversations",
+    "shadow_records",
+]
+
+Format = Literal["openai", "langchain", "langsmith", "otel"]
+"""A log format toolstop reads.
+
+- `"openai"`: OpenAI chat JSONL, one conversation a line (`{"messages": [...]}` or a list).
+- `"langchain"`: LangChain message dicts (`messages_to_dict`), one conversation a line.
+- `"langsmith"`: a LangSmith run export, JSONL of runs; a trace is a conversation.
+- `"otel"`: OTLP JSON trace exports with OpenTelemetry GenAI spans; a trace is a conversation.
+"""
+
+FORMATS: tuple[Format, ...] = get_args(Format)
+
+_DETECT_LINES = 50
+"""How many readable lines `detect_format` looks at."""
+
+# the most specific shape first: a LangChain message dict may also carry a `role`
+_DETECTORS: tuple[tuple[Format, Callable[[Any], bool]], ...] = (
+    ("otel", is_otel),
+    ("langsmith", is_langsmith),
+    ("langchain", is_langchain),
+    ("openai", is_openai),
+)
+
+
+class UnknownFormatError(ValueError):
+    """The format of a log could not be told from its content, or is not one toolstop reads."""
+
+
+def detect_format(path: Path) -> Format | None:
+    """The format of the first of the first readable lines that has a known shape (None: none).
+
+    Raises:
+        OSError: the file cannot be opened.
+    """
+    for _, value in islice(json_records(path, ReadProblems()), _DETECT_LINES):
+        for name, looks_like in _DETECTORS:
+            if looks_like(value):
+                return name
+    return None
+
+
+def read_conversations(
+    path: Path | str,
+    *,
+    format: Format | None = None,  # noqa: A002
+    problems: ReadProblems | None = None,
+    max_open: int = MAX_OPEN_TRACES,
+) -> Iterator[Conversation]:
+    """The recorded conversations of `path`, streamed, in one normalized shape.
+
+    Args:
+        path: The log file.
+        format: Its format (`Format`); detected from the content when None.
+        problems: Where lines and conversations that cannot be read are counted (pass one to
+            read the tally once the iterator is exhausted).
+        max_open: For the trace formats, how many traces are held open at once while grouping
+            records by trace (see the module docstring).
+
+    Returns:
+        An iterator of `Conversation`s; the file is read as it is consumed.
+
+    Raises:
+        UnknownFormatError: `format` is not a known format, or none was given and the content
+            matches none.
+        OSError: the file cannot be opened.
+    """
+    path = Path(path)
+    tally = problems if problems is not None else ReadProblems()
+    if format is None:
+        format = detect_format(path)  # noqa: A001
+        if format is None:
+            msg = (
+                f"the format of {path.name!r} cannot be told from its first {_DETECT_LINES} "
+                f"readable lines; give it ({', '.join(FORMATS)})"
+            )
+            raise UnknownFormatError(msg)
+    if format not in FORMATS:
+        msg = f"unknown log format {format!r}: toolstop reads {', '.join(FORMATS)}"
+        raise UnknownFormatError(msg)
+    if max_open < 1:
+        msg = f"max_open must be at least 1, got {max_open}"
+        raise ValueError(msg)
+    path.stat()  # a missing file is an OSError now, not at the first line
+    if format == "openai":
+        return read_openai(path, tally)
+    if format == "langchain":
+        return read_langchain(path, tally)
+    if format == "langsmith":
+        return read_langsmith(path, tally, max_open=max_open)
+    return read_otel(path, tally, max_open=max_open)

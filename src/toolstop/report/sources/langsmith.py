@@ -1,0 +1,192 @@
+"""A LangSmith run export: JSONL of runs; the chat-model and tool runs of a trace, one conversation.
+
+Each line is one run as LangSmith stores it (its run data format): `id`, `trace_id`,
+`parent_run_id`, `run_type` (`llm`, `tool`, `chain`, ...), `inputs`, `outputs`, `extra`,
+`start_time`, `dotted_order`, and the token counts `prompt_tokens` / `completion_tokens`. The
+runs of one trace (`trace_id`, else the run's own `id` for a root) form one conversation:
+
+- the `llm` runs, in `dotted_order` (else `start_time`) order, give the history each call was
+  given (`inputs.messages`, a list of messages or a list of such lists, each message in
+  LangChain's serialized form or a role/content dict) and its answer
+  (`outputs.generations[0][0].message`, or an OpenAI response's `choices[0].message`);
+- each answer's usage is its message's `usage_metadata`, else the run's
+  `prompt_tokens` / `completion_tokens`, else `outputs.llm_output.token_usage`;
+- a `tool` run whose output is a tool message (`outputs.output` with a `tool_call_id`) gives
+  the result of a call no later history shows.
+
+Runs are grouped by trace with a bound (`max_open` traces at once; see `_traces`): an export
+sorted by trace, as LangSmith's bulk export writes it per trace, needs one.
+
+Deliberately not handled: plain-text LLM runs (`inputs.prompts`), tool runs without a call id
+in their output, and threads: each trace is its own conversation, even when several traces
+are runs of one LangGraph thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from toolstop.report.sources._base import (
+    BAD_INPUT,
+    Conversation,
+    ReadProblems,
+    Unreadable,
+    conversation,
+    json_records,
+    usage,
+)
+from toolstop.report.sources._traces import (
+    MAX_OPEN_TRACES,
+    ModelCall,
+    first_str,
+    group_by_trace,
+    merge,
+)
+from toolstop.report.sources.langchain import lc_message
+
+__all__ = ["is_langsmith", "read_langsmith"]
+
+
+def is_langsmith(value: Any) -> bool:
+    """Whether a decoded line looks like a LangSmith run."""
+    return (
+        isinstance(value, Mapping)
+        and isinstance(value.get("run_type"), str)
+        and (isinstance(value.get("trace_id"), str) or isinstance(value.get("id"), str))
+    )
+
+
+def _trace(run: Any) -> str | None:
+    if not isinstance(run, Mapping):
+        return None
+    return first_str(run.get("trace_id"), run.get("id"))
+
+
+def _history(inputs: Any, where: str) -> list[BaseMessage]:
+    found = inputs.get("messages") if isinstance(inputs, Mapping) else None
+    if not isinstance(found, list):
+        return []
+    if found and all(isinstance(m, list) for m in found):  # one list per prompt: the first
+        found = found[0]
+    return [lc_message(m, f"{where} input {i + 1}") for i, m in enumerate(found)]
+
+
+def _answer(run: Mapping[str, Any], where: str) -> AIMessage | None:
+    outputs = run.get("outputs")
+    if not isinstance(outputs, Mapping):
+        return None
+    raw: Any = None
+    generations = outputs.get("generations")
+    if isinstance(generations, list) and generations:
+        first = generations[0]
+        first = first[0] if isinstance(first, list) and first else first
+        raw = first.get("message") if isinstance(first, Mapping) else None
+    choices = outputs.get("choices")
+    if raw is None and isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+        raw = choices[0].get("message")
+    if raw is None:
+        raw = outputs.get("output") if isinstance(outputs.get("output"), Mapping) else None
+    if raw is None:
+        return None
+    message = lc_message(raw, f"{where} output")
+    if not isinstance(message, AIMessage):
+        msg = f"{where}: the output is a {message.type} message, not an answer"
+        raise Unreadable(msg)
+    if message.usage_metadata is None:
+        llm_output = outputs.get("llm_output")
+        message.usage_metadata = (
+            usage(run)
+            or usage(llm_output.get("token_usage") if isinstance(llm_output, Mapping) else None)
+            or usage(outputs.get("usage"))
+        )
+    return message
+
+
+def _tool_result(run: Mapping[str, Any], where: str) -> ToolMessage | None:
+    outputs = run.get("outputs")
+    raw = outputs.get("output") if isinstance(outputs, Mapping) else None
+    if not isinstance(raw, Mapping):
+        return None
+    message = lc_message(raw, f"{where} output")
+    return message if isinstance(message, ToolMessage) else None
+
+
+def _thread(run: Mapping[str, Any]) -> str | None:
+    extra = run.get("extra")
+    metadata = extra.get("metadata") if isinstance(extra, Mapping) else None
+    if not isinstance(metadata, Mapping):
+        return None
+    keys = ("thread_id", "session_id", "conversation_id")
+    return first_str(*(metadata.get(k) for k in keys))
+
+
+def _order(item: tuple[int, Any]) -> tuple[str, str, int]:
+    line, run = item
+    dotted = run.get("dotted_order")
+    start = run.get("start_time")
+    return (
+        dotted if isinstance(dotted, str) else "",
+        start if isinstance(start, str) else "",
+        line,
+    )
+
+
+def trace_conversation(
+    trace: str, first_line: int, runs: list[tuple[int, Any]]
+) -> Conversation | None:
+    """The conversation of one trace's runs (None: the trace has no `llm` run).
+
+    Raises:
+        Unreadable: a run that cannot be read, or a trace without a model call's messages.
+    """
+    calls: list[ModelCall] = []
+    results: dict[str, ToolMessage] = {}
+    thread: str | None = None
+    for line, run in sorted(runs, key=_order):
+        where = f"line {line}"
+        thread = thread or _thread(run)
+        if run.get("run_type") == "llm":
+            calls.append(ModelCall(_history(run.get("inputs"), where), _answer(run, where)))
+        elif run.get("run_type") == "tool":
+            result = _tool_result(run, where)
+            if result is not None:
+                results.setdefault(result.tool_call_id, result)
+    if not calls:
+        return None
+    messages = merge(calls, results)
+    if not messages:
+        msg = f"trace {trace[:64]!r} has no chat model run with messages"
+        raise Unreadable(msg)
+    return conversation(trace, messages, line=first_line, thread=thread)
+
+
+def read_langsmith(
+    path: Path, problems: ReadProblems, *, max_open: int = MAX_OPEN_TRACES
+) -> Iterator[Conversation]:
+    """The conversations of a LangSmith run export (JSONL), one per trace, streamed.
+
+    Raises:
+        OSError: the file cannot be opened.
+    """
+
+    def runs() -> Iterator[tuple[int, Any]]:
+        for line, value in json_records(path, problems):
+            if not isinstance(value, Mapping) or not isinstance(value.get("run_type"), str):
+                problems.line_problem(line, "not a run (an object with a run_type)")
+                continue
+            yield line, value
+
+    for trace, first_line, grouped in group_by_trace(runs(), _trace, problems, max_open=max_open):
+        try:
+            found = trace_conversation(trace, first_line, grouped)
+        except BAD_INPUT as error:
+            problems.conversation_problem(first_line, str(error))
+            continue
+        if found is None:
+            problems.ignored_traces += 1
+        else:
+            yield found

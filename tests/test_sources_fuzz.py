@@ -1,0 +1,95 @@
+"""Hostile logs: random and mutated lines never raise; every line is read or counted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis", reason="needs hypothesis (dev extra)")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from toolstop.report.sources import FORMATS, ReadProblems, read_conversations  # noqa: E402
+
+LOGS = Path(__file__).parent / "fixtures" / "logs"
+LINES = {f: (LOGS / f"{f}.jsonl").read_text().splitlines() for f in FORMATS}
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True)
+    | st.text(max_size=20)
+    | st.sampled_from(["", "user", "assistant", "tool", "ai", "chat", "llm", "{}", "[1]", "7"]),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+def _paths(value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [path]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += _paths(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found += _paths(item, (*path, index))
+    return found
+
+
+def _replace(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    copy = dict(value) if isinstance(value, dict) else list(value)
+    copy[head] = _replace(value[head], rest, new)
+    return copy
+
+
+@st.composite
+def mutated_line(draw: st.DrawFn, log_format: str) -> str:
+    """A line of the format's fixture with a few subtrees replaced by random JSON."""
+    value = json.loads(draw(st.sampled_from(LINES[log_format])))
+    for _ in range(draw(st.integers(1, 3))):
+        path = draw(st.sampled_from(_paths(value)))
+        value = _replace(value, path, draw(JSON))
+    return json.dumps(value)
+
+
+def _lines_of(log_format: str) -> st.SearchStrategy[list[str]]:
+    line = (
+        mutated_line(log_format)
+        | st.sampled_from(LINES[log_format])
+        | JSON.map(json.dumps)
+        | st.text(max_size=40).filter(lambda t: "\n" not in t and "\r" not in t)
+    )
+    return st.lists(line, min_size=1, max_size=6)
+
+
+@pytest.mark.parametrize("log_format", FORMATS)
+def test_random_and_mutated_lines_never_raise(log_format: str, tmp_path_factory: Any) -> None:
+    folder = tmp_path_factory.mktemp(log_format)
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(lines=_lines_of(log_format))
+    def check(lines: list[str]) -> None:
+        path = folder / "log.jsonl"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        problems = ReadProblems()
+        read = list(read_conversations(path, format=log_format, problems=problems))  # type: ignore[arg-type]
+        # blank as the reader sees it: ASCII white space only (str.strip() would drop \x1f too)
+        assert problems.lines == sum(1 for line in lines if line.encode().strip())
+        if log_format in ("openai", "langchain"):  # one conversation a line: each is accounted for
+            assert len(read) + problems.skipped_lines == problems.lines
+        summary = problems.summary()
+        assert (summary is None) == (problems.first is None)
+        if summary is not None:
+            assert "\n" not in summary
+            assert "\x1b" not in summary
+
+    check()
