@@ -251,3 +251,8 @@ def test_the_judge_needs_a_database_and_a_valid_spec(
         argv = ["report", "--db", str(db), "--judge", spec, "--yes", "--out", str(tmp_path)]
         assert main(argv, out=text) == 2
         assert said in capsys.readouterr().err
+
+
+def test_the_rollout_page_shows_the_rubric_the_judge_sends() -> None:
+    page = Path(__file__).parent.parent / "docs" / "rollout.md"
+    assert f"```text\n{RUBRIC}\n```" in page.read_text(encoding="utf-8")
