@@ -226,6 +226,8 @@ def test_the_sample_is_the_same_whatever_the_order() -> None:
         ("The answer is: convert", None),
         (None, None),
         ("keep" * 1000, None),
+        ("[" * 2000, None),  # deeper than Python recurses: unparseable, not a RecursionError
+        ('{"label": ' * 600, None),
     ],
 )
 def test_a_reply_is_a_label_or_unparseable(reply: Any, label: str | None) -> None:

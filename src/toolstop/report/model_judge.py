@@ -134,7 +134,7 @@ def parse_label(reply: Any) -> str | None:
         text = fenced.group(1).strip()
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python recurses
         return _label(text)
     if isinstance(value, dict):
         return _label(value.get("label"))
