@@ -258,3 +258,24 @@ def test_the_judge_needs_a_database_and_a_valid_spec(
 def test_the_rollout_page_shows_the_rubric_the_judge_sends() -> None:
     page = Path(__file__).parent.parent / "docs" / "rollout.md"
     assert f"```text\n{RUBRIC}\n```" in page.read_text(encoding="utf-8")
+
+
+def test_the_same_database_sends_the_same_sample(
+    database: Path, tmp_path: Path, no_key: None
+) -> None:
+    from toolstop.testing.loopback import LoopbackProvider
+
+    sent = []
+    for attempt in range(2):
+        with LoopbackProvider(["keep"] * 3) as provider:
+            code, _ = report(
+                database, tmp_path / str(attempt), "--judge", "openai:x", "--base-url",
+                provider.base_url, "--yes", "--judge-samples", "3",
+            )  # fmt: skip
+            assert code == 0
+            sent.append(
+                [json.loads(body)["messages"][1]["content"] for body in provider.raw_requests]
+            )
+    assert len(sent[0]) == 3
+    assert len(set(sent[0])) == 3  # three different runs
+    assert sent[0] == sent[1]
