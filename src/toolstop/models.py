@@ -26,13 +26,16 @@ LOCAL_KEY = "not-needed"
 _EXTRA = {"openai": "openai", "groq": "groq"}
 
 
-def chat_model(spec: str, *, base_url: str | None = None, **kwargs: Any) -> Any:
+def chat_model(
+    spec: str, *, base_url: str | None = None, option: str = "--model", **kwargs: Any
+) -> Any:
     """A chat model from `"provider:name"`, e.g. `groq:llama-3.3-70b-versatile`.
 
     Args:
         spec: `provider:name`, as `init_chat_model` takes it.
         base_url: An OpenAI-compatible server (Ollama, vLLM, a proxy) instead of the provider's;
             without the provider's key in the environment, `LOCAL_KEY` is sent.
+        option: The command-line option the spec came from, named in the errors.
         **kwargs: Passed to `init_chat_model`.
 
     Raises:
@@ -41,18 +44,19 @@ def chat_model(spec: str, *, base_url: str | None = None, **kwargs: Any) -> Any:
     """
     provider, _, name = spec.partition(":")
     if not provider or not name:
-        msg = f"--model takes PROVIDER:NAME (e.g. groq:llama-3.3-70b-versatile), got {spec!r}"
+        msg = f"{option} takes PROVIDER:NAME (e.g. groq:llama-3.3-70b-versatile), got {spec!r}"
         raise ToolstopConfigError(msg)
     env = KEY_ENV.get(provider)
     if env and not os.environ.get(env) and base_url is not None:
         kwargs.setdefault("api_key", LOCAL_KEY)  # the server at base_url decides if it needs one
     elif env and not os.environ.get(env):
-        msg = f"{env} is not set; set it to use {spec}, or leave out --model for the scripted model"
+        scripted = " for the scripted model" if option == "--model" else ""
+        msg = f"{env} is not set; set it to use {spec}, or leave out {option}{scripted}"
         raise ToolstopConfigError(msg)
     try:
         from langchain.chat_models import init_chat_model
     except ImportError:
-        msg = "--model needs langchain's init_chat_model: pip install 'toolstop[agents]'"
+        msg = f"{option} needs langchain's init_chat_model: pip install 'toolstop[agents]'"
         raise ToolstopConfigError(msg) from None
     if base_url is not None:
         kwargs["base_url"] = base_url

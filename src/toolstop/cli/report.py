@@ -78,6 +78,28 @@ def add_report_parser(commands: Any) -> None:
         ),
     )
     parser.add_argument(
+        "--judge",
+        metavar="PROVIDER:NAME",
+        help=(
+            "ask a chat model (any init_chat_model spec, e.g. openai:gpt-4o-mini) whether each "
+            "candidate's sampled results would have served as the answer (--db only; costs "
+            "calls: it says how many and asks first)"
+        ),
+    )
+    parser.add_argument(
+        "--judge-samples",
+        type=_samples,
+        default=20,
+        metavar="N",
+        help="at most N pairs judged per tool, sampled deterministically (default: 20)",
+    )
+    parser.add_argument("--base-url", help="an OpenAI-compatible server for --judge")
+    parser.add_argument(
+        "--yes",
+        action="store_true",
+        help="judge without asking (needed when stdin is not a terminal)",
+    )
+    parser.add_argument(
         "--out",
         type=Path,
         default=Path("toolstop-report"),
@@ -92,6 +114,17 @@ def _count(text: str) -> int:
         value = -1
     if not 0 <= value <= 100:
         msg = f"--examples is a whole number from 0 to 100, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _samples(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 1000:
+        msg = f"--judge-samples is a whole number from 1 to 1000, got {text!r}"
         raise argparse.ArgumentTypeError(msg)
     return value
 
@@ -116,9 +149,15 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
     from toolstop.report.summary import REPORT_VERSION, Summary, with_prices
 
     writes = frozenset(t.strip() for t in args.writes.split(",") if t.strip())
-    summary = Summary(writes, examples=args.examples)
+    judge = _judge_model(args)
+    if judge is False:
+        return 2
+    summary = Summary(
+        writes, examples=args.examples, sample=args.judge_samples if judge is not None else 0
+    )
     extra: dict[str, Any] = {}
     examples: dict[str, list[dict[str, Any]]] | None = None
+    pairs: dict[str, list[dict[str, Any]]] = {}
     try:
         since = parse_time(args.since) if args.since else None
         with ExitStack() as stack:
@@ -134,6 +173,12 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                 extra = {"threads": threads, "open_runs": open_runs}
                 if args.examples:
                     examples = read_examples(database, summary.candidates.kept)
+                if judge is not None:
+                    signalling = set(summary.stops) | set(summary.would_stops)
+                    sampled = summary.candidates.sampled.runs()
+                    pairs = read_examples(
+                        database, {t: e for t, e in sampled.items() if t not in signalling}
+                    )
                 if database.unreadable:
                     extra["unreadable_threads"] = database.unreadable
                     print(
@@ -194,6 +239,11 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
             "toolstop report: --examples needs --db (a log holds no messages); none written",
             file=sys.stderr,
         )
+    if judge is not None:
+        judged = _run_judge(judge, args, document, pairs)
+        if judged is None:
+            return 1
+        document = judged
     if args.price_in is not None or args.price_out is not None:
         document = with_prices(document, args.price_in or 0.0, args.price_out or 0.0)
     written = write_outputs(
@@ -217,3 +267,102 @@ def _open_log(path: str, stack: ExitStack) -> TextIO:
     except OSError as error:
         msg = f"cannot read {path}: {error.strerror}"
         raise ToolstopConfigError(msg) from None
+
+
+_CLIENT_OPTIONS = {"openai", "groq", "anthropic", "mistralai"}
+"""Providers whose clients take `timeout` and `max_retries` (a judge call never hangs)."""
+
+
+def _terminal() -> bool:
+    """Whether stdin is a terminal (someone can answer a question)."""
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (ValueError, OSError):  # closed or detached
+        return False
+
+
+def _judge_model(args: argparse.Namespace) -> Any:
+    """The judge's chat model, `None` without `--judge`, `False` after a refusal (printed)."""
+    if not args.judge:
+        return None
+    if not args.db:
+        print("toolstop report: --judge needs --db (a log holds no messages)", file=sys.stderr)
+        return False
+    if not args.yes and not _terminal():
+        print(
+            "toolstop report: --judge calls a model and asks first, but stdin is not a "
+            "terminal: pass --yes to judge without asking",
+            file=sys.stderr,
+        )
+        return False
+    from toolstop.models import chat_model
+
+    provider = args.judge.partition(":")[0]
+    options: dict[str, Any] = (
+        {"timeout": 60, "max_retries": 2} if provider in _CLIENT_OPTIONS else {}
+    )
+    try:
+        return chat_model(args.judge, base_url=args.base_url, option="--judge", **options)
+    except ToolstopConfigError as error:
+        print(f"toolstop report: {shown(str(error))}", file=sys.stderr)
+        return False
+
+
+def _run_judge(
+    model: Any, args: argparse.Namespace, document: dict[str, Any], pairs: dict[str, Any]
+) -> dict[str, Any] | None:
+    """`document` with the model judge's counts; `None` when the user declined (printed)."""
+    from toolstop.cli._output import progress
+    from toolstop.report.examples import mask_secrets
+    from toolstop.report.model_judge import estimate_tokens, judge_messages, judge_pairs
+
+    order = [e["tool"] for e in document["candidates"] if not e["signals"]]
+    chosen = {tool: pairs[tool] for tool in order if pairs.get(tool)}
+    calls, tokens = estimate_tokens(
+        judge_messages(tool, pair) for tool, items in chosen.items() for pair in items
+    )
+    print(
+        f"toolstop report: the judge makes {calls} call(s) to {shown(args.judge)} "
+        f"({len(chosen)} tool(s), at most {args.judge_samples} each), about {tokens} tokens "
+        "in all (an estimate)",
+        file=sys.stderr,
+    )
+    if calls and not args.yes:
+        print("judge now? [y/N] ", end="", file=sys.stderr, flush=True)
+        if sys.stdin.readline().strip().casefold() not in ("y", "yes"):
+            print("toolstop report: not judged; nothing written", file=sys.stderr)
+            return None
+    advance, stop = progress("judging", calls, sys.stderr.isatty())
+    try:
+        judged = judge_pairs(
+            model,
+            args.judge,
+            chosen,
+            lambda error: mask_secrets(failure(error))[:300],
+            advance,
+        )
+    finally:
+        stop()
+    failed = sum(entry["failed"] for entry in judged.values())
+    if failed:
+        print(
+            f"toolstop report: {failed} of {calls} judge call(s) failed; the report says how many",
+            file=sys.stderr,
+        )
+    errors = [entry["error"] for entry in judged.values() if entry["error"]]
+    return {
+        **document,
+        "model_judge": {
+            "model": args.judge,
+            "samples_per_tool": args.judge_samples,
+            "calls": calls,
+            "estimated_tokens": tokens,
+            "failed": failed,
+            "unparseable": sum(entry["unparseable"] for entry in judged.values()),
+            "error": errors[0] if errors else None,
+        },
+        "candidates": [
+            {**entry, "model_judge": judged[entry["tool"]]} if entry["tool"] in judged else entry
+            for entry in document["candidates"]
+        ],
+    }

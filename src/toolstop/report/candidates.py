@@ -28,6 +28,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from toolstop.report.advice import ADVICE, Judgements, advise, verdict_of
+from toolstop.report.model_judge import Sample
 from toolstop.report.tally import LABELS, TRACKED, Table, Tally
 
 __all__ = [
@@ -166,13 +167,15 @@ _SKIPPED_SHOWN = 10
 class Candidates:
     """Per-tool figures folded from records. `add` each record, then read `document()`."""
 
-    def __init__(self, writes: Collection[str] = (), *, keep: int = 0) -> None:
+    def __init__(self, writes: Collection[str] = (), *, keep: int = 0, sample: int = 0) -> None:
         """No runs yet.
 
         Args:
             writes: Tools the user says write (beside the names that say so).
             keep: How many runs that ended right after each tool to keep (`ended`), to read
                 their example pairs back (`--examples`); none by default.
+            sample: How many of those runs to sample per tool (`sampled`, a deterministic
+                sample, see `model_judge.Sample`) for the model judge (`--judge-samples`).
 
         Every table keyed by tool names is bounded (`toolstop.report.tally`): the names are the
         model's choice.
@@ -180,6 +183,7 @@ class Candidates:
         self.declared = frozenset(writes)
         self.keep = keep
         self.kept: dict[str, list[Any]] = {}
+        self.sampled = Sample(sample)
         self.threads: dict[str, dict[str, None]] = {}
         self.calling_threads: dict[str, dict[str, None]] = {}
         self.runs: Tally = Tally()
@@ -230,6 +234,7 @@ class Candidates:
                 kept = self.kept.setdefault(name, [])
                 if len(kept) < self.keep:
                     kept.append(end)
+                self.sampled.add(name, end)
             counts = self.ended.setdefault(name, Counter())
             counts["runs"] += 1
             counts["input_tokens"] += _int(after.get("input_tokens"))

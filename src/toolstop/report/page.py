@@ -21,6 +21,7 @@ from toolstop._page import inline_png, page
 from toolstop._redact import is_postgres
 from toolstop.report.candidates import REASONS, REPEATS
 from toolstop.report.evidence import render_evidence
+from toolstop.report.model_judge import describe_judge
 from toolstop.report.tally import SHOWN
 
 __all__ = ["render_html", "when"]
@@ -300,6 +301,8 @@ def _candidates(document: dict[str, Any]) -> str:
                "output tokens"]  # fmt: skip
     columns += [_AT_PRICES, "overlap median", "overlap p10", "verdict", "advice"] if priced else [
         "overlap median", "overlap p10", "verdict", "advice"]  # fmt: skip
+    judged = "model_judge" in document
+    columns += [f"model judge ({document['model_judge']['model']})"] if judged else []
     rows = []
     for i, e in enumerate(entries):
         p, ws, overlap = f"candidates.{i}", e["would_save"], e["answer_overlap"]
@@ -325,6 +328,9 @@ def _candidates(document: dict[str, Any]) -> str:
                 None, f"{e['advice']}: {e['advice_why']}" if "advice" in e else "", "advice", "why"
             ),
         ]
+        if judged:
+            mj = e.get("model_judge")
+            cells.append(_td(None, "", "model judge", "why", describe_judge(mj) if mj else "-"))
         rows.append(f"<tr>{''.join(cells)}</tr>")
     explained = (
         "<p>Tools that do not signal yet come first: stop candidates, then mixed, too few runs "

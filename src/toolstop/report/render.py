@@ -10,6 +10,7 @@ from typing import Any, TextIO
 
 from toolstop._page import cell
 from toolstop._printable import printable_data
+from toolstop.report.model_judge import judge_lines
 from toolstop.report.page import render_html
 
 __all__ = ["render_chart", "render_html", "render_summary", "write_json"]
@@ -178,6 +179,8 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
             "counted together (report.json's folded)",
             file=out,
         )
+    for line in judge_lines(document):
+        print(line, file=out)
     signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
     unconverted = [e for e in document["candidates"] if e["tool"] not in signalling]
     converts = [e for e in unconverted if e.get("advice") in ("convert", "convert_with_answer")]

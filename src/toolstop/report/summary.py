@@ -39,12 +39,15 @@ def _share(part: int, whole: int) -> float | None:
 class Summary:
     """Runs folded into the report's figures. `add` each run, then read `document()`."""
 
-    def __init__(self, writes: frozenset[str] = frozenset(), *, examples: int = 0) -> None:
+    def __init__(
+        self, writes: frozenset[str] = frozenset(), *, examples: int = 0, sample: int = 0
+    ) -> None:
         """An empty summary.
 
         Args:
             writes: The tools the user says write (`--writes`).
             examples: Runs to keep per candidate for their example pairs (`--examples`).
+            sample: Runs to sample per candidate for the model judge (`--judge-samples`).
         """
         self.writes = writes
         self.runs = 0
@@ -67,7 +70,7 @@ class Summary:
         self.namespaces: Counter[str] = Counter()
         self.first: datetime | None = None
         self.last: datetime | None = None
-        self.candidates = Candidates(writes, keep=examples)
+        self.candidates = Candidates(writes, keep=examples, sample=sample)
         self.cut_short: Counter[str] = Counter()
         self.skipped: Counter[str] = Tally()
         self.would_stop_rules: Counter[str] = Tally(LABELS)
