@@ -290,9 +290,10 @@ def reads_as_error(content: Any) -> bool:
 def failed_calls(
     record: StopRecord, decision: Decision, results: Iterable[ToolMessage]
 ) -> frozenset[str]:
-    """The tool call ids of a turn whose unsignalled result reads as an error
-    (`reads_as_error`): not a tool's first successful call. Only the calls of tools without an
-    `after_first` entry yet are read."""
+    """The tool call ids of a turn whose unsignalled result reads as an error.
+
+    Such a call (`reads_as_error`) is not a tool's first successful call. Only the calls of
+    tools without an `after_first` entry yet are read."""
     after = record.get("after_first")
     if after is None:
         return frozenset()
