@@ -23,7 +23,8 @@ conversation, the runs (user messages) and model calls (assistant messages) must
 records say. With `--report DIR`, `toolstop report --db DB --out DIR` runs on the database; with
 `--labels FILE` as well (the hand-judged pairs of the set, `labels.jsonl`), the summary gets an
 `agreement` table: per judged tool, the advice the labels give (`judged_advice`) beside the
-report's (`candidates[].advice` where the report has it, else its `verdict`).
+report's (`candidates[].advice` where the report has it, else its `verdict`; the tools
+report.json folds away are read from the records by the report's own code, `all_candidates`).
 Prints a JSON summary; exits 1 when a count differs.
 """
 
@@ -48,6 +49,7 @@ from toolstop.testing import ScriptedChatModel
 __all__ = [
     "RecordedChatModel",
     "agreement",
+    "all_candidates",
     "expected_counts",
     "judged_advice",
     "load_conversations",
@@ -150,6 +152,21 @@ class RecordedChatModel(ScriptedChatModel):
     def __init__(self, recorded: Sequence[Mapping[str, Any]], **kwargs: Any) -> None:
         super().__init__([_ai_message(m) for m in recorded], **kwargs)
         self._usages = [_usage(m.get("usage")) for m in recorded]
+
+    @property
+    def position(self) -> int:
+        """How many recorded messages the model has answered with (or skipped)."""
+        return self._script.position
+
+    def start_run(self, position: int) -> None:
+        """Answer the next call with recorded message `position` (a run's first message).
+
+        A hard stop ends a run before its recorded answer: the messages it skipped are dropped,
+        never asked for. Raises `ValueError` for a position before the current one."""
+        if position < self._script.position:
+            msg = f"position {position} is before {self._script.position}: already answered"
+            raise ValueError(msg)
+        self._script.position = position
 
     def _answer(
         self,
@@ -268,6 +285,24 @@ def replay(conversations: Sequence[Mapping[str, Any]], db: Path) -> dict[str, An
     }
 
 
+def all_candidates(db: str) -> list[dict[str, Any]]:
+    """Every tool's report entry (`candidates[]`) from the records of `db`, by the report's own
+    code (`toolstop.report.candidates.Candidates`), ranked as the report ranks them.
+
+    report.json lists the first 50 and folds the rest (a `cut_short` tool ranks last, so on a
+    set of 70 tools some are folded); the agreement needs every judged tool's advice."""
+    from toolstop.report.candidates import Candidates
+    from toolstop.report.reader import open_database
+
+    candidates = Candidates()
+    with open_database(db) as database:
+        for thread_id, namespace in database.threads():
+            ends, _ = database.run_ends(thread_id, namespace)
+            for end in ends:
+                candidates.add(end.record, end)
+    return candidates.document()
+
+
 CUT_SHORT_SHARE = 0.1
 """A tool cut short in at least this share of its judged pairs is advised `cut_short`."""
 
@@ -329,6 +364,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = toolstop(["report", "--db", str(args.db), "--out", str(args.report)]) or code
         if args.labels is not None:
             report = json.loads((args.report / "report.json").read_text())
+            listed = {c.get("tool") for c in report.get("candidates") or ()}
+            report["candidates"] = [
+                *(report.get("candidates") or ()),
+                *(c for c in all_candidates(str(args.db)) if c["tool"] not in listed),
+            ]
             labels = [json.loads(x) for x in args.labels.read_text().splitlines() if x.strip()]
             summary["agreement"] = agreement(report, labels)
     print(json.dumps(summary, indent=2))
