@@ -287,8 +287,12 @@ def test_an_outcome_announced_in_the_models_words_is_restated() -> None:
     receipt = json.dumps({"escalated": "True", "message": "Tu solicitud ha sido transferida."})
     english = "Your request has been passed to a human agent. Thank you for your patience!"
     assert judge(receipt, english)["action"] == "restated"
-    # data without a yes flag, and short prose, stay the model's own
+    # data without a yes flag, a flag without a message, a bare word that is no outcome, and
+    # short prose stay the model's own
     assert judge(json.dumps({"stock": "0", "price": "380"}), english)["action"] == "own"
+    assert judge(json.dumps({"stop": True, "reason": "completed"}), english)["action"] == "own"
+    assert judge("text", "Here is what I found.")["action"] == "own"
+    assert judge("true", english)["action"] == "own"  # a JSON scalar is data
     not_found = "No protocol was found for that diagnosis."
     reasoning = "The policy gives priority to children with strabismus; refer the adult later."
     assert judge(not_found, reasoning)["action"] == "own"

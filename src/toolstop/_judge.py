@@ -85,6 +85,14 @@ _REQUEST = re.compile(
     re.IGNORECASE,
 )
 _TRUE = frozenset({"true", "yes", "ok", "success", "successful", "done"})
+_OUTCOME = frozenset(
+    {
+        "success", "successful", "successfully", "succeeded", "done", "ok", "completed",
+        "confirmed", "exito", "exitoso", "exitosa", "listo", "completado", "confirmado",
+        "sucesso", "reussi", "erfolgreich",
+    }
+)  # fmt: skip
+"""Words that make a bare status an outcome (accents dropped, as `_words` reads them)."""
 _COMMON = frozenset(
     {
         "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be",
@@ -199,18 +207,19 @@ def _asked(answer: str) -> bool:
 
 
 def _receipt(shape: Shape, data: Any, result: str) -> bool:
-    """A result that reports an outcome rather than data to choose from: a bare value (at most
-    three words), or a JSON object with a top-level flag that says yes (`true`, "True", "ok",
-    "success", ...). Not prose: a short prose result ("no protocol found") is as often the
-    start of the model's own reasoning."""
+    """A result that reports an action's outcome rather than data to choose from.
+
+    A bare status of at most three words with an outcome word ("Transfer successful", "Done"),
+    or a JSON object with a top-level flag that says yes (`true`, "True", "ok", "success", ...)
+    and a message (a text value of at least three words). Not prose: a short prose result ("no
+    protocol found") is as often the start of the model's own reasoning."""
     if shape == "value":
-        return True
-    if shape == "object" and isinstance(data, dict):
-        return any(
-            v is True or (isinstance(v, str) and v.strip().casefold() in _TRUE)
-            for v in data.values()
-        )
-    return False
+        return data is None and any(w in _OUTCOME for w in _words(result))
+    if shape != "object" or not isinstance(data, dict):
+        return False
+    values = list(data.values())
+    flag = any(v is True or (isinstance(v, str) and v.strip().casefold() in _TRUE) for v in values)
+    return flag and any(isinstance(v, str) and len(v.split()) >= 3 for v in values)
 
 
 def _items_used(items: list[Any], answer_words: set[str], answer_numbers: set[float]) -> int:
