@@ -21,7 +21,8 @@ conversation, the runs (user messages) and model calls (assistant messages) must
 records say. With `--report DIR`, `toolstop report --db DB --out DIR` runs on the database; with
 `--labels FILE` as well (the hand-judged pairs of the set, `labels.jsonl`), the summary gets an
 `agreement` table: per judged tool, the advice the labels give (`judged_advice`) beside the
-report's (`candidates[].advice` where the report has it, else its `verdict`).
+report's (`candidates[].advice` where the report has it, else its `verdict`; the tools
+report.json folds away are read from the records by the report's own code, `all_candidates`).
 Prints a JSON summary; exits 1 when a count differs.
 """
 
@@ -33,16 +34,21 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from langchain_core.messages import AIMessage, ToolCall, UsageMetadata
 from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import InjectedToolCallId
+from pydantic import BaseModel, ConfigDict
 
 from toolstop.report.sources.openai import messages as openai_messages
 from toolstop.testing import ScriptedChatModel
 from toolstop.testing import replay as replay_recording
 
 __all__ = [
+    "RecordedChatModel",
     "agreement",
+    "all_candidates",
     "expected_counts",
     "judged_advice",
     "load_conversations",
@@ -111,6 +117,64 @@ def expected_counts(conversation: Mapping[str, Any]) -> dict[str, int]:
         "model_calls": sum(1 for m in messages if m.get("role") == "assistant"),
         "tool_calls": sum(len(m.get("tool_calls") or ()) for m in messages),
     }
+
+
+def _usage(raw: Any) -> UsageMetadata | None:
+    if not isinstance(raw, Mapping):
+        return None
+    prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
+    if not isinstance(prompt, int) or not isinstance(completion, int):
+        return None
+    return UsageMetadata(
+        input_tokens=prompt, output_tokens=completion, total_tokens=prompt + completion
+    )
+
+
+def _ai_message(message: Mapping[str, Any]) -> AIMessage:
+    calls = [
+        ToolCall(
+            name=c["function"]["name"],
+            args=json.loads(c["function"].get("arguments") or "{}"),
+            id=c["id"],
+            type="tool_call",
+        )
+        for c in message.get("tool_calls") or ()
+    ]
+    return AIMessage(
+        content=message.get("content") or "",
+        tool_calls=calls,
+        usage_metadata=_usage(message.get("usage")),
+    )
+
+
+class RecordedChatModel(ScriptedChatModel):
+    """The scripted model over recorded assistant messages (their usage kept, as the kit keeps a
+    scripted message's own), which a replay can move to a run's first message."""
+
+    def __init__(self, recorded: Sequence[Mapping[str, Any]], **kwargs: Any) -> None:
+        super().__init__([_ai_message(m) for m in recorded], **kwargs)
+
+    @property
+    def position(self) -> int:
+        """How many recorded messages the model has answered with (or skipped)."""
+        return self._script.position
+
+    def start_run(self, position: int) -> None:
+        """Answer the next call with recorded message `position` (a run's first message).
+
+        A hard stop ends a run before its recorded answer: the messages it skipped are dropped,
+        never asked for. Raises `ValueError` for a position before the current one."""
+        if position < self._script.position:
+            msg = f"position {position} is before {self._script.position}: already answered"
+            raise ValueError(msg)
+        self._script.position = position
+
+
+class _AnyArguments(BaseModel):
+    """Whatever arguments the recorded call had, plus the call id."""
+
+    model_config = ConfigDict(extra="allow")
+    tool_call_id: Annotated[str, InjectedToolCallId]
 
 
 def replay_conversation(conversation: Mapping[str, Any], checkpointer: Any) -> None:
@@ -185,6 +249,24 @@ def replay(conversations: Sequence[Mapping[str, Any]], db: Path) -> dict[str, An
     }
 
 
+def all_candidates(db: str) -> list[dict[str, Any]]:
+    """Every tool's report entry (`candidates[]`) from the records of `db`, by the report's own
+    code (`toolstop.report.candidates.Candidates`), ranked as the report ranks them.
+
+    report.json lists the first 50 and folds the rest (a `cut_short` tool ranks last, so on a
+    set of 70 tools some are folded); the agreement needs every judged tool's advice."""
+    from toolstop.report.candidates import Candidates
+    from toolstop.report.reader import open_database
+
+    candidates = Candidates()
+    with open_database(db) as database:
+        for thread_id, namespace in database.threads():
+            ends, _ = database.run_ends(thread_id, namespace)
+            for end in ends:
+                candidates.add(end.record, end)
+    return candidates.document()
+
+
 CUT_SHORT_SHARE = 0.1
 """A tool cut short in at least this share of its judged pairs is advised `cut_short`."""
 
@@ -246,6 +328,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = toolstop(["report", "--db", str(args.db), "--out", str(args.report)]) or code
         if args.labels is not None:
             report = json.loads((args.report / "report.json").read_text())
+            listed = {c.get("tool") for c in report.get("candidates") or ()}
+            report["candidates"] = [
+                *(report.get("candidates") or ()),
+                *(c for c in all_candidates(str(args.db)) if c["tool"] not in listed),
+            ]
             labels = [json.loads(x) for x in args.labels.read_text().splitlines() if x.strip()]
             summary["agreement"] = agreement(report, labels)
     print(json.dumps(summary, indent=2))

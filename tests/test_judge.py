@@ -238,3 +238,72 @@ def test_a_judge_that_fails_leaves_the_tool_out_and_the_record_written(
     after = ended_after(run, turn, final)["record"]["ended_after"]
     assert after["judged"] == {}
     assert after["tools"] == {"t": 1.0}
+
+
+# Rules tuned on the recorded τ²-bench traffic (docs/advisor-validation.md); each is general.
+
+
+@pytest.mark.parametrize(
+    "closing",
+    [
+        "¿Hay algo más en lo que pueda ayudarte?",
+        "¿En qué más puedo ayudarle?",
+        "Posso ajudar com mais alguma coisa?",
+        "Puis-je vous aider avec autre chose ?",
+        "Kann ich Ihnen sonst noch weiter helfen?",
+    ],
+)
+def test_a_closing_in_another_language_is_not_a_question(closing: str) -> None:
+    answer = f"Your order ORD-7 is cancelled. {closing}"
+    assert judge(json.dumps({"order_id": "ORD-7", "status": "cancelled"}), answer)["action"] == (
+        "restated"
+    )
+
+
+def test_a_yes_no_offer_of_the_next_step_is_not_asking() -> None:
+    slot = json.dumps({"slot": "SLOT-1", "hospital": "Padre Hurtado", "date": "2026-04-20"})
+    offer = "One slot at Padre Hurtado on 2026-04-20. Would you like me to book it?"
+    assert judge(slot, offer)["action"] == "restated"
+    spanish = "Hay un cupo en Padre Hurtado el 2026-04-20. ¿Te gustaría agendar esta cita?"
+    assert judge(slot, spanish)["action"] == "restated"
+    # a question for something the task needs is asking, whatever words it shares
+    which = "Hay un cupo en Padre Hurtado. ¿En qué fecha te gustaría ir?"
+    assert judge(slot, which)["action"] == "asked"
+    # so is a request without a question mark, beside an offer
+    request = "Padre Hurtado has a slot. Would you like me to book it? I'll need your phone number."
+    assert judge(slot, request)["action"] == "asked"
+
+
+def test_accents_do_not_split_a_word() -> None:
+    result = json.dumps({"hospital": "Sotero Rio", "beds": "12"})
+    assert judge(result, "Le esperan en el Sótero Río.")["fields"] == ["hospital"]
+
+
+def test_an_outcome_announced_in_the_models_words_is_restated() -> None:
+    """A bare status, or a JSON receipt with a yes flag, answered in other words (or another
+    language): a tool-written answer would have served."""
+    answer = "I have transferred you to a human agent; please wait while I connect you."
+    assert judge("Transfer successful", answer)["action"] == "restated"
+    receipt = json.dumps({"escalated": "True", "message": "Tu solicitud ha sido transferida."})
+    english = "Your request has been passed to a human agent. Thank you for your patience!"
+    assert judge(receipt, english)["action"] == "restated"
+    # data without a yes flag, a flag without a message, a bare word that is no outcome, and
+    # short prose stay the model's own
+    assert judge(json.dumps({"stock": "0", "price": "380"}), english)["action"] == "own"
+    assert judge(json.dumps({"stop": True, "reason": "completed"}), english)["action"] == "own"
+    assert judge("text", "Here is what I found.")["action"] == "own"
+    assert judge("true", english)["action"] == "own"  # a JSON scalar is data
+    not_found = "No protocol was found for that diagnosis."
+    reasoning = "The policy gives priority to children with strabismus; refer the adult later."
+    assert judge(not_found, reasoning)["action"] == "own"
+
+
+def test_a_record_written_as_labelled_fields_is_restated_not_relayed() -> None:
+    record = "SLOTS: - Slot: SLOT-1 | Hospital: Padre Hurtado | Date/Time: 2026-04-20 11:30"
+    answer = "There is one slot at Padre Hurtado on 20 April 2026 at 11:30."
+    assert judge(record, answer)["action"] == "restated"
+    notice = "YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON."
+    assert (
+        judge(notice, "You are being transferred to a human agent. Please hold on.")["action"]
+        == "relayed"
+    )

@@ -300,3 +300,71 @@ def test_a_record_of_an_older_shape_carried_on_gets_no_after_first() -> None:
     counted = _call(folded, (1, 1))
     assert "after_first" not in counted
     assert "would_skip" not in counted
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "Error: 'NoneType' object has no attribute 'get'",
+        "ERROR: El RUT ingresado no existe",
+        "  [Exception] timeout",
+        "Traceback (most recent call last): ...",
+        '{"error": "Fuera del plazo"}',
+        '{"errors": ["bad id"], "data": null}',
+        '{"success": "False", "message": "no stock"}',
+        '{"success": false}',
+        [{"type": "text", "text": "Failed to reach the service"}],
+    ],
+)
+def test_an_error_message_reads_as_an_error(content: Any) -> None:
+    assert record_module.reads_as_error(content)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        '{"order_id": "ORD-1", "status": "shipped"}',
+        '{"success": "True", "message": "created"}',
+        '{"error": null, "id": 7}',
+        '[{"error": "nested, in a list: not the result\'s own"}]',
+        "No errors found in the filter.",
+        "The order has no error.",
+        "",
+        None,
+        '{"error": "x", ' + '"pad": "' + "a" * record_module.ERROR_SCAN + '"}',  # too long
+    ],
+)
+def test_a_result_reads_as_a_success(content: Any) -> None:
+    assert not record_module.reads_as_error(content)
+
+
+def test_a_first_call_whose_result_reads_as_an_error_starts_no_after_first() -> None:
+    """A converted tool signals `transient` on its error message: hard mode stops at its first
+    *successful* call, so the calls after an error message are not a saving (the prediction
+    counted them, overestimating by up to 100% on the recorded traffic)."""
+    from langchain_core.messages import ToolMessage
+
+    from toolstop.record import failed_calls
+
+    record = _call(new_record(StopPolicy(mode="never")), (10, 1), asks=True)
+    turn = _turn(_plain("reserve", "c1"), _plain("status", "c2"))
+    results = [
+        ToolMessage("Error: no such room", tool_call_id="c1"),
+        ToolMessage('{"status": "ok"}', tool_call_id="c2"),
+    ]
+    failed = failed_calls(record, turn, results)
+    assert failed == {"c1"}
+    record = fold_turn(record, turn, failed)
+    assert set(record["after_first"]) == {"status"}
+    record = _call(record, (20, 2), asks=True)
+    retry = _turn(_plain("reserve", "c3"))
+    ok = [ToolMessage('{"reservation_id": "R-1"}', tool_call_id="c3")]
+    record = fold_turn(record, retry, failed_calls(record, retry, ok))
+    record = _call(record, (30, 3))
+    assert record["after_first"]["reserve"]["model_calls"] == 1  # only the answer after it
+    assert record["after_first"]["status"]["model_calls"] == 2
+    # a tool already counted is not read again; an older record is not read at all
+    assert failed_calls(record, _turn(_plain("status", "c4")), results[:1]) == frozenset()
+    old = dict(record)
+    del old["after_first"]
+    assert failed_calls(old, turn, results) == frozenset()  # type: ignore[arg-type]

@@ -178,14 +178,22 @@ def test_the_script_replays_then_reports(tmp_path: Path) -> None:
     assert report["model_calls"] == sum(c["model_calls"] for c in counts)
 
 
-def _docs_table() -> dict[str, tuple[int, int, int, int, int, str]]:
+def _docs_rows() -> list[list[str]]:
+    """The per-tool table's rows: tool, pairs, 4 label counts, judged advice, today, after."""
     page = (Path(__file__).parent.parent / "docs" / "advisor-validation.md").read_text()
-    rows = {}
+    rows = []
     for line in page.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 8 and cells[1].isdigit():
-            pairs, *counts = (int(c) for c in cells[1:6])
-            rows[cells[0]] = (pairs, *counts, cells[6].split()[0])
+        if len(cells) == 9 and cells[1].isdigit():
+            rows.append(cells)
+    return rows
+
+
+def _docs_table() -> dict[str, tuple[int, int, int, int, int, str]]:
+    rows = {}
+    for cells in _docs_rows():
+        pairs, *counts = (int(c) for c in cells[1:6])
+        rows[cells[0]] = (pairs, *counts, cells[6].split()[0])
     return rows
 
 
@@ -236,3 +244,79 @@ def test_agreement_prefers_the_reports_advice_over_its_verdict() -> None:
     assert [result["tools"][t]["report"] for t in ("a", "b")] == ["keep", "convert"]
     assert (result["agreeing"], result["judged_tools"]) == (2, 2)
     assert agreement({"candidates": []}, labels)["agreeing"] == 0
+
+
+def _call(call_id: str, name: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}
+
+
+def _said(content: str, tokens: int, *calls: dict[str, Any]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = list(calls)
+    message["usage"] = {"prompt_tokens": tokens, "completion_tokens": 0, "total_tokens": tokens}
+    return message
+
+
+def test_a_converted_replay_stops_at_the_first_success_as_predicted(tmp_path: Path) -> None:
+    """An error, a retry that succeeds, a lookup, an answer; then a second run. Converted, hard
+    mode stops after the retry: the model is never asked for the lookup or the answer, and the
+    next run starts at its own recorded messages."""
+    from replay_conversion import compare
+
+    conversation = {
+        "id": "c",
+        "messages": [
+            {"role": "user", "content": "Book room 7"},
+            _said("", 100, _call("a", "book")),
+            {"role": "tool", "tool_call_id": "a", "content": "Error: room busy"},
+            _said("", 200, _call("b", "book")),
+            {"role": "tool", "tool_call_id": "b", "content": '{"booking": "B-1"}'},
+            _said("", 300, _call("c", "lookup")),
+            {"role": "tool", "tool_call_id": "c", "content": '{"room": 7}'},
+            _said("Booked: B-1.", 400),
+            {"role": "user", "content": "Thanks"},
+            _said("You are welcome.", 500),
+        ],
+    }
+    summary = compare([conversation], tmp_path, ["book"])
+    (row,) = summary["tools"]
+    # after the first *successful* call: the lookup call and the answer (300 + 400 tokens)
+    assert row["predicted"] == {"model_calls": 2, "input_tokens": 700}
+    assert row["shadow_measured"] == row["predicted"]
+    assert row["hard_measured"] == {"model_calls": 2, "input_tokens": 700, "runs_stopped": 1}
+    assert row["error_pct"] == {"model_calls": 0.0, "input_tokens": 0.0}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("folder", SETS, ids=[p.name for p in SETS])
+def test_would_save_comes_true_after_the_conversion(folder: Path, tmp_path: Path) -> None:
+    """Issue 39: per tool with at least 5 runs, `would_save` within 15% of what converting it
+    saves in hard mode (model calls and input tokens), and of what shadow mode measures."""
+    from replay_conversion import BOUND, compare
+
+    summary = compare(_lines(folder / "conversations.jsonl"), tmp_path, min_runs=5)
+    assert len(summary["tools"]) >= 5
+    for row in summary["tools"]:
+        for key in ("model_calls", "input_tokens"):
+            measured = row["hard_measured"][key]
+            assert measured > 0, row
+            assert abs(row["predicted"][key] - measured) <= BOUND * measured, row
+            shadow = row["shadow_measured"][key]
+            assert abs(row["predicted"][key] - shadow) <= BOUND * shadow, row
+
+
+@pytest.mark.slow
+def test_the_docs_after_column_is_the_reports_advice(tmp_path: Path) -> None:
+    """The "after" column says what `toolstop report` advises on the whole set today, and no
+    tool the labels judge `keep` is advised `convert` (issue 39's Done when)."""
+    from replay_traffic import agreement, all_candidates, replay
+
+    folder = FIXTURES / "tau2_student_domains"
+    db = tmp_path / "t.sqlite"
+    assert replay(_lines(folder / "conversations.jsonl"), db)["differences"] == []
+    result = agreement({"candidates": all_candidates(str(db))}, _lines(folder / "labels.jsonl"))
+    after = {cells[0]: cells[8].split()[0] for cells in _docs_rows()}
+    assert after == {tool: row["report"] for tool, row in result["tools"].items()}
+    for row in result["tools"].values():
+        assert not (row["judged"] == "keep" and row["report"] == "convert"), row

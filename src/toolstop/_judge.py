@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from typing import Any, Literal
 
 __all__ = [
+    "FIELDED",
     "FIELDS_MAX",
     "FIELD_CHARS",
     "Action",
@@ -64,9 +66,33 @@ _FIELD_SAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 _QUESTION = re.compile(r"[^.!?\n]*\?")
 _CLOSING = re.compile(
     r"anything else|any other|other questions?|further (?:help|assist|question)|"
-    r"help (?:you )?with anything|can i help|may i help|assist you",
+    r"help (?:you )?with anything|can i help|may i help|assist you|"
+    # the same closing in Spanish, Portuguese, French, German
+    r"algo m[aá]s|otra (?:cosa|consulta|pregunta)|en qu[eé] m[aá]s|puedo ayudar|"
+    r"mais alguma|posso ajudar|autre chose|puis-je vous aider|sonst noch|weiter helfen",
     re.IGNORECASE,
 )
+_OFFER = re.compile(
+    r"^\W*(?:(?:okay|ok|so|then|entonces|bien)\W+)?"
+    r"(?:would you like|do you want|want me to|shall i\b|should i\b|"
+    r"te gustar[ií]a|le gustar[ií]a|quieres que|quiere que|deseas? que|"
+    r"gostaria|voulez-vous|souhaitez-vous|m[oö]chten sie)",
+    re.IGNORECASE,
+)
+_REQUEST = re.compile(
+    r"\bi(?:'ll| will)? need (?:your|the|some|a)\b|\bplease (?:provide|tell|share|send|give)\b|"
+    r"\bnecesito (?:tu|su|el|la|que)\b|\bpor favor,? (?:dime|ind[ií]ca|proporciona|env[ií]a)",
+    re.IGNORECASE,
+)
+_TRUE = frozenset({"true", "yes", "ok", "success", "successful", "done"})
+_OUTCOME = frozenset(
+    {
+        "success", "successful", "successfully", "succeeded", "done", "ok", "completed",
+        "confirmed", "exito", "exitoso", "exitosa", "listo", "completado", "confirmado",
+        "sucesso", "reussi", "erfolgreich",
+    }
+)  # fmt: skip
+"""Words that make a bare status an outcome (accents dropped, as `_words` reads them)."""
 _COMMON = frozenset(
     {
         "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be",
@@ -81,10 +107,16 @@ _COMMON = frozenset(
 )  # fmt: skip
 
 
+def _folded(text: str) -> str:
+    """`text` case-folded, accents dropped ("Sótero" and "Sotero" are one word)."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
 def _words(text: str) -> list[str]:
     """The text's case-folded words that can count as repeated: no digit-only token, no
-    common short word."""
-    return [w for w in _WORD.findall(text.casefold()) if not w.isdigit() and w not in _COMMON]
+    common short word; accents dropped."""
+    return [w for w in _WORD.findall(_folded(text)) if not w.isdigit() and w not in _COMMON]
 
 
 def _numbers(text: str) -> set[float]:
@@ -162,8 +194,32 @@ def _computed(answer: str, result: str) -> bool:
 
 
 def _asked(answer: str) -> bool:
-    """The answer asks the user something (a closing "anything else?" does not count)."""
-    return any(not _CLOSING.search(q) for q in _QUESTION.findall(answer))
+    """The answer asks the user something: a question, or a request without a question mark
+    ("I'll need your phone number", "please provide ..."). A closing "anything else?" and a
+    question that is a yes/no offer of a next step ("Would you like me to book it?") do not
+    count: they ask for nothing the task needs, and a tool-written answer can make the same
+    offer."""
+    if _REQUEST.search(answer):
+        return True
+    return any(
+        not _CLOSING.search(q) and not _OFFER.match(q.strip()) for q in _QUESTION.findall(answer)
+    )
+
+
+def _receipt(shape: Shape, data: Any, result: str) -> bool:
+    """A result that reports an action's outcome rather than data to choose from.
+
+    A bare status of at most three words with an outcome word ("Transfer successful", "Done"),
+    or a JSON object with a top-level flag that says yes (`true`, "True", "ok", "success", ...)
+    and a message (a text value of at least three words). Not prose: a short prose result ("no
+    protocol found") is as often the start of the model's own reasoning."""
+    if shape == "value":
+        return data is None and any(w in _OUTCOME for w in _words(result))
+    if shape != "object" or not isinstance(data, dict):
+        return False
+    values = list(data.values())
+    flag = any(v is True or (isinstance(v, str) and v.strip().casefold() in _TRUE) for v in values)
+    return flag and any(isinstance(v, str) and len(v.split()) >= 3 for v in values)
 
 
 def _items_used(items: list[Any], answer_words: set[str], answer_numbers: set[float]) -> int:
@@ -217,6 +273,8 @@ def judge(result: str, answer: str) -> dict[str, Any]:
         action = "restated" if used_any else "own"
     else:
         action = _prose_action(shape, result, answer)
+    if action == "own" and _receipt(shape, data, result):
+        action = "restated"  # the outcome announced in the model's words (or translated)
     return {"shape": shape, "action": action, "fields": fields}
 
 
@@ -228,16 +286,31 @@ def _prose_action(shape: Shape, result: str, answer: str) -> Action:
     source = set(_words(result))
     share = sum(w in source for w in words) / len(words)
     result_words = _words(result)
+    # a short receipt the answer restates or paraphrases: its own words would have served,
+    # unless it is a list of labelled fields ("Hospital: X | Date: Y"), which a user is not
+    # shown as is: then a tool-written answer would have served
+    served: Action = "restated" if _fielded(result) else "relayed"
     if share >= RELAYED:
         if len(result_words) > RECEIPT:
             covered = len(source & set(words)) / max(len(source), 1)
             return "relayed" if covered >= COVERED else "selected"
-        return "relayed"
+        return served
     if share >= RESTATED:
-        return "relayed" if len(result_words) <= RECEIPT else "restated"
+        return served if len(result_words) <= RECEIPT else "restated"
     if len(result_words) <= RECEIPT and (share >= PARAPHRASE or _shares_a_number(answer, result)):
-        return "relayed"  # a paraphrased receipt: its own words would have served
+        return served
     return "own"
+
+
+_LABEL = re.compile(r"(?:^|[|\n;,-])\s*[^\W\d_][\w/ ]{0,24}:\s", re.MULTILINE)
+FIELDED = 3
+"""A prose result with at least this many `Label: value` fields is a record written as text."""
+
+
+def _fielded(result: str) -> bool:
+    """Whether a prose result is a record of labelled fields (`Label: value`, at least
+    `FIELDED` of them)."""
+    return len(_LABEL.findall(result)) >= FIELDED
 
 
 def _shares_a_number(answer: str, result: str) -> bool:

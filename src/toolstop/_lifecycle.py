@@ -56,6 +56,7 @@ from toolstop.record import (
     Judged,
     StopRecord,
     count_model_call,
+    failed_calls,
     fold_turn,
     new_record,
     stopped,
@@ -375,7 +376,7 @@ def _decided(
         remaining_steps=remaining_steps,
         loop_steps=loop_steps,
     )
-    record = fold_turn(record, decision)
+    record = fold_turn(record, decision, failed_calls(record, decision, turn.results))
     if decision.stop and delivered:
         record = stopped(record, decision)
     return decision, {**run, "record": record, "turn": turn.id}

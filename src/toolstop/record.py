@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import threading
+from collections.abc import Collection, Iterable
 from typing import Any, NotRequired
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, ToolMessage
 from typing_extensions import TypedDict
 
 from toolstop.decision import (
@@ -29,8 +32,10 @@ __all__ = [
     "Savings",
     "StopRecord",
     "count_model_call",
+    "failed_calls",
     "fold_turn",
     "new_record",
+    "reads_as_error",
     "stopped",
     "successful",
 ]
@@ -235,6 +240,75 @@ def successful(signal: CallSignal) -> bool:
     return signal.reason not in _NOT_SUCCESS
 
 
+ERROR_SCAN = 20_000
+"""A JSON object result of at most this many characters is parsed to look for an error key;
+a longer one is taken as a success (bounded work on the hot path)."""
+
+_ERROR_START = re.compile(
+    r"[^\w{\"]{0,3}(?:error|exception|traceback|failed|failure)\b", re.IGNORECASE
+)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(
+            b if isinstance(b, str) else str(b.get("text") or "")
+            for b in content[:20]
+            if isinstance(b, (str, dict))
+        )
+    return ""
+
+
+def reads_as_error(content: Any) -> bool:
+    """Whether a result that carries no signal reads as an error message.
+
+    A text that starts with "error", "exception", "traceback", "failed" or "failure" (any case,
+    after at most three punctuation characters, not a JSON object's or string's), or a JSON
+    object (at most `ERROR_SCAN` characters) with a non-empty top-level `error`/`errors` or
+    `"success": false`. A converted tool knows when it failed and would not signal `completed`
+    then: its first *successful* call is where hard mode stops, so `after_first` starts there.
+    A heuristic on the text; a longer result is taken as a success."""
+    text = _text(content).lstrip()
+    if _ERROR_START.match(text[:40]):
+        return True
+    if not text.startswith("{") or len(text) > ERROR_SCAN:
+        return False
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    if not isinstance(data, dict):
+        return False
+    if any(data.get(key) not in (None, False, "", [], {}) for key in ("error", "errors")):
+        return True
+    success = data.get("success")
+    return success is False or (isinstance(success, str) and success.casefold() == "false")
+
+
+def failed_calls(
+    record: StopRecord, decision: Decision, results: Iterable[ToolMessage]
+) -> frozenset[str]:
+    """The tool call ids of a turn whose unsignalled result reads as an error.
+
+    Such a call (`reads_as_error`) is not a tool's first successful call. Only the calls of
+    tools without an `after_first` entry yet are read."""
+    after = record.get("after_first")
+    if after is None:
+        return frozenset()
+    wanted = {
+        s.tool_call_id
+        for s in decision.signals
+        if s.problem is Problem.UNSIGNALLED and s.tool not in after
+    }
+    if not wanted:
+        return frozenset()
+    return frozenset(
+        m.tool_call_id for m in results if m.tool_call_id in wanted and reads_as_error(m.content)
+    )
+
+
 def _merged(names: list[str], more: list[str]) -> list[str]:
     """`names` with the new ones of `more` appended (distinct, at most `SKIPPED_MAX`).
 
@@ -243,8 +317,11 @@ def _merged(names: list[str], more: list[str]) -> list[str]:
     return [*names, *added] if added else names
 
 
-def fold_turn(record: StopRecord, decision: Decision) -> StopRecord:
-    """Return `record` with one tool turn's signals added (a new dict; `record` is not changed)."""
+def fold_turn(record: StopRecord, decision: Decision, failed: Collection[str] = ()) -> StopRecord:
+    """Return `record` with one tool turn's signals added (a new dict; `record` is not changed).
+
+    `failed`: the tool call ids whose unsignalled result reads as an error (`failed_calls`):
+    they do not start an `after_first` entry."""
     updated = record.copy()
     outcomes = updated["outcomes"] = dict(record["outcomes"])
     calls = updated["calls_by_tool"] = dict(record.get("calls_by_tool") or {})
@@ -267,7 +344,7 @@ def fold_turn(record: StopRecord, decision: Decision) -> StopRecord:
                 )
             )
     updated["tool_turns"] = record["tool_turns"] + 1
-    _fold_later(record, updated, decision)
+    _fold_later(record, updated, decision, failed)
     if not decision.stop:
         updated["transient_retries"] = record["transient_retries"] + decision.transient_in_turn
     if decision.would_stop is not None and record["would_stop"] is None:
@@ -277,7 +354,9 @@ def fold_turn(record: StopRecord, decision: Decision) -> StopRecord:
     return updated
 
 
-def _fold_later(record: StopRecord, updated: StopRecord, decision: Decision) -> None:
+def _fold_later(
+    record: StopRecord, updated: StopRecord, decision: Decision, failed: Collection[str]
+) -> None:
     """Fold one turn into `would_skip` and `after_first` of `updated`.
 
     Its tools are skipped by every earlier stop; its successful tools start their own entry."""
@@ -297,7 +376,12 @@ def _fold_later(record: StopRecord, updated: StopRecord, decision: Decision) -> 
         for tool, entry in after.items()
     }
     for signal in decision.signals:
-        if signal.tool not in later and len(later) < AFTER_FIRST_MAX and successful(signal):
+        if (
+            signal.tool not in later
+            and len(later) < AFTER_FIRST_MAX
+            and successful(signal)
+            and signal.tool_call_id not in failed
+        ):
             later[signal.tool] = AfterFirst(
                 model_calls=0, input_tokens=0, output_tokens=0, skipped=[]
             )
