@@ -45,23 +45,28 @@ policy it is given shows (`_stop_status`)."""
 def _stop_status(nodes: dict[str, Any]) -> str:
     """What the graph's nodes show of StopOnArtifact: `missing` (a create_agent graph without
     it), `policy-dropped` (built with another policy than `_PREFLIGHT_POLICY`), `present`, or
-    `""` (not a create_agent graph: nothing to tell)."""
+    `no-router` (a hand-built graph with a tools node and no toolstop router) or `""` (nothing
+    to tell)."""
+    found: list[Any] = []
     try:
         from toolstop.middleware import StopOnArtifact
-    except ImportError:  # pragma: no cover - langchain missing: no create_agent graph either
-        return ""
-    found = []
-    for node in nodes.values():
-        bound = _own(node, "bound")
-        for func in (_own(bound, "func"), _own(bound, "afunc")):
-            owner = getattr(func, "__self__", None)
-            if isinstance(owner, StopOnArtifact):
-                found.append(owner)
+    except ImportError:  # langchain missing or before 1.2.9: no create_agent graph to read
+        create_agent_graph = False
+    else:
+        create_agent_graph = "model" in nodes and "tools" in nodes
+        for node in nodes.values():
+            bound = _own(node, "bound")
+            for func in (_own(bound, "func"), _own(bound, "afunc")):
+                owner = getattr(func, "__self__", None)
+                if isinstance(owner, StopOnArtifact):
+                    found.append(owner)
     if found:
         same = all(m.policy == _PREFLIGHT_POLICY for m in found)
         return "present" if same else "policy-dropped"
-    if "model" in nodes and "tools" in nodes:
+    if create_agent_graph:
         return "missing"
+    if "model" in nodes and "tools" in nodes:
+        return ""  # create_agent's shape, but no StopOnArtifact here to tell it by
     holds_tools = any(find_tool_node(_own(node, "bound")) is not None for node in nodes.values())
     return "no-router" if holds_tools and "finalize" not in nodes else ""
 
