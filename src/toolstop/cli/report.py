@@ -41,6 +41,21 @@ def add_report_parser(commands: Any) -> None:
         metavar="FILE",
         help="JSON lines of the toolstop logger (toolstop.logs.JsonLines); - reads stdin",
     )
+    source.add_argument(
+        "--from",
+        dest="from_",
+        metavar="PATH",
+        help=(
+            "recorded conversations of an agent without toolstop: a chat log (OpenAI, "
+            "LangChain, LangSmith or OpenTelemetry export) or its checkpoint database (a "
+            "SQLite file or a PostgreSQL URL); the records are made as shadow mode would"
+        ),
+    )
+    parser.add_argument(
+        "--format",
+        choices=("openai", "langchain", "langsmith", "otel", "checkpoints"),
+        help="the format of --from (default: detected from the content)",
+    )
     parser.add_argument(
         "--since",
         metavar="WHEN",
@@ -65,7 +80,7 @@ def add_report_parser(commands: Any) -> None:
         metavar="K",
         help=(
             "put up to K pairs per candidate (the tool's result and the final answer, each cut "
-            "at 2,000 characters, secrets masked) in report.json and the page (--db only)"
+            "at 2,000 characters, secrets masked) in report.json and the page (--db or --from)"
         ),
     )
     parser.add_argument(
@@ -83,7 +98,7 @@ def add_report_parser(commands: Any) -> None:
         help=(
             "ask a chat model (any init_chat_model spec, e.g. openai:gpt-4o-mini) whether each "
             "candidate's sampled results would have served as the answer (--db only; costs "
-            "calls: it says how many and asks first)"
+            "calls: it says how many and asks first; --db or --from)"
         ),
     )
     parser.add_argument(
@@ -189,6 +204,9 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                     )
                 rejected = [database.rejected]
                 source = {"db": redact(args.db)}
+            elif args.from_:
+                source, extra, examples, pairs = _read_from(args, summary, judge is not None)
+                rejected = [0]
             else:
                 stream = sys.stdin if args.log == "-" else _open_log(args.log, stack)
                 skipped, rejected = [0], [0]
@@ -214,8 +232,15 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                 "they are not counted",
                 file=sys.stderr,
             )
-    except ToolstopConfigError as error:
-        print(f"toolstop report: {shown(str(error), args.db)}", file=sys.stderr)
+    except (ToolstopConfigError, ValueError) as error:  # ValueError: an unknown format
+        print(f"toolstop report: {shown(str(error), args.db or args.from_)}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        print(
+            f"toolstop report: cannot read {shown(str(args.from_ or args.db))}: {reason}",
+            file=sys.stderr,
+        )
         return 2
     except Exception as error:  # a database gone mid-read: one sentence, no traceback
         print(f"toolstop report: reading failed: {failure(error, args.db)}", file=sys.stderr)
@@ -236,7 +261,8 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
         ]
     elif args.examples:
         print(
-            "toolstop report: --examples needs --db (a log holds no messages); none written",
+            "toolstop report: --examples needs --db or --from (a --log holds no messages); "
+            "none written",
             file=sys.stderr,
         )
     if judge is not None:
@@ -259,6 +285,32 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
     render_summary(document, out)
     print("wrote " + ", ".join(str(path) for path in written), file=out)
     return 0
+
+
+def _read_from(args: argparse.Namespace, summary: Any, judged: bool) -> tuple[Any, ...]:
+    """`--from`: the source, the extra figures, the example pairs and the judge's pairs."""
+    from toolstop.report.from_logs import read_from
+    from toolstop.report.reader import redact
+
+    found = read_from(
+        args.from_, summary, format=args.format, keep_messages=bool(args.examples) or judged
+    )
+    for line in found.messages():
+        print(f"toolstop report: {line}", file=sys.stderr)
+    examples = found.pairs(summary.candidates.kept) if args.examples else None
+    pairs: dict[str, Any] = {}
+    if judged:
+        signalling = set(summary.stops) | set(summary.would_stops)
+        sampled = summary.candidates.sampled.runs()
+        pairs = found.pairs({t: e for t, e in sampled.items() if t not in signalling})
+    extra = {
+        "threads": found.threads,
+        "open_runs": found.open_runs if found.format == "checkpoints" else None,
+        **found.document(),
+    }
+    if found.rejected:
+        extra["unreadable_runs"] = found.rejected
+    return {"from": redact(args.from_), "format": found.format}, extra, examples, pairs
 
 
 def _open_log(path: str, stack: ExitStack) -> TextIO:
@@ -285,8 +337,11 @@ def _judge_model(args: argparse.Namespace) -> Any:
     """The judge's chat model, `None` without `--judge`, `False` after a refusal (printed)."""
     if not args.judge:
         return None
-    if not args.db:
-        print("toolstop report: --judge needs --db (a log holds no messages)", file=sys.stderr)
+    if not args.db and not args.from_:
+        print(
+            "toolstop report: --judge needs --db or --from (a --log holds no messages)",
+            file=sys.stderr,
+        )
         return False
     if not args.yes and not _terminal():
         print(
