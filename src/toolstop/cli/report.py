@@ -57,6 +57,22 @@ def add_report_parser(commands: Any) -> None:
         help="the format of --from (default: detected from the content)",
     )
     parser.add_argument(
+        "--convert",
+        metavar="TOOLS",
+        help=(
+            "with --from: replay the conversations as if these comma-separated tools signalled "
+            "in hard mode, and report what it would have saved and cut (report.json's what_if)"
+        ),
+    )
+    parser.add_argument(
+        "--success",
+        metavar="REGEX",
+        help=(
+            "with --convert: a result matching REGEX is a success (stop); others are transient "
+            "(default: a result that is not an error message or status)"
+        ),
+    )
+    parser.add_argument(
         "--since",
         metavar="WHEN",
         help="only runs that ended since: 2025-05-01, 2025-05-01T12:00+02:00, or 30m, 12h, 7d",
@@ -167,6 +183,9 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
     judge = _judge_model(args)
     if judge is False:
         return 2
+    what_if = _what_if(args, writes)
+    if what_if is False:
+        return 2
     summary = Summary(
         writes, examples=args.examples, sample=args.judge_samples if judge is not None else 0
     )
@@ -205,7 +224,9 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                 rejected = [database.rejected]
                 source = {"db": redact(args.db)}
             elif args.from_:
-                source, extra, examples, pairs = _read_from(args, summary, judge is not None)
+                source, extra, examples, pairs = _read_from(
+                    args, summary, judge is not None, what_if or None
+                )
                 rejected = [0]
             else:
                 stream = sys.stdin if args.log == "-" else _open_log(args.log, stack)
@@ -270,6 +291,8 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
         if judged is None:
             return 1
         document = judged
+    if what_if:
+        document["what_if"] = what_if.document(args.price_in, args.price_out)
     if args.price_in is not None or args.price_out is not None:
         document = with_prices(document, args.price_in or 0.0, args.price_out or 0.0)
     written = write_outputs(
@@ -283,17 +306,55 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
     if written is None:
         return 2
     render_summary(document, out)
+    if what_if:
+        from toolstop._printable import printable
+        from toolstop.report.what_if import what_if_lines
+
+        for line in what_if_lines(document["what_if"]):
+            print(printable(line), file=out)
     print("wrote " + ", ".join(str(path) for path in written), file=out)
     return 0
 
 
-def _read_from(args: argparse.Namespace, summary: Any, judged: bool) -> tuple[Any, ...]:
+def _what_if(args: argparse.Namespace, writes: frozenset[str]) -> Any:
+    """The what-if of `--convert` (`None` without it, `False` after a refusal, printed)."""
+    if not args.convert:
+        if args.success:
+            print("toolstop report: --success needs --convert", file=sys.stderr)
+            return False
+        return None
+    if not args.from_:
+        print("toolstop report: --convert needs --from (recorded conversations)", file=sys.stderr)
+        return False
+    import re
+
+    from toolstop.report.what_if import WhatIf
+
+    try:
+        success = re.compile(args.success) if args.success else None
+    except (re.error, RecursionError, OverflowError) as error:
+        print(f"toolstop report: --success is not a regular expression: {error}", file=sys.stderr)
+        return False
+    tools = [t.strip() for t in args.convert.split(",") if t.strip()]
+    if not tools:
+        print("toolstop report: --convert names no tool", file=sys.stderr)
+        return False
+    return WhatIf(tools, success=success, declared_writes=writes, examples=args.examples)
+
+
+def _read_from(
+    args: argparse.Namespace, summary: Any, judged: bool, what_if: Any
+) -> tuple[Any, ...]:
     """`--from`: the source, the extra figures, the example pairs and the judge's pairs."""
     from toolstop.report.from_logs import read_from
     from toolstop.report.reader import redact
 
     found = read_from(
-        args.from_, summary, format=args.format, keep_messages=bool(args.examples) or judged
+        args.from_,
+        summary,
+        format=args.format,
+        keep_messages=bool(args.examples) or judged,
+        what_if=what_if,
     )
     for line in found.messages():
         print(f"toolstop report: {line}", file=sys.stderr)

@@ -44,6 +44,7 @@ from toolstop.report.sources import (
 from toolstop.report.sources._base import Conversation, conversation
 from toolstop.report.sources.shadow import runs_of, shadow_records
 from toolstop.report.summary import Summary
+from toolstop.report.what_if import WhatIf
 
 __all__ = [
     "MAX_OPEN_THREADS",
@@ -248,6 +249,7 @@ def read_from(
     *,
     format: str | None = None,  # noqa: A002
     keep_messages: bool = False,
+    what_if: WhatIf | None = None,
 ) -> FromLogs:
     """Fold the records of every conversation of `source` into `summary`.
 
@@ -258,6 +260,7 @@ def read_from(
             DSN, a log by its first readable lines).
         keep_messages: Keep the messages of the runs the summary keeps for example pairs
             and the judge (`FromLogs.pairs`).
+        what_if: Where each conversation is replayed with tools converted (`--convert`).
 
     Raises:
         UnknownFormatError: the format is unknown or cannot be detected.
@@ -286,6 +289,8 @@ def read_from(
         try:
             records = shadow_records(item.messages)
             runs = runs_of(item.messages) if keep_messages else []
+            if what_if is not None:
+                what_if.add(item.thread or item.id, item.messages, records)
         except ValueError as error:  # Unreadable, or a message of no shape
             found.problems.conversation_problem(item.line, str(error))
             continue
