@@ -180,6 +180,7 @@ def test_bad_lines_are_counted_escaped_and_masked_never_a_traceback(
         (["--from", "missing.jsonl"], "cannot read"),
         (["--from", "README.md"], "cannot be told"),
         (["--from", "x.jsonl", "--format", "csv"], "invalid choice"),
+        (["--from", "x.jsonl", "--since", "7d"], "--since needs --db or --log"),
     ],
 )
 def test_wrong_input_exits_2_in_one_sentence(
@@ -237,3 +238,36 @@ def test_the_judge_sends_the_pairs_it_sends_for_the_shadow_database(
             sent.append(sorted(provider.raw_requests))
         assert found["model_judge"]["calls"] > 0
     assert sent[0] == sent[1]
+
+
+def documented_commands() -> list[list[str]]:
+    """Every `toolstop report --from` line of the rollout page's console blocks."""
+    import re
+    import shlex
+
+    page = (Path(__file__).parent.parent / "docs" / "rollout.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```console\n(.*?)```", page, flags=re.S)
+    return [
+        shlex.split(line)[1:]
+        for block in blocks
+        for line in block.splitlines()
+        if line.startswith("toolstop report --from ")
+    ]
+
+
+def test_each_documented_command_runs_on_the_fixtures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    commands = documented_commands()
+    formats = {argv[argv.index("--format") + 1] for argv in commands if "--format" in argv}
+    assert formats == {"openai", "langchain", "langsmith", "otel"}
+    assert any("--convert" in argv for argv in commands)
+    monkeypatch.chdir(Path(__file__).parent.parent)
+    for number, argv in enumerate(commands):
+        out = tmp_path / str(number)
+        assert main([*argv, "--out", str(out)]) == 0, capsys.readouterr().err
+        document = json.loads((out / "report.json").read_text())
+        assert document["runs"] > 0
+        assert ("what_if" in document) == ("--convert" in argv)
+        if "--convert" in argv:
+            assert document["what_if"]["stopped_runs"] > 0

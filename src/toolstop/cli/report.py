@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from toolstop.cli._output import failure, shown, write_outputs
+from toolstop.cli._report_from import read_from_args, what_if_of
 from toolstop.errors import ToolstopConfigError
 
 __all__ = ["add_report_parser", "run_report"]
@@ -183,8 +184,14 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
     judge = _judge_model(args)
     if judge is False:
         return 2
-    what_if = _what_if(args, writes)
+    what_if = what_if_of(args, writes)
     if what_if is False:
+        return 2
+    if args.from_ and args.since:
+        print(
+            "toolstop report: --since needs --db or --log (a recording gives no run its time)",
+            file=sys.stderr,
+        )
         return 2
     summary = Summary(
         writes, examples=args.examples, sample=args.judge_samples if judge is not None else 0
@@ -224,7 +231,7 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                 rejected = [database.rejected]
                 source = {"db": redact(args.db)}
             elif args.from_:
-                source, extra, examples, pairs = _read_from(
+                source, extra, examples, pairs = read_from_args(
                     args, summary, judge is not None, what_if or None
                 )
                 rejected = [0]
@@ -314,64 +321,6 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
             print(printable(line), file=out)
     print("wrote " + ", ".join(str(path) for path in written), file=out)
     return 0
-
-
-def _what_if(args: argparse.Namespace, writes: frozenset[str]) -> Any:
-    """The what-if of `--convert` (`None` without it, `False` after a refusal, printed)."""
-    if not args.convert:
-        if args.success:
-            print("toolstop report: --success needs --convert", file=sys.stderr)
-            return False
-        return None
-    if not args.from_:
-        print("toolstop report: --convert needs --from (recorded conversations)", file=sys.stderr)
-        return False
-    import re
-
-    from toolstop.report.what_if import WhatIf
-
-    try:
-        success = re.compile(args.success) if args.success else None
-    except (re.error, RecursionError, OverflowError) as error:
-        print(f"toolstop report: --success is not a regular expression: {error}", file=sys.stderr)
-        return False
-    tools = [t.strip() for t in args.convert.split(",") if t.strip()]
-    if not tools:
-        print("toolstop report: --convert names no tool", file=sys.stderr)
-        return False
-    return WhatIf(tools, success=success, declared_writes=writes, examples=args.examples)
-
-
-def _read_from(
-    args: argparse.Namespace, summary: Any, judged: bool, what_if: Any
-) -> tuple[Any, ...]:
-    """`--from`: the source, the extra figures, the example pairs and the judge's pairs."""
-    from toolstop.report.from_logs import read_from
-    from toolstop.report.reader import redact
-
-    found = read_from(
-        args.from_,
-        summary,
-        format=args.format,
-        keep_messages=bool(args.examples) or judged,
-        what_if=what_if,
-    )
-    for line in found.messages():
-        print(f"toolstop report: {line}", file=sys.stderr)
-    examples = found.pairs(summary.candidates.kept) if args.examples else None
-    pairs: dict[str, Any] = {}
-    if judged:
-        signalling = set(summary.stops) | set(summary.would_stops)
-        sampled = summary.candidates.sampled.runs()
-        pairs = found.pairs({t: e for t, e in sampled.items() if t not in signalling})
-    extra = {
-        "threads": found.threads,
-        "open_runs": found.open_runs if found.format == "checkpoints" else None,
-        **found.document(),
-    }
-    if found.rejected:
-        extra["unreadable_runs"] = found.rejected
-    return {"from": redact(args.from_), "format": found.format}, extra, examples, pairs
 
 
 def _open_log(path: str, stack: ExitStack) -> TextIO:
