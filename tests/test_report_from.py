@@ -271,3 +271,26 @@ def test_each_documented_command_runs_on_the_fixtures(
         assert ("what_if" in document) == ("--convert" in argv)
         if "--convert" in argv:
             assert document["what_if"]["stopped_runs"] > 0
+
+
+def test_the_docs_quote_the_stored_report_from_run() -> None:
+    import re
+
+    root = Path(__file__).parent.parent
+    stored = json.loads((root / "docs" / "bench" / "sources.json").read_text())["report"]
+    assert stored["counts_match"]
+    page = (root / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    section = " ".join(page[page.index("## Reading recorded logs") :].split())
+    found = re.search(
+        r"The whole `toolstop report --from FILE` .*? made the report of ([\d,]+) "
+        r"conversations \(([\d,]+) runs\) in ([\d.]+) s \(peak RSS ([\d.]+) MB",
+        section,
+    )
+    assert found is not None
+    quoted = [float(x.replace(",", "")) for x in found.groups()]
+    assert quoted == [
+        stored["conversations"],
+        stored["runs"],
+        stored["seconds"],
+        stored["peak_rss_mb"],
+    ]
