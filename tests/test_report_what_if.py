@@ -63,7 +63,7 @@ def tools_of(messages: Sequence[BaseMessage]) -> set[str]:
     return {c["name"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
 
 
-@pytest.mark.parametrize("log_format", ["openai", "langsmith"])
+@pytest.mark.parametrize("log_format", ["openai", "langchain", "langsmith", "otel"])
 def test_the_what_if_equals_a_real_hard_mode_replay(log_format: str) -> None:
     for conversation in read_conversations(LOGS / f"{log_format}.jsonl"):
         for tool in sorted(tools_of(conversation.messages)):
@@ -82,7 +82,7 @@ def test_the_what_if_equals_a_real_replay_on_real_traffic() -> None:
         if conversation.id not in {item["id"] for item in log_items}:
             continue
         tools = sorted(tools_of(conversation.messages))
-        for chosen in ({t} for t in tools[:2]):
+        for chosen in [*({t} for t in tools[:2]), set(tools)]:  # one, and all at once
             found = converted_records(conversation.messages, chosen)
             records, calls = real_hard_mode(conversation.messages, chosen)
             assert found.records == records, (conversation.id, chosen)
