@@ -294,3 +294,24 @@ def test_the_docs_quote_the_stored_report_from_run() -> None:
         stored["seconds"],
         stored["peak_rss_mb"],
     ]
+
+
+def test_a_thread_that_cannot_be_decoded_is_counted_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    items = list(read_conversations(LOGS / "openai.jsonl"))
+    plain = tmp_path / "threads.sqlite"
+    with SqliteSaver.from_conn_string(str(plain)) as saver:
+        record_agents(saver, [(c.id, c.messages) for c in items], shadow=False)
+    with sqlite3.connect(plain) as conn:  # a blob no decoder reads, in every checkpoint of one
+        conn.execute(
+            "UPDATE checkpoints SET type = 'msgpack', checkpoint = X'c1c1c1' WHERE thread_id = ?",
+            (items[0].id,),
+        )
+    found = report(tmp_path, "from", "--from", str(plain), "--format", "checkpoints")
+    stderr = capsys.readouterr().err
+    assert "Traceback" not in stderr
+    assert "1 thread(s) could not be decoded" in stderr
+    assert (found["unreadable"]["threads"], found["threads"], found["runs"]) == (1, 1, 1)
