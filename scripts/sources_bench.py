@@ -9,8 +9,10 @@ answer, and texts that differ per conversation), then reads the file with
 conversations and at all of them, and prints, for each, the conversations and messages read,
 the wall time and the child's peak RSS (flat memory shows as two close figures); then all of
 them again, also making each conversation's shadow-mode records
-(`toolstop.report.sources.shadow_records`): the part of `report --from` before the advisor. The
-counts are checked against what was written; exits 1 when they differ. `--out` stores the summary
+(`toolstop.report.sources.shadow_records`): the part of `report --from` before the advisor; and
+last the whole `toolstop report --from FILE` (reading, records, the advisor, report.json, the
+chart and the page). The counts are checked against what was written (the report's runs too);
+exits 1 when they differ. `--out` stores the summary
 (docs/bench/sources.json is the run docs/benchmarks.md quotes).
 """
 
@@ -34,6 +36,7 @@ __all__ = [
     "conversation",
     "main",
     "read",
+    "report",
     "write",
 ]
 
@@ -167,6 +170,49 @@ def _child(path: Path, limit: int, *, records: bool) -> dict[str, Any]:
     return result
 
 
+def report(path: Path, out: Path) -> dict[str, Any]:
+    """Run the whole `toolstop report --from path --out out` in this process: its runs, wall
+    time and this process's peak RSS."""
+    import contextlib
+    import io
+
+    from toolstop.cli import main as toolstop
+
+    started = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        code = toolstop(["report", "--from", str(path), "--out", str(out)])
+    seconds = time.perf_counter() - started
+    document = json.loads((out / "report.json").read_text()) if code == 0 else {}
+    return {
+        "command": "toolstop report --from FILE",
+        "exit_code": code,
+        "conversations": document.get("conversations"),
+        "runs": document.get("runs"),
+        "seconds": round(seconds, 2),
+        "conversations_per_second": round(document.get("conversations", 0) / seconds)
+        if seconds
+        else None,
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+def _report_child(path: Path, out: Path) -> dict[str, Any]:
+    code = (
+        "import json, sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
+        "from sources_bench import report; "
+        "print(json.dumps(report(Path(sys.argv[2]), Path(sys.argv[3]))))"
+    )
+    here = str(Path(__file__).parent)
+    done = subprocess.run(
+        [sys.executable, "-c", code, here, str(path), str(out)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Write; read a tenth, all, then all with the records; check the counts; print JSON."""
     parser = argparse.ArgumentParser(prog="python scripts/sources_bench.py")
@@ -182,6 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan = [(max(1, args.conversations // 10), False), (args.conversations, False)]
         plan.append((args.conversations, True))
         runs = [_child(path, n, records=records) for n, records in plan]
+        whole = _report_child(path, Path(folder) / "report")
     code = 0
     for (n, records), run in zip(plan, runs, strict=True):
         expected = (n, n * MESSAGES_PER_CONVERSATION, n, n * RUNS_PER_CONVERSATION * records, 0)
@@ -194,7 +241,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         run["counts_match"] = got == expected
         code = code or (0 if got == expected else 1)
-    summary = {"file_mb": round(size / 1e6, 1), "cpus": os.cpu_count(), "runs": runs}
+    expected_report = (0, args.conversations, args.conversations * RUNS_PER_CONVERSATION)
+    whole["counts_match"] = (
+        whole["exit_code"],
+        whole["conversations"],
+        whole["runs"],
+    ) == expected_report
+    code = code or (0 if whole["counts_match"] else 1)
+    summary = {
+        "file_mb": round(size / 1e6, 1),
+        "cpus": os.cpu_count(),
+        "runs": runs,
+        "report": whole,
+    }
     text = json.dumps(summary, indent=2)
     if args.out is not None:
         args.out.write_text(text + "\n", encoding="utf-8")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from toolstop.cli._output import failure, shown, write_outputs
+from toolstop.cli._report_from import read_from_args, what_if_of
 from toolstop.errors import ToolstopConfigError
 
 __all__ = ["add_report_parser", "run_report"]
@@ -41,6 +42,37 @@ def add_report_parser(commands: Any) -> None:
         metavar="FILE",
         help="JSON lines of the toolstop logger (toolstop.logs.JsonLines); - reads stdin",
     )
+    source.add_argument(
+        "--from",
+        dest="from_",
+        metavar="PATH",
+        help=(
+            "recorded conversations of an agent without toolstop: a chat log (OpenAI, "
+            "LangChain, LangSmith or OpenTelemetry export) or its checkpoint database (a "
+            "SQLite file or a PostgreSQL URL); the records are made as shadow mode would"
+        ),
+    )
+    parser.add_argument(
+        "--format",
+        choices=("openai", "langchain", "langsmith", "otel", "checkpoints"),
+        help="the format of --from (default: detected from the content)",
+    )
+    parser.add_argument(
+        "--convert",
+        metavar="TOOLS",
+        help=(
+            "with --from: replay the conversations as if these comma-separated tools signalled "
+            "in hard mode, and report what it would have saved and cut (report.json's what_if)"
+        ),
+    )
+    parser.add_argument(
+        "--success",
+        metavar="REGEX",
+        help=(
+            "with --convert: a result matching REGEX is a success (stop); others are transient "
+            "(default: a result that is not an error message or status)"
+        ),
+    )
     parser.add_argument(
         "--since",
         metavar="WHEN",
@@ -65,7 +97,7 @@ def add_report_parser(commands: Any) -> None:
         metavar="K",
         help=(
             "put up to K pairs per candidate (the tool's result and the final answer, each cut "
-            "at 2,000 characters, secrets masked) in report.json and the page (--db only)"
+            "at 2,000 characters, secrets masked) in report.json and the page (--db or --from)"
         ),
     )
     parser.add_argument(
@@ -83,7 +115,7 @@ def add_report_parser(commands: Any) -> None:
         help=(
             "ask a chat model (any init_chat_model spec, e.g. openai:gpt-4o-mini) whether each "
             "candidate's sampled results would have served as the answer (--db only; costs "
-            "calls: it says how many and asks first)"
+            "calls: it says how many and asks first; --db or --from)"
         ),
     )
     parser.add_argument(
@@ -152,6 +184,15 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
     judge = _judge_model(args)
     if judge is False:
         return 2
+    what_if = what_if_of(args, writes)
+    if what_if is False:
+        return 2
+    if args.from_ and args.since:
+        print(
+            "toolstop report: --since needs --db or --log (a recording gives no run its time)",
+            file=sys.stderr,
+        )
+        return 2
     summary = Summary(
         writes, examples=args.examples, sample=args.judge_samples if judge is not None else 0
     )
@@ -189,6 +230,11 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                     )
                 rejected = [database.rejected]
                 source = {"db": redact(args.db)}
+            elif args.from_:
+                source, extra, examples, pairs = read_from_args(
+                    args, summary, judge is not None, what_if or None
+                )
+                rejected = [0]
             else:
                 stream = sys.stdin if args.log == "-" else _open_log(args.log, stack)
                 skipped, rejected = [0], [0]
@@ -214,8 +260,15 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                 "they are not counted",
                 file=sys.stderr,
             )
-    except ToolstopConfigError as error:
-        print(f"toolstop report: {shown(str(error), args.db)}", file=sys.stderr)
+    except (ToolstopConfigError, ValueError) as error:  # ValueError: an unknown format
+        print(f"toolstop report: {shown(str(error), args.db or args.from_)}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        print(
+            f"toolstop report: cannot read {shown(str(args.from_ or args.db))}: {reason}",
+            file=sys.stderr,
+        )
         return 2
     except Exception as error:  # a database gone mid-read: one sentence, no traceback
         print(f"toolstop report: reading failed: {failure(error, args.db)}", file=sys.stderr)
@@ -236,7 +289,8 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
         ]
     elif args.examples:
         print(
-            "toolstop report: --examples needs --db (a log holds no messages); none written",
+            "toolstop report: --examples needs --db or --from (a --log holds no messages); "
+            "none written",
             file=sys.stderr,
         )
     if judge is not None:
@@ -244,6 +298,8 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
         if judged is None:
             return 1
         document = judged
+    if what_if:
+        document["what_if"] = what_if.document(args.price_in, args.price_out)
     if args.price_in is not None or args.price_out is not None:
         document = with_prices(document, args.price_in or 0.0, args.price_out or 0.0)
     written = write_outputs(
@@ -257,6 +313,12 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
     if written is None:
         return 2
     render_summary(document, out)
+    if what_if:
+        from toolstop._printable import printable
+        from toolstop.report.what_if import what_if_lines
+
+        for line in what_if_lines(document["what_if"]):
+            print(printable(line), file=out)
     print("wrote " + ", ".join(str(path) for path in written), file=out)
     return 0
 
@@ -285,8 +347,11 @@ def _judge_model(args: argparse.Namespace) -> Any:
     """The judge's chat model, `None` without `--judge`, `False` after a refusal (printed)."""
     if not args.judge:
         return None
-    if not args.db:
-        print("toolstop report: --judge needs --db (a log holds no messages)", file=sys.stderr)
+    if not args.db and not args.from_:
+        print(
+            "toolstop report: --judge needs --db or --from (a --log holds no messages)",
+            file=sys.stderr,
+        )
         return False
     if not args.yes and not _terminal():
         print(

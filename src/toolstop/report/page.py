@@ -23,6 +23,7 @@ from toolstop.report.candidates import REASONS, REPEATS
 from toolstop.report.evidence import render_evidence
 from toolstop.report.model_judge import describe_judge
 from toolstop.report.tally import SHOWN
+from toolstop.report.what_if import what_if_html
 
 __all__ = ["render_html", "when"]
 
@@ -78,6 +79,8 @@ def _source(source: dict[str, Any]) -> str:
         db = str(source["db"])
         kind = "PostgreSQL" if is_postgres(db) else "SQLite"
         return f"the {kind} checkpoint database {db}"
+    if "from" in source:
+        return f"the recorded conversations ({source.get('format')}) of {source['from']}"
     log = str(source.get("log"))
     return "JSON log lines read from standard input" if log == "-" else f"the log file {log}"
 
@@ -464,7 +467,7 @@ def render_html(document: dict[str, Any], chart: Path | None, path: Path) -> Non
 to {html.escape(when(document["last_run_ended"]))}. Generated {html.escape(made)}.</p>
 <div class="answer">{_answer(document)}</div>
 {_MODES}
-{_candidates(document)}{render_evidence(document)}
+{_candidates(document)}{render_evidence(document)}{what_if_html(document.get("what_if"))}
 {_days(document)}
 {inline_png(chart, "runs by rule (shadow runs by the rule that would have stopped them), "
             "model calls per run by mode, what shadow mode would save")}

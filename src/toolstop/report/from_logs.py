@@ -1,0 +1,322 @@
+"""`toolstop report --from`: the advisor on the conversations users already recorded.
+
+A log (OpenAI chat JSONL, LangChain message dicts, a LangSmith run export, OTLP JSON GenAI
+spans) or the checkpoint database of an agent that never ran toolstop is read a conversation
+at a time (`toolstop.report.sources`), each conversation is made into the stop records shadow
+mode would have written for it (`shadow_records`), and those records are folded into the same
+`Summary` as `--db`'s: candidates, advice, the page and `--writes` work the same. The example
+pairs (`--examples`) and the judge's pairs (`--judge`) come from the recorded messages of the
+few runs kept for them (at most K per tool), so memory stays flat in the number of
+conversations.
+
+The traces of one thread (LangSmith's `thread_id`, OpenTelemetry's `gen_ai.conversation.id`)
+are joined, in the order they were read, before their records are made, so a thread's second
+question is its second run, as in a checkpointed agent. At most `MAX_OPEN_THREADS` threads are
+held open while joining; a thread closed to keep that bound and seen again starts anew.
+
+Deliberately not handled: subgraph namespaces of a checkpoint database (only the top-level
+graph's messages are read), and a run still open at the latest checkpoint (it is counted in
+`open_runs`, not guessed at).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from toolstop._printable import printable
+from toolstop._redact import is_postgres
+from toolstop.report.examples import ended_after_pair, mask_secrets
+from toolstop.report.reader import RunEnd, open_database
+from toolstop.report.records import out_of_range
+from toolstop.report.sources import (
+    FORMATS,
+    ReadProblems,
+    UnknownFormatError,
+    detect_format,
+    read_conversations,
+)
+from toolstop.report.sources._base import Conversation, conversation
+from toolstop.report.sources.shadow import runs_of, shadow_records
+from toolstop.report.summary import Summary
+from toolstop.report.what_if import WhatIf
+
+__all__ = [
+    "MAX_OPEN_THREADS",
+    "SOURCE_FORMATS",
+    "FromLogs",
+    "checkpoint_conversations",
+    "is_checkpoints",
+    "join_threads",
+    "read_from",
+]
+
+SOURCE_FORMATS = (*FORMATS, "checkpoints")
+"""What `--format` accepts: the log formats and a LangGraph checkpoint database."""
+
+MAX_OPEN_THREADS = 1000
+"""Threads held open at once while joining a trace export's traces by thread."""
+
+_PRUNE_EVERY = 1000
+"""Conversations between two prunes of the runs kept for example pairs."""
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+@dataclass
+class FromLogs:
+    """What reading recorded conversations found, beside the records folded in the summary.
+
+    Attributes:
+        format: The format read (given or detected).
+        problems: Lines and conversations that could not be read.
+        tokens: Conversations by where their token counts come from (`recorded`,
+            `estimated`, `partly`).
+        conversations: Conversations whose records were made.
+        threads: Threads read (a trace without a thread is its own; a thread closed to
+            keep `MAX_OPEN_THREADS` open and seen again counts twice).
+        open_runs: Runs still open at a checkpoint database's latest checkpoint (not counted).
+        rejected: Runs whose record holds a number out of range (absurd recorded usage).
+        unreadable_threads: Threads of a checkpoint database that could not be decoded.
+    """
+
+    format: str
+    problems: ReadProblems = field(default_factory=ReadProblems)
+    tokens: Counter[str] = field(default_factory=Counter)
+    conversations: int = 0
+    threads: int = 0
+    open_runs: int = 0
+    rejected: int = 0
+    unreadable_threads: int = 0
+    held: dict[int, tuple[RunEnd, list[BaseMessage]]] = field(default_factory=dict, repr=False)
+
+    def pairs(self, chosen: Mapping[str, list[Any]]) -> dict[str, list[dict[str, Any]]]:
+        """Per tool, the example pairs of the runs `chosen` for it, as `read_examples` gives."""
+        found: dict[str, list[dict[str, Any]]] = {}
+        for tool, ends in chosen.items():
+            for end in ends:
+                held = self.held.get(id(end))
+                pair = ended_after_pair(held[1], tool) if held is not None else None
+                if pair is not None:
+                    found.setdefault(tool, []).append(
+                        {
+                            "thread_id": end.thread_id,
+                            "run": end.record.get("run"),
+                            "tool_result": pair["tool_result"],
+                            "final_answer": pair["final_answer"],
+                        }
+                    )
+        return found
+
+    def document(self) -> dict[str, Any]:
+        """The reading's figures for report.json (`threads` and `open_runs` are set apart)."""
+        first = self.problems.first
+        return {
+            "conversations": self.conversations,
+            "tokens": {key: self.tokens[key] for key in ("recorded", "estimated", "partly")},
+            "unreadable": {
+                "lines": self.problems.skipped_lines,
+                "of_lines": self.problems.lines,
+                "conversations": self.problems.skipped_conversations,
+                "threads": self.unreadable_threads,
+                "first": printable(mask_secrets(first)) if first else None,
+            },
+        }
+
+    def messages(self) -> list[str]:
+        """The lines `toolstop report` prints on stderr about the reading."""
+        lines = []
+        summary = self.problems.summary()
+        if summary:
+            lines.append(summary)
+        if self.unreadable_threads:
+            lines.append(
+                f"{self.unreadable_threads} thread(s) could not be decoded; their runs are "
+                "not counted"
+            )
+        if self.rejected:
+            lines.append(f"{self.rejected} run(s) recorded a token count out of range; not counted")
+        recorded, estimated, partly = (self.tokens[k] for k in ("recorded", "estimated", "partly"))
+        lines.append(
+            f"tokens: recorded in {recorded:,} conversation(s), estimated "
+            f"(count_tokens_approximately) in {estimated:,}, partly recorded in {partly:,}"
+        )
+        return lines
+
+
+def is_checkpoints(source: str) -> bool:
+    """Whether `source` is a checkpoint database: a PostgreSQL DSN or a SQLite file."""
+    if is_postgres(source):
+        return True
+    try:
+        with open(source, "rb") as stream:
+            return stream.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def _finished(messages: list[BaseMessage]) -> tuple[list[BaseMessage], bool]:
+    """The messages up to the last answer without tool calls, and whether a run was cut off."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, AIMessage) and not message.tool_calls:
+            return messages[: index + 1], index + 1 < len(messages)
+    return [], bool(messages)
+
+
+def checkpoint_conversations(db: str, found: FromLogs) -> Iterator[Conversation]:
+    """Each thread's messages at its latest checkpoint, decoded by toolstop's safe decoder.
+
+    Raises:
+        ToolstopConfigError: the database does not exist, cannot be reached or holds no
+            checkpoints (see `open_database`); the database's own failures are raised too.
+    """
+    with open_database(db) as database:
+        for number, (thread_id, namespace) in enumerate(database.threads(), 1):
+            if namespace:
+                continue
+            config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}}
+            try:
+                latest = database.full.get_tuple(config)
+                values = latest.checkpoint.get("channel_values") or {} if latest else {}
+                messages = values.get("messages")
+                if not isinstance(messages, list) or not all(
+                    isinstance(m, BaseMessage) for m in messages
+                ):
+                    messages = None
+            except Exception:  # a serializer toolstop cannot decode, a checkpoint of no shape
+                messages = None
+            if messages is None:
+                found.unreadable_threads += 1
+                continue
+            kept, cut = _finished(messages)
+            found.open_runs += cut
+            if kept:
+                yield conversation(str(thread_id), kept, line=number, thread=str(thread_id))
+
+
+def _key(message: BaseMessage) -> tuple[Any, ...]:
+    calls = tuple(c.get("id") for c in message.tool_calls) if isinstance(message, AIMessage) else ()
+    answered = message.tool_call_id if isinstance(message, ToolMessage) else None
+    return (message.type, str(message.content), calls, answered)
+
+
+def _join(parts: list[Conversation]) -> Conversation:
+    if len(parts) == 1:
+        return parts[0]
+    messages: list[BaseMessage] = list(parts[0].messages)
+    for part in parts[1:]:
+        new = list(part.messages)
+        # a trace often replays the thread so far to the model: keep what is new only
+        if len(new) >= len(messages) and [_key(m) for m in new[: len(messages)]] == [
+            _key(m) for m in messages
+        ]:
+            new = new[len(messages) :]
+        messages.extend(new)
+    first = parts[0]
+    return conversation(first.thread or first.id, messages, line=first.line, thread=first.thread)
+
+
+def join_threads(
+    conversations: Iterable[Conversation], *, max_open: int = MAX_OPEN_THREADS
+) -> Iterator[Conversation]:
+    """The conversations with the traces of each thread joined in reading order."""
+    held: OrderedDict[str, list[Conversation]] = OrderedDict()
+    for item in conversations:
+        if item.thread is None:
+            yield item
+            continue
+        parts = held.get(item.thread)
+        if parts is None:
+            if len(held) >= max_open:
+                yield _join(held.popitem(last=False)[1])
+            held[item.thread] = [item]
+        else:
+            parts.append(item)
+            held.move_to_end(item.thread)
+    for parts in held.values():
+        yield _join(parts)
+
+
+def read_from(
+    source: str,
+    summary: Summary,
+    *,
+    format: str | None = None,  # noqa: A002
+    keep_messages: bool = False,
+    what_if: WhatIf | None = None,
+) -> FromLogs:
+    """Fold the records of every conversation of `source` into `summary`.
+
+    Args:
+        source: A log file, a SQLite checkpoint file or a PostgreSQL DSN.
+        summary: The report's summary, fed one run at a time.
+        format: One of `SOURCE_FORMATS`; detected when None (a database by its content or
+            DSN, a log by its first readable lines).
+        keep_messages: Keep the messages of the runs the summary keeps for example pairs
+            and the judge (`FromLogs.pairs`).
+        what_if: Where each conversation is replayed with tools converted (`--convert`).
+
+    Raises:
+        UnknownFormatError: the format is unknown or cannot be detected.
+        ToolstopConfigError: a database that cannot be opened.
+        OSError: a log that cannot be opened.
+    """
+    if format is None:
+        format = "checkpoints" if is_checkpoints(source) else detect_format(Path(source))  # noqa: A001
+        if format is None:
+            msg = (
+                f"the format of {source!r} cannot be told from its content; give --format "
+                f"({', '.join(SOURCE_FORMATS)})"
+            )
+            raise UnknownFormatError(msg)
+    if format not in SOURCE_FORMATS:
+        msg = f"unknown format {format!r}: toolstop reads {', '.join(SOURCE_FORMATS)}"
+        raise UnknownFormatError(msg)
+    found = FromLogs(format=format)
+    if format == "checkpoints":
+        stream: Iterable[Conversation] = checkpoint_conversations(source, found)
+    else:
+        stream = join_threads(
+            read_conversations(source, format=format, problems=found.problems)  # type: ignore[arg-type]
+        )
+    for count, item in enumerate(stream, 1):
+        try:
+            records = shadow_records(item.messages)
+            runs = runs_of(item.messages) if keep_messages else []
+            if what_if is not None:
+                what_if.add(item.thread or item.id, item.messages, records)
+        except ValueError as error:  # Unreadable, or a message of no shape
+            found.problems.conversation_problem(item.line, str(error))
+            continue
+        found.conversations += 1
+        found.tokens[item.tokens] += 1
+        found.threads += 1
+        thread = item.thread or item.id
+        for number, record in enumerate(records):
+            plain = dict(record)
+            if out_of_range(plain) is not None:
+                found.rejected += 1
+                continue
+            end = RunEnd(thread_id=thread, checkpoint_ns="", ended_at=None, record=plain)
+            summary.add(end)
+            if keep_messages and plain.get("ended_after"):
+                found.held[id(end)] = (end, runs[number])
+        if keep_messages and count % _PRUNE_EVERY == 0:
+            _prune(found, summary)
+    if keep_messages:
+        _prune(found, summary)
+    return found
+
+
+def _prune(found: FromLogs, summary: Summary) -> None:
+    """Drop the messages of runs the summary no longer keeps (bounded by K per tool)."""
+    wanted = {id(end) for ends in summary.candidates.kept.values() for end in ends}
+    wanted.update(id(end) for ends in summary.candidates.sampled.runs().values() for end in ends)
+    for key in [k for k in found.held if k not in wanted]:
+        del found.held[key]

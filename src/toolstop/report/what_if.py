@@ -1,0 +1,339 @@
+"""What hard mode would have done on recorded conversations, had some tools signalled.
+
+`toolstop report --from PATH --convert TOOL[,TOOL]` replays each recorded conversation as
+`StopOnArtifact(StopPolicy(mode="hard"))` would have run it with those tools converted: each of
+their results carries `signal(Outcome.COMPLETED)` when it is a success, `signal(Outcome.TRANSIENT)`
+otherwise. `converted_records` runs toolstop's own run lifecycle (`toolstop._lifecycle`:
+`begin`, `answered`, `ended_after`, as the middleware calls them) one model call at a time,
+like `shadow_records`; where a model call's `begin` decides a stop, the relay is the run's
+answer and the rest of the recorded run (its later model calls and tool calls) is cut off. The
+records equal those of the same conversation replayed through a real `create_agent` with the
+converted stand-ins, the script cut at each stop (tests/test_report_what_if.py).
+
+A result is a success when its tool message's status is not `error` and its text does not
+read as an error (it starts with `error`, or is a JSON object with a truthy `error` key);
+with `--success REGEX`, when its text matches the pattern (`re.search`) instead.
+
+Deliberately not handled: `polish` mode (a narrated stop calls the model, whose answer no log
+holds) and a converted tool's own `answer=` (the relay shows the recorded result).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections import Counter
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+
+from toolstop._lifecycle import RunState, answered, begin, relay_message
+from toolstop._relay import to_model
+from toolstop.outcome import Outcome, signal
+from toolstop.policy import StopPolicy
+from toolstop.record import StopRecord
+from toolstop.report.candidates import writes
+from toolstop.report.examples import _text, clean
+from toolstop.report.sources.shadow import _ending, runs_of
+from toolstop.testing.scripted import approximate_usage
+
+__all__ = [
+    "Converted",
+    "WhatIf",
+    "converted_records",
+    "is_success",
+    "signalled",
+    "what_if_html",
+    "what_if_lines",
+]
+
+_TOKENS = ("model_calls", "input_tokens", "output_tokens")
+
+
+def is_success(message: ToolMessage, success: re.Pattern[str] | None = None) -> bool:
+    """Whether a recorded result reads as a success (see the module docstring)."""
+    text = _text(message.content)
+    if success is not None:
+        return success.search(text) is not None
+    if message.status == "error" or text.lstrip().casefold().startswith("error"):
+        return False
+    if text.lstrip().startswith("{"):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return True
+        return not (isinstance(value, dict) and value.get("error"))
+    return True
+
+
+def signalled(
+    messages: Sequence[BaseMessage],
+    tools: Collection[str],
+    success: re.Pattern[str] | None = None,
+) -> list[BaseMessage]:
+    """The messages with each converted tool's result carrying its signal as the artifact.
+
+    Other results carry none, as a plain tool returns them."""
+    names = {
+        str(c["id"]): c["name"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls
+    }
+    out: list[BaseMessage] = []
+    for message in messages:
+        if isinstance(message, ToolMessage):
+            copy = message.model_copy()
+            name = copy.name or names.get(copy.tool_call_id)
+            copy.artifact = (
+                signal(Outcome.COMPLETED if is_success(message, success) else Outcome.TRANSIENT)
+                if name in tools
+                else None
+            )
+            out.append(copy)
+        else:
+            out.append(message)
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Converted:
+    """A conversation replayed with tools converted.
+
+    Attributes:
+        records: One record per run, as hard mode writes them.
+        relays: Per run, the relay the user would have seen (None: the run was not stopped).
+        skipped_tools: Per run, the tool calls the stop left unmade (names, in order).
+        answers: Per run, the recorded final answer.
+    """
+
+    records: list[StopRecord]
+    relays: list[str | None]
+    skipped_tools: list[list[str]]
+    answers: list[str]
+
+
+def converted_records(
+    messages: Sequence[BaseMessage],
+    tools: Collection[str],
+    *,
+    success: re.Pattern[str] | None = None,
+    policy: StopPolicy | None = None,
+) -> Converted:
+    """The records hard mode writes for a recorded conversation with `tools` signalling.
+
+    Raises:
+        Unreadable: the conversation's shape cannot be replayed (see `runs_of`).
+    """
+    policy = policy if policy is not None else StopPolicy(mode="hard")
+    prepared = signalled(messages, tools, success)
+    runs = runs_of(prepared)
+    names = {
+        str(c["id"]): c["name"] for m in prepared if isinstance(m, AIMessage) for c in m.tool_calls
+    }
+    history: list[Any] = []
+    run: RunState | None = None
+    previous: StopRecord | None = None
+    found = Converted(records=[], relays=[], skipped_tools=[], answers=[])
+    count = 0
+    for invocation, recorded in enumerate(runs):
+        relay: str | None = None
+        skipped: list[str] = []
+        for position, message in enumerate(recorded):
+            copy = message.model_copy()
+            copy.id = f"m{count}"
+            count += 1
+            if isinstance(copy, ToolMessage) and copy.name is None:
+                copy.name = names.get(copy.tool_call_id)
+            if not isinstance(copy, AIMessage):
+                history.append(copy)
+                continue
+            begun = begin(
+                run,
+                previous,
+                history,
+                policy,
+                invocation=invocation,
+                remaining_steps=None,
+                loop_steps=0,
+            )
+            decision = begun.decision
+            if decision is not None and decision.stop and not decision.narrate:
+                shown = relay_message(decision.relay, decision.rule, for_model=decision.for_model)
+                shown.id = copy.id
+                history.append(shown)
+                run = begun.run
+                relay = _text(shown.content)
+                skipped = [
+                    c["name"]
+                    for m in recorded[position:]
+                    if isinstance(m, AIMessage)
+                    for c in m.tool_calls
+                ]
+                break
+            if copy.usage_metadata is None:  # the scripted model's estimate of what it saw
+                copy.usage_metadata = approximate_usage(to_model(begun.messages), copy)
+            answer, run = answered(
+                begun.run,
+                copy,
+                policy,
+                remaining_steps=None,
+                loop_steps=begun.needed,
+                messages=begun.messages,
+            )
+            history.append(answer)
+        record = _ending(run, previous, history, policy)
+        found.records.append(record)
+        found.relays.append(relay)
+        found.skipped_tools.append(skipped)
+        found.answers.append(_text(recorded[-1].content))
+        previous = record
+        if run is not None:
+            run = {**run, "open": False}
+    return found
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+class WhatIf:
+    """The what-if's figures, folded one conversation at a time (constant memory)."""
+
+    def __init__(
+        self,
+        tools: Collection[str],
+        *,
+        success: re.Pattern[str] | None = None,
+        declared_writes: Collection[str] = (),
+        examples: int = 0,
+    ) -> None:
+        """An empty what-if for `tools`, keeping up to `examples` example relays."""
+        self.tools = sorted(set(tools))
+        self.success = success
+        self.declared_writes = frozenset(declared_writes)
+        self.keep = examples
+        self.runs = 0
+        self.stopped = 0
+        self.cut_short = 0
+        self.before: Counter[str] = Counter()
+        self.after: Counter[str] = Counter()
+        self.skipped: Counter[str] = Counter()
+        self.examples: list[dict[str, Any]] = []
+
+    def add(self, thread: str, messages: Sequence[BaseMessage], baseline: Sequence[Any]) -> None:
+        """Fold one conversation in, beside its shadow-mode records `baseline`."""
+        converted = converted_records(messages, self.tools, success=self.success)
+        for number, (old, new) in enumerate(zip(baseline, converted.records, strict=True)):
+            self.runs += 1
+            for key in _TOKENS:
+                self.before[key] += _int(old.get(key))
+                self.after[key] += _int(new.get(key))
+            relay = converted.relays[number]
+            if relay is None:
+                continue
+            self.stopped += 1
+            skipped = converted.skipped_tools[number]
+            self.cut_short += bool(skipped)
+            self.skipped.update(skipped)
+            if len(self.examples) < self.keep:
+                self.examples.append(
+                    {
+                        "thread_id": thread,
+                        "run": new.get("run"),
+                        "tools": list(new.get("tools") or []),
+                        "relay": clean(relay),
+                        "recorded_answer": clean(converted.answers[number]),
+                        "not_run": skipped[:20],
+                    }
+                )
+
+    def document(self, price_in: float | None, price_out: float | None) -> dict[str, Any]:
+        """report.json's `what_if`."""
+        saved = {key: self.before[key] - self.after[key] for key in _TOKENS}
+        cost = None
+        if price_in is not None or price_out is not None:
+            cost = round(
+                (
+                    saved["input_tokens"] * (price_in or 0.0)
+                    + saved["output_tokens"] * (price_out or 0.0)
+                )
+                / 1_000_000,
+                6,
+            )
+        return {
+            "tools": self.tools,
+            "success": self.success.pattern if self.success is not None else None,
+            "runs": self.runs,
+            "stopped_runs": self.stopped,
+            "cut_short_runs": self.cut_short,
+            "before": {key: self.before[key] for key in _TOKENS},
+            "after": {key: self.after[key] for key in _TOKENS},
+            "saved": {**saved, "cost": cost},
+            "not_run": [
+                {
+                    "tool": tool,
+                    "calls": count,
+                    "writes": writes(tool, self.declared_writes),
+                }
+                for tool, count in self.skipped.most_common()
+            ],
+            "examples": self.examples,
+        }
+
+
+def what_if_lines(document: dict[str, Any]) -> list[str]:
+    """The what-if in a few lines for the terminal (names escaped by the caller's printer)."""
+    saved = document["saved"]
+    lines = [
+        f"what if {', '.join(document['tools'])} signalled (hard mode): "
+        f"{document['stopped_runs']} of {document['runs']} runs stopped, "
+        f"{document['cut_short_runs']} cut short; saved {saved['model_calls']} model calls, "
+        f"{saved['input_tokens']} input and {saved['output_tokens']} output tokens"
+        + (f", {saved['cost']:.4f} at your prices" if saved["cost"] is not None else "")
+    ]
+    flagged = [e for e in document["not_run"] if e["writes"]]
+    if document["not_run"]:
+        lines.append(
+            "  would not have run: "
+            + ", ".join(f"{e['tool']} {e['calls']}" for e in document["not_run"][:10])
+        )
+    if flagged:
+        lines.append(
+            "  WARNING: writes that would not have run: "
+            + ", ".join(f"{e['tool']} {e['calls']}" for e in flagged)
+        )
+    return lines
+
+
+def what_if_html(document: dict[str, Any] | None) -> str:
+    """The page's what-if section (empty without `--convert`); every string escaped."""
+    if not document:
+        return ""
+    saved = document["saved"]
+    cost = f", {saved['cost']:.4f} at your prices" if saved["cost"] is not None else ""
+    rows = "".join(
+        f"<tr><td>{html.escape(e['tool'])}</td><td>{e['calls']}</td>"
+        f"<td>{'writes' if e['writes'] else ''}</td></tr>"
+        for e in document["not_run"][:20]
+    )
+    examples = "".join(
+        f"<li>thread {html.escape(str(e['thread_id']))}, run {html.escape(str(e['run']))}: "
+        f"the user would have seen <pre>{html.escape(e['relay'])}</pre> instead of "
+        f"<pre>{html.escape(e['recorded_answer'])}</pre></li>"
+        for e in document["examples"]
+    )
+    return (
+        f"<h2>What if {html.escape(', '.join(document['tools']))} signalled (hard mode)</h2>"
+        f"<p>{document['stopped_runs']} of {document['runs']} runs would have stopped, "
+        f"{document['cut_short_runs']} of them cut short; saved {saved['model_calls']} model "
+        f"calls, {saved['input_tokens']} input and {saved['output_tokens']} output tokens"
+        f"{html.escape(cost)}.</p>"
+        + (
+            "<table><thead><tr><th>tool that would not have run</th><th>calls</th>"
+            f"<th></th></tr></thead><tbody>{rows}</tbody></table>"
+            if rows
+            else ""
+        )
+        + (f"<ul>{examples}</ul>" if examples else "")
+    )
