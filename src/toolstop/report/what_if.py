@@ -11,8 +11,9 @@ records equal those of the same conversation replayed through a real `create_age
 converted stand-ins, the script cut at each stop (tests/test_report_what_if.py).
 
 A result is a success when its tool message's status is not `error` and its text does not
-read as an error (it starts with `error`, or is a JSON object with a truthy `error` key);
-with `--success REGEX`, when its text matches the pattern (`re.search`) instead.
+read as an error (`toolstop.record.reads_as_error`, the rule by which the shadow-mode record
+predicts `would_save`, so prediction and what-if agree); with `--success REGEX`, when its text
+matches the pattern (`re.search`) instead.
 
 Deliberately not handled: `polish` mode (a narrated stop calls the model, whose answer no log
 holds) and a converted tool's own `answer=` (the relay shows the recorded result).
@@ -21,7 +22,6 @@ holds) and a converted tool's own `answer=` (the relay shows the recorded result
 from __future__ import annotations
 
 import html
-import json
 import re
 from collections import Counter
 from collections.abc import Collection, Sequence
@@ -34,7 +34,7 @@ from toolstop._lifecycle import RunState, answered, begin, relay_message
 from toolstop._relay import to_model
 from toolstop.outcome import Outcome, signal
 from toolstop.policy import StopPolicy
-from toolstop.record import StopRecord
+from toolstop.record import StopRecord, reads_as_error
 from toolstop.report.candidates import writes
 from toolstop.report.examples import _text, clean
 from toolstop.report.sources.shadow import _ending, runs_of
@@ -58,15 +58,7 @@ def is_success(message: ToolMessage, success: re.Pattern[str] | None = None) -> 
     text = _text(message.content)
     if success is not None:
         return success.search(text) is not None
-    if message.status == "error" or text.lstrip().casefold().startswith("error"):
-        return False
-    if text.lstrip().startswith("{"):
-        try:
-            value = json.loads(text)
-        except ValueError:
-            return True
-        return not (isinstance(value, dict) and value.get("error"))
-    return True
+    return message.status != "error" and not reads_as_error(text)
 
 
 def signalled(
