@@ -10,6 +10,11 @@ from typing import Any
 
 import pytest
 
+from routers import MIDDLEWARE_UNAVAILABLE
+
+if MIDDLEWARE_UNAVAILABLE:  # these compare with a real create_agent + StopOnArtifact
+    pytest.skip(MIDDLEWARE_UNAVAILABLE, allow_module_level=True)
+
 from toolstop import StopOnArtifact, StopPolicy
 from toolstop.report.sources import FORMATS, read_conversations
 from toolstop.testing import ScriptedChatModel, replay
