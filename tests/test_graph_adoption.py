@@ -126,7 +126,8 @@ def test_a_fallbacks_result_with_an_artifact_is_not_marked(mode: str) -> None:
         """Search flights on the backup system."""
         return f"Backup: flight LX1 from {airport}.", signal(Outcome.COMPLETED)
 
-    node = ToolNode([search_flights]).with_fallbacks(
+    # handle_tool_errors=False: langgraph-prebuilt 0.6 answers the error itself by default
+    node = ToolNode([search_flights], handle_tool_errors=False).with_fallbacks(
         [ToolNode([backup_search])], exception_key="error"
     )
     model = ScriptedChatModel([call("search_flights", airport="BSL")])
