@@ -395,7 +395,12 @@ def _threads(document: dict[str, Any]) -> str:
     if open_runs is None and "log" in document["source"]:
         open_runs = "not known from a log"
     rows: list[tuple[str, str | None, Any]] = [
-        ("threads with finished runs", "threads", document.get("threads")),
+        (
+            "threads with finished runs"
+            + (" (at least)" if document.get("threads_at_least") else ""),
+            "threads",
+            document.get("threads"),
+        ),
         ("runs still open (in progress or abandoned)", "open_runs", open_runs),
     ]
     if "nested" in document["namespaces"]:
