@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from toolstop._page import inline_png, page
+from toolstop._printable import printable_data
 from toolstop._redact import is_postgres
 from toolstop.report.candidates import REASONS, REPEATS
 from toolstop.report.evidence import render_evidence
@@ -437,7 +438,11 @@ def _folded(document: dict[str, Any]) -> str:
 
 
 def render_html(document: dict[str, Any], chart: Path | None, path: Path) -> None:
-    """report.html: the answer first, then the evidence (see the module's docstring)."""
+    """report.html: the answer first, then the evidence (see the module's docstring).
+
+    Every string from the runs is escaped as on a terminal (controls, ESC, bidi overrides shown
+    as `\\x1b`, `\\u202e`; newlines kept), then HTML-escaped."""
+    document = printable_data(document, keep_newlines=True)
     headline = [
         ("runs", "runs", document["runs"]),
         ("runs toolstop stopped", "stopped", document["stopped"]),
