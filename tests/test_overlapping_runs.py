@@ -226,6 +226,7 @@ def _check_waited_and_refused(
     first is one completed run with its own tool result, recorded once; no run counted twice."""
     assert isinstance(error, ToolstopError)
     assert repr(thread_id) in str(error)
+    assert "ended while this run waited for it" in str(error)
     assert first["stop_record"]["rule"] == "none"
     assert first["messages"][-1].content == "first done"
     answers = [m.content for m in after["messages"] if isinstance(m, ToolMessage)]

@@ -97,11 +97,16 @@ def _in_event_loop() -> bool:
     return True
 
 
-def _refusal(thread: tuple[int, str, str]) -> ToolstopConcurrentRunError:
+def _refusal(thread: tuple[int, str, str], *, moved_on: bool = False) -> ToolstopConcurrentRunError:
     shown = thread[1] if len(thread[1]) <= _SHOWN else thread[1][:_SHOWN] + "..."
     where = f" (namespace {thread[2]!r})" if thread[2] else ""
+    state = (
+        "ended while this run waited for it, after this run had read the thread's state"
+        if moved_on
+        else "is still running in this process"
+    )
     msg = (
-        f"another run of thread {shown!r}{where} is still running in this process: a thread "
+        f"another run of thread {shown!r}{where} {state}: a thread "
         "takes one run at a time (two at once corrupt its checkpoints and records). Wait for "
         "that run to end, use another thread, or let LangGraph Server queue or reject runs "
         "(its multitask strategies). This run was refused before its first model call."
@@ -173,7 +178,7 @@ def current(config: Any) -> str | None:
         if thread is not None and thread in _running and not _in_event_loop():
             _released.wait_for(lambda: thread not in _running, timeout=GRACE_S)
             if thread not in _running and _stale(loop):
-                raise _refusal(thread)
+                raise _refusal(thread, moved_on=True)
         if thread is not None and thread in _running:
             raise _refusal(thread)
         name = str(loop.checkpoint.get("id") or uuid.uuid4())
@@ -207,7 +212,7 @@ async def aclaim(config: Any) -> None:
         await _poll()
     contended = waited and thread is not None and loop not in _names and thread not in _running
     if contended and thread is not None and await _astale(loop):
-        raise _refusal(thread)
+        raise _refusal(thread, moved_on=True)
     current(config)
 
 
