@@ -233,3 +233,17 @@ def test_log_lines_have_their_names_and_thread_ids_cut() -> None:
     assert end.thread_id is not None
     assert len(end.thread_id) == NAME_LIMIT
     assert len(end.record["tools"][0]) == NAME_LIMIT
+
+
+def test_a_summary_cuts_names_whichever_reader_made_the_run() -> None:
+    """Every reader's runs go through `Summary.add`: a reader that does not cut is covered."""
+    from toolstop.report.reader import RunEnd
+    from toolstop.report.records import NAME_LIMIT
+    from toolstop.report.summary import Summary
+
+    summary = Summary()
+    record = {**GOOD, "rule": LONG, "tools": [LONG], "calls_by_tool": {LONG: 1}}
+    summary.add(RunEnd(thread_id="t", checkpoint_ns="", ended_at=None, record=record))
+    text = json.dumps(summary.document(), ensure_ascii=False)
+    assert "T" * NAME_LIMIT not in text
+    assert "T" * (NAME_LIMIT - 1) + "…" in text
