@@ -25,6 +25,9 @@ UNREACHABLE = [
     f"host=127.0.0.1 port=1 dbname=none password='{SECRET} x'",
     f"host=127.0.0.1 port=1 password={SECRET} x dbname=none",
     f"mysql://nobody:{SECRET}@127.0.0.1:1/none",  # not PostgreSQL: a path, still masked
+    f"postgresql://nobody@127.0.0.1:1/none?pass%77ord={SECRET}",  # libpq decodes the name
+    f"postgresql://nobody@127.0.0.1:1/none?%70assword={SECRET}",
+    f"postgresql:/nobody:{SECRET}@127.0.0.1:1/none",  # a typo: read as a path, still masked
 ]
 
 
@@ -81,6 +84,8 @@ def test_a_report_shows_no_password_in_any_form(
     host, _, port = where.partition(":")
     forms = [
         f"postgresql://postgres@{where}/{name}?password={SECRET}",
+        f"postgresql://postgres@{where}/{name}?pass%77ord={SECRET}",
+        f"postgresql://postgres@{where}/{name}?%70assword={SECRET}",
         f"POSTGRESQL://postgres:{SECRET}@{where}/{name}",
         f"host={host} port={port or 5432} dbname={name} user=postgres password={SECRET}",
         f"host={host} port={port or 5432} dbname={name} user=postgres password='{SECRET} x'",

@@ -628,7 +628,20 @@ def test_an_answer_that_is_not_text_is_an_invalid_signal(answer: Any) -> None:
     assert decision.signals[0].problem is Problem.ANSWER_NOT_TEXT
 
 
-@pytest.mark.parametrize("content", ["", " \n", [], [{"type": "image_url", "image_url": {}}]])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "",
+        " \n",
+        [],
+        [{"type": "image_url", "image_url": {}}],
+        "null",  # a tool's None, as LangChain hands it on
+        "\u200b\ufeff\u2060",
+        "\u202e\u200f\u2067",
+        "\x00\x00",
+        [{"type": "text", "text": "\u200b"}],
+    ],
+)
 @pytest.mark.parametrize("reason", ["completed", "fatal"])
 def test_a_stop_with_nothing_to_show_is_an_invalid_signal(content: Any, reason: str) -> None:
     decision = decide(turn_of((content, signal(reason))))

@@ -282,6 +282,8 @@ def test_a_later_turn_sends_the_model_the_content_never_the_answer() -> None:
     [
         (("", signal("completed")), "empty_relay"),
         ((" ", signal("fatal")), "empty_relay"),
+        ((None, signal("completed")), "empty_relay"),
+        (("\u200b\u202e\x00", signal("completed")), "empty_relay"),
         (("", {"stop": True, "reason": "completed", "answer": ""}), "answer_not_text"),
         ((PAGE, {"stop": True, "answer": [{"type": "text", "text": 5}]}), "answer_not_text"),
         (
@@ -289,7 +291,7 @@ def test_a_later_turn_sends_the_model_the_content_never_the_answer() -> None:
             "answer_not_text",
         ),
     ],
-    ids=["empty", "blank", "empty-answer", "text-not-str", "image"],
+    ids=["empty", "blank", "None", "invisible", "empty-answer", "text-not-str", "image"],
 )
 def test_a_stop_with_no_text_to_relay_goes_back_to_the_model_and_is_recorded_so(
     result: tuple[str, Any], problem: str

@@ -215,6 +215,161 @@ def test_an_async_run_started_while_another_runs_on_its_thread_is_refused(
     )
 
 
+def _check_waited_and_refused(
+    error: BaseException,
+    first: dict[str, Any],
+    after: dict[str, Any],
+    thread_id: str,
+    records: list[dict[str, Any]],
+) -> None:
+    """The run that waited for the first one and found the thread moved on was refused: the
+    first is one completed run with its own tool result, recorded once; no run counted twice."""
+    assert isinstance(error, ToolstopError)
+    assert repr(thread_id) in str(error)
+    assert "ended while this run waited for it" in str(error)
+    assert first["stop_record"]["rule"] == "none"
+    assert first["messages"][-1].content == "first done"
+    answers = [m.content for m in after["messages"] if isinstance(m, ToolMessage)]
+    assert answers == ["slow result"]  # never overwritten with the interrupted text
+    assert not any(m.content == INTERRUPTED_TEXT for m in after["messages"])
+    assert [(r["run"], r["rule"]) for r in records] == [(1, "none"), (2, "none")]
+    assert_valid_history(after["messages"], "all")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
+def test_a_run_that_waited_while_the_first_finished_is_refused(
+    router: Router,
+    kind: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Run B starts during run A's tool and waits for A (within the grace); A's tool ends while
+    B waits. B's loop read the thread before A's last write, so B is refused, not continued."""
+    from toolstop import _invocation
+
+    caplog.set_level(logging.INFO, logger="toolstop")
+    started, release = threading.Event(), threading.Event()
+    monkeypatch.setattr(_invocation, "GRACE_S", HANG_GUARD_S)
+    condition = _invocation._released
+
+    class _Releasing:
+        """The claim's condition: the first run's tool is released once the second waits."""
+
+        def __enter__(self) -> Any:
+            return condition.__enter__()
+
+        def __exit__(self, *exc: Any) -> Any:
+            return condition.__exit__(*exc)
+
+        def wait_for(self, predicate: Any, timeout: float | None = None) -> Any:
+            release.set()
+            return condition.wait_for(predicate, timeout)
+
+        def notify_all(self) -> None:
+            condition.notify_all()
+
+    monkeypatch.setattr(_invocation, "_released", _Releasing())
+
+    @tool
+    def slow(q: str) -> str:
+        """A tool that runs until the second run waits."""
+        started.set()
+        release.wait(HANG_GUARD_S)
+        return "slow result"
+
+    model = ScriptedChatModel(
+        [turn(call("slow", q="a", id="c1")), AIMessage("first done"), AIMessage("third done")]
+    )
+    config = _thread(f"waited-{router.name}-{kind}")
+    with _saver(kind, tmp_path, request) as checkpointer:
+        agent = _agent(router, model, [slow], checkpointer)
+        results: dict[str, Any] = {}
+        worker = threading.Thread(
+            target=lambda: results.update(
+                first=agent.invoke({"messages": [HumanMessage("first")]}, config)
+            )
+        )
+        worker.start()
+        assert started.wait(HANG_GUARD_S)
+        try:
+            with pytest.raises(ToolstopError) as refused:
+                agent.invoke({"messages": [HumanMessage("second")]}, config)
+        finally:
+            release.set()
+            worker.join(HANG_GUARD_S)
+        third = agent.invoke({"messages": [HumanMessage("third")]}, config)
+    _check_waited_and_refused(
+        refused.value,
+        results["first"],
+        third,
+        config["configurable"]["thread_id"],
+        _records(caplog),
+    )
+    model.assert_complete()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
+def test_an_async_run_that_waited_while_the_first_finished_is_refused(
+    router: Router,
+    kind: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from toolstop import _invocation
+
+    caplog.set_level(logging.INFO, logger="toolstop")
+    url = _url(kind, request)
+    monkeypatch.setattr(_invocation, "GRACE_S", HANG_GUARD_S)
+    model = ScriptedChatModel(
+        [turn(call("slow", q="a", id="c1")), AIMessage("first done"), AIMessage("third done")]
+    )
+    config = _thread(f"awaited-{router.name}-{kind}")
+
+    async def main() -> tuple[BaseException, dict[str, Any], dict[str, Any]]:
+        started, release = asyncio.Event(), asyncio.Event()
+        poll = _invocation._poll
+
+        async def releasing_poll() -> None:  # the second run waits: the first one's tool ends
+            release.set()
+            await poll()
+
+        monkeypatch.setattr(_invocation, "_poll", releasing_poll)
+
+        @tool
+        async def slow(q: str) -> str:
+            """A tool that runs until the second run waits."""
+            started.set()
+            await release.wait()
+            return "slow result"
+
+        async with _asaver(kind, tmp_path, url) as checkpointer:
+            agent = _agent(router, model, [slow], checkpointer)
+            task = asyncio.ensure_future(
+                agent.ainvoke({"messages": [HumanMessage("first")]}, config)
+            )
+            await asyncio.wait_for(started.wait(), HANG_GUARD_S)
+            try:
+                with pytest.raises(ToolstopError) as refused:
+                    await agent.ainvoke({"messages": [HumanMessage("second")]}, config)
+            finally:
+                release.set()
+            first = await asyncio.wait_for(task, HANG_GUARD_S)
+            third = await agent.ainvoke({"messages": [HumanMessage("third")]}, config)
+        return refused.value, first, third
+
+    error, first, third = asyncio.run(main())
+    _check_waited_and_refused(
+        error, first, third, config["configurable"]["thread_id"], _records(caplog)
+    )
+    model.assert_complete()
+
+
 @pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
 def test_runs_on_different_threads_may_overlap(router: Router) -> None:
     """Only one thread's runs are serialised: another thread runs meanwhile."""
@@ -473,6 +628,16 @@ def test_without_langgraphs_loop_the_invocation_is_its_step_limit(
     _check_closed(model, result, _records(caplog))
 
 
+class _Saver:
+    """A checkpointer whose thread has no checkpoint yet (nothing moved it on)."""
+
+    def get_tuple(self, config: Any) -> None:
+        return None
+
+    async def aget_tuple(self, config: Any) -> None:
+        return None
+
+
 class _Loop:
     """Stands for LangGraph's Pregel loop, as a node's config reaches it."""
 
@@ -502,7 +667,7 @@ def test_a_run_waits_for_the_previous_run_of_its_thread_to_finish_unwinding() ->
     still be unwinding when the next one starts: the next one waits for it, then runs."""
     from toolstop import _invocation
 
-    checkpointer = object()
+    checkpointer = _Saver()
     first = _Loop("ckpt-1", "grace", checkpointer)
     second = _Loop("ckpt-2", "grace", checkpointer)
     assert _invocation.current(first.node_config()) == "ckpt-1"
@@ -524,7 +689,7 @@ def test_an_async_run_waits_for_the_previous_run_without_blocking_the_event_loop
     from toolstop import _invocation
 
     async def main() -> str | None:
-        checkpointer = object()
+        checkpointer = _Saver()
         first = _Loop("ckpt-1", "agrace", checkpointer)
         second = _Loop("ckpt-2", "agrace", checkpointer)
         assert _invocation.current(first.node_config()) == "ckpt-1"
@@ -546,7 +711,7 @@ def test_a_run_still_running_after_the_grace_is_refused(monkeypatch: pytest.Monk
     from toolstop import _invocation
 
     monkeypatch.setattr(_invocation, "GRACE_S", 0.0)
-    checkpointer = object()
+    checkpointer = _Saver()
     first = _Loop("ckpt-1", "busy\x1b[2J" + "x" * 500, checkpointer)
     second = _Loop("ckpt-2", first.config["configurable"]["thread_id"], checkpointer)
     other = _Loop("ckpt-3", "elsewhere", checkpointer)

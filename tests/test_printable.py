@@ -170,3 +170,70 @@ def test_a_json_log_line_stays_one_line_whatever_the_tool_name() -> None:
     events = [json.loads(line)["event"] for line in lines]
     assert events == ["malformed_signal", "run_end"]
     assert json.loads(lines[0])["tool"] == FORGED  # the name kept as data, escaped by JSON
+
+
+HOSTILE_AGENT = '''
+from langchain_core.tools import StructuredTool
+
+from toolstop import Outcome, build_react_graph, signal
+
+
+def _lookup(q: str = "x") -> tuple:
+    """Look something up."""
+    return "found", signal(Outcome.COMPLETED)
+
+
+TOOLS = [
+    StructuredTool.from_function(
+        _lookup, name="look\\x1b]0;pwn\\x07\\u202eup", response_format="content_and_artifact"
+    )
+]
+
+
+def make_agent(model, tools, policy):
+    return build_react_graph(model, tools, policy=policy)
+'''
+
+
+def test_check_agent_escapes_tool_names_in_every_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The table's rows and the `stand-ins:` / `signal in their own code` lines name the tools."""
+    import sys
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    (tmp_path / "hostile_agent.py").write_text(HOSTILE_AGENT, encoding="utf-8")
+    out = io.StringIO()
+    try:
+        main(
+            ["check", "--agent", "hostile_agent:make_agent", "--tools", "hostile_agent:TOOLS"],
+            out=out,
+        )
+    finally:
+        sys.modules.pop("hostile_agent", None)
+    text = out.getvalue()
+    _no_raw_control(text)
+    assert "\u202e" not in text
+    assert "look\\x1b]0;pwn\\x07\\u202eup" in text
+    assert any(line.startswith("stand-ins: ") for line in text.splitlines())
+    assert any(line.startswith("success@look\\x1b") for line in text.splitlines()), text
+
+
+def test_the_page_escapes_controls_and_bidi(tmp_path: Path) -> None:
+    """report.html: ESC and U+202E shown escaped, as on a terminal, then HTML-escaped."""
+    pytest.importorskip("matplotlib", reason="the report chart needs the `bench` extra")
+    name = "pay\x1b[2J\u202eevil<b>"
+    record = {
+        "schema_version": 5, "run": 1, "rule": "completed", "stopped": True, "mode": "hard",
+        "tools": [name], "outcomes": {"completed": 1}, "model_calls": 1,
+        "calls_by_tool": {name: 1}, "invalid_signals": [{"tool": name, "problem": "x\u202ey"}],
+    }  # fmt: skip
+    log = tmp_path / "runs.jsonl"
+    log.write_text(json.dumps({"event": "run_end", "thread_id": "t", "record": record}) + "\n")
+    out = io.StringIO()
+    assert main(["report", "--log", str(log), "--out", str(tmp_path / "r")], out=out) == 0
+    page = (tmp_path / "r" / "report.html").read_text(encoding="utf-8")
+    assert "\x1b" not in page
+    assert "\u202e" not in page
+    assert "pay\\x1b[2J\\u202eevil&lt;b&gt;" in page

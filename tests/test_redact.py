@@ -63,7 +63,16 @@ def test_a_drivers_message_quoting_the_password_is_masked(password: str) -> None
 
 
 def test_a_sqlite_path_is_shown_as_it_is() -> None:
-    assert redact("/data/a:b@c.sqlite") == "/data/a:b@c.sqlite"
+    assert redact("/data/a@b/c.sqlite") == "/data/a@b/c.sqlite"
+    assert redact("C:/data/c.sqlite") == "C:/data/c.sqlite"
+
+
+def test_a_userinfo_looking_password_in_a_path_is_masked() -> None:
+    """A mistyped URL is read as a SQLite path; its password is masked all the same."""
+    assert redact("postgresql:/u:s3cr3t@host/db") == "postgresql:/u:***@host/db"
+    assert redact("postgresql:u:s3cr3t@host/db") == "postgresql:u:***@host/db"
+    assert redact("/data/a:s3cr3t@c.sqlite") == "/data/a:***@c.sqlite"
+    assert redact("postgresql:/host/db?password=s3cr3t") == "postgresql:/host/db?password=***"
 
 
 @given(
@@ -126,6 +135,14 @@ def test_an_error_is_shown_on_one_line_with_its_controls_escaped() -> None:
     ("db", "shown"),
     [
         ("postgresql://u@h/db?password=s3cr3t", "postgresql://u@h/db?password=***"),
+        # libpq percent-decodes a query's parameter names
+        ("postgresql://u@h/db?pass%77ord=s3cr3t", "postgresql://u@h/db?pass%77ord=***"),
+        ("postgresql://u@h/db?%70assword=s3cr3t", "postgresql://u@h/db?%70assword=***"),
+        ("postgresql://u@h/db?ssl%70assword=s3cr3t", "postgresql://u@h/db?ssl%70assword=***"),
+        (
+            "postgresql://u@h/db?%70assword=s3cr3t&port=1",
+            "postgresql://u@h/db?%70assword=***&port=1",
+        ),
         (
             "postgresql://u@h/db?sslmode=require&password=s3cr3t&application_name=a",
             "postgresql://u@h/db?sslmode=require&password=***&application_name=a",

@@ -169,3 +169,81 @@ def test_explain_leaves_out_a_record_out_of_range_and_says_so(tmp_path: Path) ->
         assert "0 finished run(s)" in out.getvalue()
         assert said in out.getvalue()
         assert "-100" not in out.getvalue()
+
+
+# -- names cut where records are read ------------------------------------------------------------
+LONG = "T" * 3_000_000
+
+
+def test_every_name_of_a_record_is_cut_where_it_is_read() -> None:
+    from toolstop.report.records import NAME_LIMIT, capped
+
+    record = {
+        **GOOD, "rule": LONG, "mode": LONG, "would_stop": LONG, "ended_by": LONG,
+        "tools": [LONG, "pay"], "asked": [LONG], "outcomes": {LONG: 1, LONG + "x": 2},
+        "calls_by_tool": {LONG: 1}, "after_first": {LONG: {"model_calls": 1}},
+        "ended_after": {"tools": {LONG: 0.5}, "input_tokens": 1, "output_tokens": 1},
+        "invalid_signals": [{"tool": LONG, "problem": LONG}, 5],
+    }  # fmt: skip
+    shown = capped(record)
+    text = json.dumps(shown)
+    assert len(text) < 20 * NAME_LIMIT
+    assert shown["rule"] == "T" * (NAME_LIMIT - 1) + "…"
+    assert shown["tools"][1] == "pay"
+    assert list(shown["outcomes"].values()) == [3]  # names cut alike: their counts added
+    assert shown["invalid_signals"][1] == 5
+    assert record["rule"] is LONG  # the record read is not changed
+    assert capped(GOOD) == GOOD
+    assert capped({**GOOD, "rule": {"a": 1}})["rule"] == "<dict>"
+
+
+def test_a_report_with_a_huge_tool_name_is_written_with_names_cut(tmp_path: Path) -> None:
+    """A 3 MB tool name once made matplotlib fail (`FT_Render_Glyph raster overflow`)."""
+    pytest.importorskip("langgraph.checkpoint.sqlite", reason="needs the `sqlite` extra")
+    from toolstop.report.records import NAME_LIMIT
+
+    name = "T" * 30_000
+    path = tmp_path / "threads.sqlite"
+    writer = Raw(path)
+    writer.good(
+        "t" * 30_000,
+        {
+            **GOOD, "mode": "hard", "rule": "R" * 30_000, "would_stop": None, "would_save": None,
+            "tools": [name], "calls_by_tool": {name: 1}, "outcomes": {name: 1},
+            "ended_after": {"tools": {name: 0.95}, "input_tokens": 1, "output_tokens": 1},
+        },
+    )  # fmt: skip
+    writer.close()
+    code, document, err = report(str(path), tmp_path / "out")
+    assert code == 0, err
+    assert (tmp_path / "out" / "chart.png").stat().st_size > 0
+    text = json.dumps(document, ensure_ascii=False)
+    assert "T" * NAME_LIMIT not in text
+    assert "R" * NAME_LIMIT not in text
+    assert "t" * NAME_LIMIT not in text
+    assert "T" * (NAME_LIMIT - 1) + "…" in text
+    assert len((tmp_path / "out" / "report.html").read_text()) < 200_000
+
+
+def test_log_lines_have_their_names_and_thread_ids_cut() -> None:
+    from toolstop.report.records import NAME_LIMIT
+
+    line = {"event": "run_end", "thread_id": LONG, "record": {**GOOD, "tools": [LONG]}}
+    (end,) = log_run_ends(io.StringIO(json.dumps(line) + "\n"))
+    assert end.thread_id is not None
+    assert len(end.thread_id) == NAME_LIMIT
+    assert len(end.record["tools"][0]) == NAME_LIMIT
+
+
+def test_a_summary_cuts_names_whichever_reader_made_the_run() -> None:
+    """Every reader's runs go through `Summary.add`: a reader that does not cut is covered."""
+    from toolstop.report.reader import RunEnd
+    from toolstop.report.records import NAME_LIMIT
+    from toolstop.report.summary import Summary
+
+    summary = Summary()
+    record = {**GOOD, "rule": LONG, "tools": [LONG], "calls_by_tool": {LONG: 1}}
+    summary.add(RunEnd(thread_id="t", checkpoint_ns="", ended_at=None, record=record))
+    text = json.dumps(summary.document(), ensure_ascii=False)
+    assert "T" * NAME_LIMIT not in text
+    assert "T" * (NAME_LIMIT - 1) + "…" in text

@@ -102,3 +102,60 @@ def test_a_tally_counts_past_its_cap_in_other_and_the_folded_names_up_to_a_bound
     for i in range(DISTINCT + 5):
         wide[i] += 1
     assert (wide.other, len(wide.folded), wide.folded.more) == (DISTINCT + 5, DISTINCT, True)
+
+
+def invalid_run(tool: str, problem: str, rule: str) -> Any:
+    return end(
+        "t", "2026-12-01T10:00+00:00", schema_version=5, mode="never", rule="none",
+        stopped=False, would_stop=rule, tools=[tool], model_calls=1,
+        invalid_signals=[{"tool": tool, "problem": problem}],
+    )  # fmt: skip
+
+
+def test_the_counts_inside_a_table_are_bounded_too() -> None:
+    """Distinct `problem` and `would_stop` values, on one tool and past the table's cap: each
+    inner count keeps at most `INNER` keys, the rest under "other"; totals stay exact."""
+    from toolstop.report.tally import INNER
+
+    many = 3 * INNER
+    summary = Summary()
+    for i in range(many):
+        summary.add(invalid_run("pay", f"problem {i}", f"rule {i}"))
+    for i in range(TRACKED + many):
+        summary.add(invalid_run(f"tool {i}", f"other problem {i}", f"other rule {i}"))
+    for table in (summary.invalid_by_tool, summary.would_stops):
+        assert len(table["pay"]) <= INNER + 1
+        assert len(table.other) <= INNER + 1
+        assert all(len(counts) <= INNER + 1 for counts in table.values())
+    assert sum(summary.invalid_by_tool["pay"].values()) == many
+    assert summary.invalid_by_tool["pay"]["other"] == many - INNER
+    assert sum(summary.invalid_by_tool.other.values()) == many + 1  # "pay" took one place
+    document = summary.document()
+    folded = document["folded"]["invalid_by_tool"]["counts"]
+    shown = sum(sum(c.values()) for c in document["invalid_by_tool"].values())
+    assert shown + sum(folded.values()) == 2 * many + TRACKED  # every signal counted once
+    assert len(folded) <= 2 * INNER + 2
+
+
+def test_a_log_counts_its_threads_in_bounded_memory(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    """`--log` once kept every thread id in a set: now hashes, exact up to a cap."""
+    import json
+
+    from toolstop.cli import main
+    from toolstop.cli import report as report_command
+
+    monkeypatch.setattr(report_command, "THREADS_COUNTED", 10)
+    record = {"schema_version": 5, "run": 1, "rule": "none", "mode": "never", "model_calls": 1}
+    log = tmp_path / "runs.jsonl"
+    log.write_text(
+        "".join(
+            json.dumps({"event": "run_end", "thread_id": f"t{i}", "record": record}) + "\n"
+            for i in range(25)
+        )
+    )
+    assert main(["report", "--log", str(log), "--out", str(tmp_path / "r")], out=io.StringIO()) == 0
+    document = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert (document["threads"], document["threads_at_least"]) == (10, True)
+    assert "threads with finished runs (at least)" in (tmp_path / "r" / "report.html").read_text()

@@ -579,7 +579,19 @@ def test_an_answer_that_is_not_text_goes_back_to_the_model_and_the_thread_goes_o
     assert_valid_history(second["messages"])
 
 
-@pytest.mark.parametrize("content", ["", " \n", [{"type": "image_url", "image_url": {"url": "x"}}]])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "",
+        " \n",
+        [{"type": "image_url", "image_url": {"url": "x"}}],
+        None,  # LangChain hands it on as the text `null`
+        "\u200b\u200d",  # zero-width characters only
+        "\u202e\u2066",  # bidi controls only
+        "\x00",
+    ],
+    ids=["empty", "blank", "image", "None", "zero-width", "bidi", "NUL"],
+)
 @pytest.mark.parametrize("result", [signal(Outcome.COMPLETED), signal(Outcome.FATAL)])
 def test_a_stop_with_nothing_to_show_goes_back_to_the_model_and_is_recorded_so(
     router: Router, content: Any, result: dict[str, Any]

@@ -49,6 +49,10 @@ KNOWN = [
     ("host=db.internal user=alice password=hunter2 dbname=app", "hunter2"),
     ('connection to server at "10.0.0.5", port 5432 failed for user "alice"', "alice"),
     ("connect 10.0.0.5:5432 refused", "10.0.0.5"),
+    ('body: {\\"password\\": \\"hunter2XYZ\\"}', "hunter2XYZ"),  # JSON inside a string
+    ('{\\"db_password\\": \\"hun ter2\\", \\"a\\": 1}', "hun ter2"),
+    ("<password>hunter2XYZ</password>", "hunter2XYZ"),
+    ('<Credentials kind="x">hunter 2XYZ</Credentials>', "hunter 2XYZ"),
 ]
 
 
@@ -89,6 +93,9 @@ def _embedded(value: str) -> st.SearchStrategy[str]:
             f"ghp_{value}",
             f"github_pat_{value}",
             f'{{"password": "{value}"}}',
+            f'{{\\"password\\": \\"{value}\\"}}',
+            f"<password>{value}</password>",
+            f"<db_secret id='1'>{value[:6]} {value[6:]}</db_secret>",
             f"PGPASSWORD={value}",
             f"DB_PASSWORD='{value}'",
             f"SOME_TOKEN={value}",

@@ -12,10 +12,16 @@ next one whatever its recursion limit, and is kept in the run's state across pro
 Two invocations of one thread at once corrupt it (each writes checkpoints from the state it read;
 the later write wins), so the second one this process starts on a thread while another runs there
 is refused with `ToolstopConcurrentRunError` before it calls the model, unless the other one ends
-within `GRACE_S` (a run cancelled to make room for it may still be unwinding). The first is
+within `GRACE_S` (a run cancelled to make room for it may still be unwinding) without having moved
+the thread on: a run that waited continues only when the checkpointer's latest checkpoint for the
+thread is not newer than the one its own loop holds (it read the thread before the other run's
+last write otherwise, and would overwrite that run's result). Only a run that waited reads the
+checkpointer for this; the uncontended path reads nothing. The first is
 released when its loop unwinds, whichever way it ends (finished, failed, cancelled, paused for a
-review), so an aborted run never blocks the next one. Runs in other processes are not seen:
-serialise a thread's runs there (LangGraph Server's multitask strategies do).
+review), so an aborted run never blocks the next one. Runs in other processes are not seen,
+nor runs through another checkpointer object on the same database (two `SqliteSaver`s on one
+file): a thread is claimed per checkpointer object. Serialise a thread's runs there (LangGraph
+Server's multitask strategies do), and use one checkpointer per database in a process.
 
 The loop is reached through LangGraph's private config keys (stable from langgraph 0.6.6 to 1.2).
 When it cannot be, `current` returns `None` and the caller falls back to LangGraph's step plus its
@@ -91,16 +97,59 @@ def _in_event_loop() -> bool:
     return True
 
 
-def _refusal(thread: tuple[int, str, str]) -> ToolstopConcurrentRunError:
+def _refusal(thread: tuple[int, str, str], *, moved_on: bool = False) -> ToolstopConcurrentRunError:
     shown = thread[1] if len(thread[1]) <= _SHOWN else thread[1][:_SHOWN] + "..."
     where = f" (namespace {thread[2]!r})" if thread[2] else ""
+    state = (
+        "ended while this run waited for it, after this run had read the thread's state"
+        if moved_on
+        else "is still running in this process"
+    )
     msg = (
-        f"another run of thread {shown!r}{where} is still running in this process: a thread "
+        f"another run of thread {shown!r}{where} {state}: a thread "
         "takes one run at a time (two at once corrupt its checkpoints and records). Wait for "
         "that run to end, use another thread, or let LangGraph Server queue or reject runs "
         "(its multitask strategies). This run was refused before its first model call."
     )
     return ToolstopConcurrentRunError(msg)
+
+
+def _key(loop: Any) -> dict[str, Any]:
+    configurable = loop.config["configurable"]
+    return {
+        "configurable": {
+            "thread_id": configurable.get("thread_id"),
+            "checkpoint_ns": configurable.get("checkpoint_ns") or "",
+        }
+    }
+
+
+def _moved_on(loop: Any, latest: Any) -> bool:
+    """Whether the thread's latest checkpoint is newer than the one the loop holds: another run
+    wrote it after this run's loop read the thread (LangGraph's checkpoint ids sort by time)."""
+    if latest is None:
+        return False
+    latest_id = str(latest.config["configurable"]["checkpoint_id"])
+    return latest_id > str(loop.checkpoint["id"])
+
+
+def _stale(loop: Any) -> bool:
+    """`_moved_on` for the sync path; a checkpointer that cannot be read counts as moved on."""
+    try:
+        return _moved_on(loop, loop.checkpointer.get_tuple(_key(loop)))
+    except Exception:
+        return True
+
+
+async def _astale(loop: Any) -> bool:
+    try:
+        return _moved_on(loop, await loop.checkpointer.aget_tuple(_key(loop)))
+    except Exception:
+        return True
+
+
+async def _poll() -> None:
+    await asyncio.sleep(0.01)
 
 
 def current(config: Any) -> str | None:
@@ -115,7 +164,8 @@ def current(config: Any) -> str | None:
 
     Raises:
         ToolstopConcurrentRunError: another invocation of this process runs on the same thread
-            (same checkpointer, thread id and namespace).
+            (same checkpointer, thread id and namespace), or ran there while this one waited
+            for it and moved the thread on.
     """
     loop = _loop(config)
     if loop is None:
@@ -127,6 +177,8 @@ def current(config: Any) -> str | None:
         thread = _thread(loop)
         if thread is not None and thread in _running and not _in_event_loop():
             _released.wait_for(lambda: thread not in _running, timeout=GRACE_S)
+            if thread not in _running and _stale(loop):
+                raise _refusal(thread, moved_on=True)
         if thread is not None and thread in _running:
             raise _refusal(thread)
         name = str(loop.checkpoint.get("id") or uuid.uuid4())
@@ -140,7 +192,8 @@ def current(config: Any) -> str | None:
 async def aclaim(config: Any) -> None:
     """`current` for async code: waits for the thread without blocking the event loop.
 
-    The run waited for (up to `GRACE_S`) may be unwinding on this very event loop.
+    The run waited for (up to `GRACE_S`) may be unwinding on this very event loop. After a wait,
+    the checkpointer is read with `aget_tuple` (as `current` does with `get_tuple`).
 
     Raises:
         ToolstopConcurrentRunError: as `current`.
@@ -149,12 +202,17 @@ async def aclaim(config: Any) -> None:
     if loop is None:
         return
     deadline = time.monotonic() + GRACE_S
+    waited, thread = False, None
     while time.monotonic() < deadline:
         with _lock:
             thread = _thread(loop)
             if loop in _names or thread is None or thread not in _running:
                 break
-        await asyncio.sleep(0.01)
+        waited = True
+        await _poll()
+    contended = waited and thread is not None and loop not in _names and thread not in _running
+    if contended and thread is not None and await _astale(loop):
+        raise _refusal(thread, moved_on=True)
     current(config)
 
 

@@ -46,16 +46,20 @@ def printable(text: str, *, keep_newlines: bool = False) -> str:
     return _UNSAFE.sub(_escape, text)
 
 
-def printable_data(value: Any) -> Any:
+def printable_data(value: Any, *, keep_newlines: bool = False) -> Any:
     """`value` with `printable` applied to every string in it (dict keys too), at any depth.
 
-    Dicts, lists and tuples are copied; other values are returned as they are."""
+    Dicts, lists and tuples are copied; other values are returned as they are. `keep_newlines`
+    as for `printable` (for a page, where a newline forges nothing)."""
     if isinstance(value, str):
-        return printable(value)
+        return printable(value, keep_newlines=keep_newlines)
     if isinstance(value, dict):
-        return {printable_data(key): printable_data(item) for key, item in value.items()}
+        return {
+            printable_data(key): printable_data(item, keep_newlines=keep_newlines)
+            for key, item in value.items()
+        }
     if isinstance(value, list):
-        return [printable_data(item) for item in value]
+        return [printable_data(item, keep_newlines=keep_newlines) for item in value]
     if isinstance(value, tuple):
-        return tuple(printable_data(item) for item in value)
+        return tuple(printable_data(item, keep_newlines=keep_newlines) for item in value)
     return value

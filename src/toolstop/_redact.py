@@ -8,7 +8,11 @@ PostgreSQL takes a connection string in two forms, and both may carry a password
   recognised; libpq itself accepts only lower case, so `connection_string` lowers it);
 - keyword/value pairs, `host=db dbname=app password=secret` or `password='a b'`.
 
-`password`, `sslpassword` and `oauth_client_secret` are masked in both forms.
+`password`, `sslpassword` and `oauth_client_secret` are masked in both forms, a URL query's
+parameter names percent-decoded first as libpq does (`?pass%77ord=`, `?%70assword=`; libpq does
+not decode keyword/value names). In text that is not a URL, a userinfo-looking password (from the
+first `:` after a leading `scheme:` to the last `@`, as in the typo `postgresql:/u:secret@host`)
+and a `?password=` parameter are masked too.
 
 The masker reads the string as written, not as a parser would: a password may hold an unencoded
 `@`, `/`, `?`, `#`, `:` or a space. Every span that may be a password is found in the original
@@ -51,9 +55,42 @@ _KEYWORDS = (
 _SECRET_KEYS = r"(?:ssl)?password|oauth_client_secret"
 _KEYWORD_DSN = re.compile(rf"\s*(?:{_KEYWORDS})\s*=", re.IGNORECASE)
 """A keyword/value connection string starts with one of libpq's keywords and `=`."""
-_QUERY_PASSWORD = re.compile(rf"[?&](?i:{_SECRET_KEYS})=((?:(?!&(?:{_KEYWORDS})=).)*)", re.DOTALL)
+_QUERY_KEY = re.compile(r"[?&]([^=&?#]*)=")
+"""A query parameter's name, as written (libpq percent-decodes it: `pass%77ord` is `password`)."""
+_QUERY_VALUE = re.compile(rf"(?:(?!&(?:{_KEYWORDS})=).)*", re.DOTALL)
 """A query's password: up to the next `&name=` naming one of libpq's parameters (an unencoded
 `&` or `#` is kept in the span: libpq would read the rest as a broken parameter and quote it)."""
+_SECRET_KEY = re.compile(_SECRET_KEYS, re.IGNORECASE)
+
+
+def _query_passwords(db: str) -> list[tuple[int, int]]:
+    """The spans of the values of every query parameter whose name, percent-decoded, is a
+    password's (`?password=`, `?pass%77ord=`, `?%70assword=`, `?sslpassword=`)."""
+    spans = []
+    for key in _QUERY_KEY.finditer(db):
+        if _SECRET_KEY.fullmatch(unquote(key.group(1)).strip()):
+            value = _QUERY_VALUE.match(db, key.end())
+            if value is not None:
+                spans.append(value.span())
+    return spans
+
+
+_LOOSE_SCHEME = re.compile(r"\s*(?:[A-Za-z][A-Za-z0-9+.-]*)?:/*")
+
+
+def _loose_userinfo_span(text: str) -> tuple[int, int] | None:
+    """A userinfo-looking password in text that is not a URL (`postgresql:/u:secret@host/db`, a
+    mistyped scheme read as a SQLite path): after a leading `scheme:` and its slashes, from the
+    first `:` to the last `@`."""
+    at = text.rfind("@")
+    if at < 0:
+        return None
+    scheme = _LOOSE_SCHEME.match(text)
+    start = scheme.end() if scheme is not None else 0
+    colon = text.find(":", start, at)
+    return None if colon < 0 else (colon + 1, at)
+
+
 _KEYWORD_PASSWORD = re.compile(
     rf"(?:^|\s)(?:{_SECRET_KEYS})\s*=\s*"
     r"('(?:[^'\\]|\\.)*(?:'|$)|\S+(?:\s+(?![A-Za-z_]+\s*=)\S+)*)",
@@ -106,11 +143,10 @@ def _userinfo_span(uri: str) -> tuple[int, int] | None:
 def _password_spans(db: str) -> list[tuple[int, int]]:
     """Every span of `db` that may be a password, merged, in order."""
     spans = [m.span(1) for m in _KEYWORD_PASSWORD.finditer(db)]
-    if _is_url(db):
-        userinfo = _userinfo_span(db)
-        if userinfo is not None:
-            spans.append(userinfo)
-        spans += [m.span(1) for m in _QUERY_PASSWORD.finditer(db)]
+    userinfo = _userinfo_span(db) if _is_url(db) else _loose_userinfo_span(db)
+    if userinfo is not None:
+        spans.append(userinfo)
+    spans += _query_passwords(db)
     merged: list[tuple[int, int]] = []
     for start, end in sorted(s for s in spans if s[1] > s[0]):
         if merged and start <= merged[-1][1]:
@@ -143,8 +179,9 @@ def without_password(uri: str) -> str:
 def redact(db: str) -> str:
     """`db` without a password, for messages and reports.
 
-    A SQLite path is shown as it is unless it looks like a URL with a user and password or holds
-    `password=` (a mistyped connection string is masked as one)."""
+    A SQLite path is shown as it is unless it holds a userinfo-looking `user:password@`, a
+    `password=` pair or a `?password=` parameter (a mistyped connection string is masked as
+    one)."""
     return without_password(db)
 
 
@@ -174,7 +211,7 @@ def malformed_userinfo(uri: str) -> str | None:
     password = password_of(uri)
     found = next((c for c in password or "" if c in _DELIMITERS), None)
     if found is None and _is_url(uri):
-        query = (m.group(1) for m in _QUERY_PASSWORD.finditer(uri))
+        query = (uri[start:end] for start, end in _query_passwords(uri))
         found = next((c for value in query for c in value if c in "&#"), None)
     return found
 

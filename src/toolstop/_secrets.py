@@ -5,7 +5,8 @@
 - URLs of any scheme, whole (`postgresql://***`): their user, password, host and path are
   connection details; a user part with a space in its password (`scheme://u:pa ss@host`) is
   masked up to its last `@` on the line;
-- `key=value`, `key: value` and JSON `"key": "value"` pairs whose key names a secret (`password`,
+- `key=value`, `key: value`, JSON `"key": "value"` (also escaped, `\\"key\\": \\"value\\"`) pairs
+  and XML `<key>value</key>` elements whose key names a secret (`password`,
   `PGPASSWORD`, `DB_PASSWORD`, `*_TOKEN`, `*_SECRET`, `api_key`, `AWS_SECRET_ACCESS_KEY`,
   `client_secret`, `credentials`, `cookie`, ...) or a connection detail (`user`, `host`, `port`,
   `dbname`): the value is masked, quoted or not;
@@ -54,11 +55,18 @@ _SECRET_NAME = (
     r"|user(?:name)?|host|hostaddr|port|dbname"
 )
 _PAIR = re.compile(
-    rf"(?<![A-Za-z0-9_.-])([\"']?)({_SECRET_NAME})\1(\s{{0,8}}[=:]\s{{0,8}})"
-    r"(\"(?:[^\"\\\n]|\\.){0,4096}\"?|'(?:[^'\\\n]|\\.){0,4096}'?|[^\s,;)}\]\"']{1,4096})",
+    rf"(?<![A-Za-z0-9_.-])((?:\\?[\"'])?)({_SECRET_NAME})\1(\s{{0,8}}[=:]\s{{0,8}})"
+    r"(\\[\"'][^\n]{0,4096}?(?:\\[\"']|$)"
+    r"|\"(?:[^\"\\\n]|\\.){0,4096}\"?|'(?:[^'\\\n]|\\.){0,4096}'?|[^\s,;)}\]\"']{1,4096})",
+    re.IGNORECASE | re.MULTILINE,
+)
+"""A key naming a secret, `=` or `:`, and its value (double- or single-quoted, or bare); the
+quotes may be escaped (`{\\"password\\": \\"...\\"}`, JSON inside a JSON string)."""
+_XML = re.compile(
+    rf"<({_SECRET_NAME})((?:\s[^<>]{{0,256}})?)>[^<]{{0,4096}}",
     re.IGNORECASE,
 )
-"""A key naming a secret, `=` or `:`, and its value (double- or single-quoted, or bare)."""
+"""An XML element naming a secret and its text: `<password>...</password>`."""
 _TOKENS = re.compile(
     r"\b(?:"
     r"(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|ABIA|ACCA)[A-Z0-9]{16}"
@@ -91,6 +99,7 @@ def _mask_once(text: str) -> str:
     text = _AUTHORIZATION.sub(lambda m: f"{m.group(1)}{MASK}", text)
     text = _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
     text = _PAIR.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(1)}{m.group(3)}{MASK}", text)
+    text = _XML.sub(lambda m: f"<{m.group(1)}{m.group(2)}>{MASK}", text)
     text = _TOKENS.sub(MASK, text)
     text = _EMAIL.sub(MASK, text)
     text = _QUOTED_DETAIL.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)

@@ -9,6 +9,7 @@ the current run), independent of how long the conversation is.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -219,7 +220,8 @@ def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
     as a transient failure. `stop` must be a real `bool` (`1` and `"yes"` are invalid). A key
     that is `stop`, `reason` or `answer` only when case and surrounding space are ignored is a
     typo (`near_miss_key`), an `answer` that is not text (or is blank) is `answer_not_text`, and
-    a stop whose content has no text is `empty_relay`.
+    a stop whose content has no text is `empty_relay`: empty, whitespace, control, zero-width
+    or bidi characters only, or `None` (LangChain hands it on as the text `null`).
     """
     name = tool or message.name or "?"
     read = _read(message)
@@ -284,7 +286,7 @@ def _read(message: ToolMessage) -> tuple[Outcome, bool] | Problem:
         if answer is not _NO_ANSWER and not is_answer(answer):
             return Problem.ANSWER_NOT_TEXT
         relayed = stop and reason in (Outcome.COMPLETED, Outcome.FATAL)
-        if relayed and _blank(message.content):
+        if relayed and (_blank(message.content) or message.content == _STRINGIFIED_NONE):
             return Problem.EMPTY_RELAY
     except Exception:  # hostile artifacts: __eq__/__hash__/__getitem__ that raise
         return Problem.UNREADABLE
@@ -341,14 +343,28 @@ def is_answer(value: Any) -> bool:
     )
 
 
+_VISIBLE = re.compile(
+    "[^\\s\x00-\x1f\x7f-\x9f\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]"
+)
+"""A character a reader sees: not whitespace, not a control (NUL...), not a zero-width or bidi
+formatting character (ZWSP, ZWJ, LRM/RLM, LRE...RLO, LRI...PDI, word joiner, BOM), not a
+Hangul filler or a variation selector."""
+
+
 def _blank(content: Any) -> bool:
-    """True when a content (or an `answer`) has no text to show: empty or only whitespace."""
+    """True when a content (or an `answer`) has no text to show: empty, or only whitespace,
+    control characters (NUL), zero-width and bidi formatting characters; `None` too."""
     if isinstance(content, str):
-        return not content or str.isspace(content)
+        return _VISIBLE.search(content) is None
     if isinstance(content, list):
-        text = "".join(_texts(content))
-        return not text or text.isspace()
+        return _VISIBLE.search("".join(_texts(content))) is None
     return True
+
+
+_STRINGIFIED_NONE = "null"
+"""What LangChain makes of a tool's `None` content (`json.dumps(None)`): the tool returned
+nothing to relay."""
 
 
 _REJECTION_TEXT = "User rejected the tool call for `"

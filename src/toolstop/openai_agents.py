@@ -95,7 +95,8 @@ def artifact_tool(function: Callable[..., Any], **options: Any) -> FunctionTool:
 
     def wrap(result: Any) -> ToolOutput:
         if isinstance(result, tuple) and len(result) == 2:
-            return ToolOutput(content=str(result[0]), artifact=result[1])
+            content = "" if result[0] is None else str(result[0])  # None: nothing to relay
+            return ToolOutput(content=content, artifact=result[1])
         return ToolOutput(content=str(result))
 
     if _is_async(function):

@@ -148,7 +148,8 @@ def _table(results: list[CheckResult], out: TextIO, width: int | None) -> None:
         verdict = "pass" if r.passed else "FAIL"
         both = [f"expected {expected}", f"actual {actual}"]
         paths = [actual] if expected in (actual, "-") else both
-        rows.append(((r.scenario.key, r.router, calls, verdict), paths))
+        row = (printable(r.scenario.key), printable(r.router), calls, verdict)
+        rows.append((row, [printable(path) for path in paths]))  # names a run produced
     widths = [max(len(cells[i]) for cells, _ in rows) for i in range(len(header))]
     indent = sum(widths) + 2 * len(widths)
     room = max(24, width - indent) if width is not None else 0
@@ -440,12 +441,12 @@ def run_check_agent(args: argparse.Namespace, out: TextIO) -> int:
         return 1 if failed else 0
     stack = ", ".join(f"{k} {v}" for k, v in versions().items())
     names = ", ".join(printable(t.name) for t in tools)
-    print(f"toolstop check --agent {factory.name} (tools: {names}) on {stack}", file=out)
+    print(f"toolstop check --agent {printable(factory.name)} (tools: {names}) on {stack}", file=out)
     reasons: dict[str, list[str]] = {}
     for name, why in result.skipped.items():
         reasons.setdefault(why, []).append(name)
     for why, scenarios in reasons.items():
-        print(f"skipped {', '.join(scenarios)}: {why}", file=out)
+        print(f"skipped {printable(', '.join(scenarios))}: {printable(why)}", file=out)
     _table(result.results, out, _width(out))
     if failed:
         _by_cause(failed, out, routers=False)
@@ -459,7 +460,10 @@ def run_check_agent(args: argparse.Namespace, out: TextIO) -> int:
 
 def _stand_in_lines(tools: list[Any]) -> list[str]:
     """What a green check does not prove: it ran stand-ins, never your tools."""
-    summary = stand_in_summary(tools)
+    summary = {
+        key: [printable(str(name)) for name in value] if isinstance(value, list) else value
+        for key, value in stand_in_summary(tools).items()
+    }
     lines = [
         f"stand-ins: {', '.join(summary['stand_ins'])}: the check forced their results; your "
         "real tools were not called (bench --agent runs them)"

@@ -15,6 +15,10 @@ from toolstop.cli._output import failure, shown, write_outputs
 from toolstop.cli._report_from import read_from_args, what_if_of
 from toolstop.errors import ToolstopConfigError
 
+THREADS_COUNTED = 100_000
+"""Distinct thread ids of a `--log` counted exactly (as hashes); beyond, `threads` is a lower
+bound and report.json says `threads_at_least`."""
+
 __all__ = ["add_report_parser", "run_report"]
 
 
@@ -179,6 +183,7 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
     from toolstop.report.reader import log_run_ends, open_database, parse_time, redact
     from toolstop.report.render import render_chart, render_html, render_summary, write_json
     from toolstop.report.summary import REPORT_VERSION, Summary, with_prices
+    from toolstop.report.tally import Distinct
 
     writes = frozenset(t.strip() for t in args.writes.split(",") if t.strip())
     judge = _judge_model(args)
@@ -238,13 +243,15 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
             else:
                 stream = sys.stdin if args.log == "-" else _open_log(args.log, stack)
                 skipped, rejected = [0], [0]
-                thread_ids: set[str] = set()
+                thread_ids = Distinct(THREADS_COUNTED)  # bounded: hashes, up to a cap
                 for end in log_run_ends(stream, since=since, skipped=skipped, rejected=rejected):
                     summary.add(end)
                     if end.thread_id is not None:
                         thread_ids.add(end.thread_id)
                 # a log has no checkpoints: runs still open are not known from it
                 extra = {"threads": len(thread_ids), "open_runs": None, "skipped_lines": skipped[0]}
+                if thread_ids.more:
+                    extra["threads_at_least"] = True
                 source = {"log": args.log}
                 if skipped[0]:
                     print(

@@ -29,6 +29,7 @@ from typing import Any
 
 from toolstop.report.advice import ADVICE, Judgements, advise, verdict_of
 from toolstop.report.model_judge import Sample
+from toolstop.report.records import cut
 from toolstop.report.tally import LABELS, TRACKED, Table, Tally
 
 __all__ = [
@@ -152,12 +153,13 @@ _THREADS_MAX = 10
 
 
 def _remember(threads: dict[str, dict[str, None]], tool: str, thread: Any) -> None:
-    """Remember `thread` behind `tool` (the first `_THREADS_MAX` distinct ones, cut at 200)."""
+    """Remember `thread` behind `tool` (the first `_THREADS_MAX` distinct ones, cut at
+    `NAME_LIMIT`)."""
     if not isinstance(thread, str) or (tool not in threads and len(threads) >= TRACKED):
         return
     seen = threads.setdefault(tool, {})
     if len(seen) < _THREADS_MAX:
-        seen[thread[:200]] = None
+        seen[cut(thread)] = None
 
 
 _SKIPPED_SHOWN = 10

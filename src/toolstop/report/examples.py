@@ -19,6 +19,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from toolstop._secrets import mask_secrets as _mask_secrets
+from toolstop.report.records import cut
 
 __all__ = [
     "EXAMPLE_CHARS",
@@ -140,7 +141,7 @@ def read_examples(database: Any, kept: dict[str, list[Any]]) -> dict[str, list[d
             if pair is not None:
                 found.setdefault(tool, []).append(
                     {
-                        "thread_id": end.thread_id,
+                        "thread_id": cut(end.thread_id or ""),
                         "run": end.record.get("run"),
                         "tool_result": pair["tool_result"],
                         "final_answer": pair["final_answer"],

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from toolstop._page import inline_png, page
+from toolstop._printable import printable_data
 from toolstop._redact import is_postgres
 from toolstop.report.candidates import REASONS, REPEATS
 from toolstop.report.evidence import render_evidence
@@ -398,7 +399,12 @@ def _threads(document: dict[str, Any]) -> str:
     if open_runs is None and "log" in document["source"]:
         open_runs = "not known from a log"
     rows: list[tuple[str, str | None, Any]] = [
-        ("threads with finished runs", "threads", document.get("threads")),
+        (
+            "threads with finished runs"
+            + (" (at least)" if document.get("threads_at_least") else ""),
+            "threads",
+            document.get("threads"),
+        ),
         ("runs still open (in progress or abandoned)", "open_runs", open_runs),
     ]
     if "nested" in document["namespaces"]:
@@ -435,7 +441,11 @@ def _folded(document: dict[str, Any]) -> str:
 
 
 def render_html(document: dict[str, Any], chart: Path | None, path: Path) -> None:
-    """report.html: the answer first, then the evidence (see the module's docstring)."""
+    """report.html: the answer first, then the evidence (see the module's docstring).
+
+    Every string from the runs is escaped as on a terminal (controls, ESC, bidi overrides shown
+    as `\\x1b`, `\\u202e`; newlines kept), then HTML-escaped."""
+    document = printable_data(document, keep_newlines=True)
     headline = [
         ("runs", "runs", document["runs"]),
         ("runs toolstop stopped", "stopped", document["stopped"]),

@@ -22,7 +22,7 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -31,7 +31,7 @@ from urllib.parse import quote
 from toolstop._redact import connection_string, driver_error, is_postgres, redact
 from toolstop.errors import ToolstopConfigError
 from toolstop.report.decode import SafeDecoder, install
-from toolstop.report.records import out_of_range
+from toolstop.report.records import capped, cut, out_of_range
 
 __all__ = [
     "Database",
@@ -202,10 +202,14 @@ class Database:
                 raise
             self.unreadable += 1
             return [], None
-        kept = [end for end in ends if out_of_range(end.record) is None]
+        kept = [
+            replace(end, record=capped(end.record))
+            for end in ends
+            if out_of_range(end.record) is None
+        ]
         self.rejected += len(ends) - len(kept)
-        if in_progress is not None and out_of_range(in_progress) is not None:
-            in_progress = {}
+        if in_progress is not None:
+            in_progress = {} if out_of_range(in_progress) is not None else capped(in_progress)
         return kept, in_progress
 
     def _run_ends(
@@ -479,8 +483,8 @@ def log_run_ends(
             continue
         thread = entry.get("thread_id")
         yield RunEnd(
-            thread_id=None if thread is None else str(thread),
-            checkpoint_ns=str(entry.get("checkpoint_ns") or ""),
+            thread_id=None if thread is None else cut(str(thread)),
+            checkpoint_ns=cut(str(entry.get("checkpoint_ns") or "")),
             ended_at=moment,
-            record=record,
+            record=capped(record),
         )

@@ -6,6 +6,11 @@ record carries that the report adds up or prints is checked here, one record at 
 with one number out of range (negative, NaN, infinite, absurdly large, or not a number at all)
 is not counted and is reported as unreadable, and so is a record whose lists are not lists.
 Missing numbers and `None` are fine: older records do not have every field.
+
+Every name a record carries (tool names, rules, modes, `ended_by`, `would_stop`, outcome keys,
+an invalid signal's tool and problem) is cut to `NAME_LIMIT` characters by `capped`, where records
+are read and again in `Summary.add` (whichever reader made the run): one 3 MB tool name once made the chart fail (`FT_Render_Glyph raster overflow`) and
+1 MB took 98 s and 1 GB. Thread ids are cut where they are shown.
 """
 
 from __future__ import annotations
@@ -14,7 +19,11 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["LIMIT", "out_of_range"]
+__all__ = ["LIMIT", "NAME_LIMIT", "capped", "cut", "out_of_range"]
+
+NAME_LIMIT = 200
+"""The longest name (tool, rule, mode, outcome key, thread id) the report keeps, in characters;
+a longer one is cut to this length, its last character `…`."""
 
 LIMIT = 10**12
 """The largest count a record may hold (model calls, tokens, turns): anything above is absurd."""
@@ -86,3 +95,66 @@ def out_of_range(record: Mapping[str, Any]) -> str | None:
         ):
             return "ended_after.tools"
     return None
+
+
+def cut(text: str, limit: int = NAME_LIMIT) -> str:
+    """`text` at most `limit` characters long, cut with `…`."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _name(value: Any) -> Any:
+    """A name cut to `NAME_LIMIT`; a container where a name belongs is named by its type."""
+    if isinstance(value, str):
+        return cut(value)
+    if isinstance(value, (Mapping, list, tuple, set, bytes)):
+        return f"<{type(value).__name__}>"
+    return value
+
+
+def _keys(table: Any) -> Any:
+    """`table` with its keys cut (counts of keys that become equal added up)."""
+    if not isinstance(table, Mapping):
+        return table
+    out: dict[Any, Any] = {}
+    for key, value in table.items():
+        name = _name(key)
+        if name in out and isinstance(out[name], int) and isinstance(value, int):
+            out[name] += value
+        else:
+            out.setdefault(name, value)
+    return out
+
+
+def _names(items: Any) -> Any:
+    return [_name(item) for item in items] if isinstance(items, list) else items
+
+
+_SCALARS = ("rule", "mode", "ended_by", "would_stop")
+_NAME_LISTS = ("tools", "asked")
+_TABLES = ("outcomes", "calls_by_tool", "after_first")
+
+
+def capped(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of `record` whose names are at most `NAME_LIMIT` characters (see the module)."""
+    out = dict(record)
+    for key in _SCALARS:
+        if key in out:
+            out[key] = _name(out[key])
+    for key in _NAME_LISTS:
+        if key in out:
+            out[key] = _names(out[key])
+    for key in _TABLES:
+        if key in out:
+            out[key] = _keys(out[key])
+    after = out.get("ended_after")
+    if isinstance(after, Mapping) and "tools" in after:
+        out["ended_after"] = {**after, "tools": _keys(after["tools"])}
+    signals = out.get("invalid_signals")
+    if isinstance(signals, list):
+        out["invalid_signals"] = [
+            {**item, **{k: _name(item[k]) for k in ("tool", "problem") if k in item}}
+            if isinstance(item, Mapping)
+            else item
+            for item in signals
+        ]
+    return out

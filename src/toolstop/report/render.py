@@ -12,6 +12,7 @@ from toolstop._page import cell
 from toolstop._printable import printable_data
 from toolstop.report.model_judge import judge_lines
 from toolstop.report.page import render_html
+from toolstop.report.records import cut
 
 __all__ = ["render_chart", "render_html", "render_summary", "write_json"]
 
@@ -36,7 +37,8 @@ def render_chart(document: dict[str, Any], path: Path) -> None:
 
     Every string from the runs is drawn escaped (a control character has no glyph). Labels are
     names a run produced (tools the model chose, rules, modes): they are drawn as plain text,
-    never parsed as mathtext (`$\\frac{$` is a tool name, not a formula)."""
+    never parsed as mathtext (`$\\frac{$` is a tool name, not a formula), and cut to
+    `CHART_LABEL` characters."""
     document = printable_data(document)
     import matplotlib
 
@@ -45,6 +47,14 @@ def render_chart(document: dict[str, Any], path: Path) -> None:
 
     with plt.rc_context({"text.parse_math": False, "text.usetex": False}):
         _draw(document, path)
+
+
+CHART_LABEL = 40
+"""The longest label the chart draws, in characters (a longer name is cut with `…`)."""
+
+
+def _labels(names: Any) -> list[str]:
+    return [cut(str(name), CHART_LABEL) for name in names]
 
 
 def _draw(document: dict[str, Any], path: Path) -> None:
@@ -58,13 +68,13 @@ def _draw(document: dict[str, Any], path: Path) -> None:
         color=[_RULE_COLOURS.get(r.removeprefix("would stop: "), "#777777") for r in rules],
         hatch=["//" if r.startswith("would stop: ") else "" for r in rules],
     )
-    axes[0].set_xticks(range(len(rules)), list(rules), rotation=30, ha="right", fontsize=8)
+    axes[0].set_xticks(range(len(rules)), _labels(rules), rotation=30, ha="right", fontsize=8)
     axes[0].bar_label(bars, labels=[f"{v:,}" for v in rules.values()], fontsize=7)
     axes[0].set_title("Runs by rule (shadow: would stop)")
     modes = document["by_mode"]
     per_run = [modes[m]["model_calls_per_run"] or 0 for m in modes]
     bars = axes[1].bar(range(len(modes)), per_run, color="#1e88e5")
-    axes[1].set_xticks(range(len(modes)), list(modes), fontsize=8)
+    axes[1].set_xticks(range(len(modes)), _labels(modes), fontsize=8)
     axes[1].bar_label(bars, labels=[f"{v:.2f}" for v in per_run], fontsize=7)
     axes[1].set_title("Model calls per run, by mode")
     never = modes.get("never", {})
@@ -95,7 +105,7 @@ def _candidate_panel(axis: Any, candidates: list[dict[str, Any]]) -> None:
     bars = axis.barh(
         range(len(shown)), calls, color=[colours.get(e["verdict"], "#bdbdbd") for e in shown]
     )
-    axis.set_yticks(range(len(shown)), [e["tool"] for e in shown], fontsize=8)
+    axis.set_yticks(range(len(shown)), _labels(e["tool"] for e in shown), fontsize=8)
     axis.invert_yaxis()
     axis.bar_label(
         bars,

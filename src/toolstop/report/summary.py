@@ -15,6 +15,7 @@ from toolstop.decision import Rule
 from toolstop.metrics import deciding_tools
 from toolstop.report.candidates import Candidates, cut_short_counts, writes
 from toolstop.report.reader import RunEnd
+from toolstop.report.records import capped
 from toolstop.report.tally import LABELS, SHOWN, Table, Tally, top
 
 __all__ = ["REPORT_VERSION", "Summary", "with_prices"]
@@ -78,8 +79,8 @@ class Summary:
         self.days = Table()
 
     def add(self, end: RunEnd) -> None:
-        """Fold one finished run in."""
-        record: Mapping[str, Any] = end.record
+        """Fold one finished run in (its names cut, `records.capped`, whichever reader made it)."""
+        record: Mapping[str, Any] = capped(end.record)
         self.runs += 1
         rule = str(record.get("rule", "none"))
         mode = str(record.get("mode", "?"))

@@ -8,6 +8,11 @@ the like) one by one; a name first seen once the table is full is counted in the
 as "at least"). report.json and the page then show the `SHOWN` largest of each table and fold
 the rest into "other N tools" (`folded` in report.json).
 
+The counts inside a table are bounded too: each name's inner counts (a tool's rules, its
+invalid signals' problems) and the table's shared `other` keep at most `INNER` distinct keys, and
+any further key is counted under `"other"` (`Labels`): 400,000 log lines each with a distinct
+`problem` once made a 17 MB report.json and took 473 MB.
+
 Deliberately simple: the first names seen are the ones tracked, so with more distinct names
 than `TRACKED`, a name first seen late is folded even when it is frequent. Totals stay exact:
 every count is either in a tracked name or in `other`.
@@ -19,7 +24,18 @@ from collections import Counter
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-__all__ = ["DISTINCT", "LABELS", "SHOWN", "TRACKED", "Distinct", "Table", "Tally", "top"]
+__all__ = [
+    "DISTINCT",
+    "INNER",
+    "LABELS",
+    "SHOWN",
+    "TRACKED",
+    "Distinct",
+    "Labels",
+    "Table",
+    "Tally",
+    "top",
+]
 
 TRACKED = 2_000
 """Distinct tool names (or days, or model-call counts) a table counts one by one."""
@@ -29,20 +45,24 @@ SHOWN = 50
 """Names shown per table in report.json and on the page; the rest are folded."""
 DISTINCT = 10_000
 """Distinct folded names counted exactly per table; beyond, the count is a lower bound."""
+INNER = 101
+"""Distinct keys of the counts inside a table (one name's rules or problems; 101 for the overlap
+buckets 0-100); any further key is counted under `"other"`."""
 
 
 class Distinct:
     """How many distinct names were folded: exact up to `DISTINCT`, then a lower bound."""
 
-    def __init__(self) -> None:
-        """None yet."""
+    def __init__(self, cap: int = DISTINCT) -> None:
+        """None yet; exact up to `cap` distinct names."""
         self.seen: set[int] = set()
         self.more = False
+        self.cap = cap
 
     def add(self, name: Hashable) -> None:
         """Count `name` (once, however often it is added)."""
         key = hash(name)
-        if len(self.seen) < DISTINCT:
+        if len(self.seen) < self.cap:
             self.seen.add(key)
         elif key not in self.seen:
             self.more = True
@@ -69,19 +89,39 @@ class Tally(Counter[Any]):
             self.folded.add(key)
 
 
+class Labels(Counter[Any]):
+    """A `Counter` of at most `cap` keys; increments of any other key go to the key `"other"`."""
+
+    def __init__(self, cap: int = INNER) -> None:
+        """Empty, counting at most `cap` keys one by one (and `"other"`)."""
+        self.cap = cap
+        super().__init__()
+
+    def __setitem__(self, key: Any, value: int) -> None:
+        if key in self or len(self) < self.cap:
+            super().__setitem__(key, value)
+        else:  # `labels[key] += n` on a key not kept: read 0, then set n
+            super().__setitem__("other", self.get("other", 0) + value)
+
+
 class Table(dict[Any, Counter[Any]]):
-    """A dict of `Counter`s for at most `cap` keys; any other key shares the `other` Counter."""
+    """A dict of `Counter`s for at most `cap` keys; any other key shares the `other` Counter.
+
+    Each Counter (the shared `other` too) keeps at most `INNER` keys: an empty plain `Counter`
+    given as the default is replaced by `Labels`."""
 
     def __init__(self, cap: int = TRACKED) -> None:
         """Empty, keeping at most `cap` keys."""
         super().__init__()
         self.cap = cap
-        self.other: Counter[Any] = Counter()
+        self.other: Counter[Any] = Labels()
         self.folded = Distinct()
 
     def setdefault(self, key: Any, default: Any = None) -> Counter[Any]:
         """The key's Counter, or the shared `other` once the table is full."""
         if key in self or len(self) < self.cap:
+            if type(default) is Counter and not default:
+                default = Labels()
             return super().setdefault(key, default)
         self.folded.add(key)
         return self.other
@@ -110,9 +150,13 @@ def top(
     if isinstance(source, Tally):
         entry["count"] = source.other + sum(_total(shown[key]) for key in cut)
     else:
-        counts: Counter[str] = Counter({str(k): v for k, v in source.other.items()})
+        counts: Counter[str] = Labels()  # the cut names' inner counts, bounded alike
+        for key, value in source.other.items():
+            counts[str(key)] += value
         for key in cut:
-            counts.update({str(k): v for k, v in shown[key].items() if isinstance(v, int)})
+            for inner, value in shown[key].items():
+                if isinstance(value, int):
+                    counts[str(inner)] += value
         entry["counts"] = dict(sorted(counts.items()))
     folded[name] = entry
     return {key: value for key, value in shown.items() if key in keep}
