@@ -9,8 +9,9 @@ Missing numbers and `None` are fine: older records do not have every field.
 
 Every name a record carries (tool names, rules, modes, `ended_by`, `would_stop`, outcome keys,
 an invalid signal's tool and problem) is cut to `NAME_LIMIT` characters by `capped`, where records
-are read and again in `Summary.add` (whichever reader made the run): one 3 MB tool name once made the chart fail (`FT_Render_Glyph raster overflow`) and
-1 MB took 98 s and 1 GB. Thread ids are cut where they are shown.
+are read and again in `Summary.add` (whichever reader made the run): a name of megabytes once
+made the chart fail (`FT_Render_Glyph raster overflow`). Thread ids are cut where they are
+shown.
 """
 
 from __future__ import annotations
