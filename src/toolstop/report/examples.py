@@ -178,10 +178,10 @@ def collect_examples(
     for tool in dict.fromkeys([*cut_short, *kept]):
         for end in cut_short.get(tool, [])[:1]:
             messages = messages_of(end)
-            cut = cut_short_pair(messages, tool) if messages is not None else None
-            if cut is not None:
+            short = cut_short_pair(messages, tool) if messages is not None else None
+            if short is not None:
                 where = {"thread_id": end.thread_id, "run": end.record.get("run")}
-                found.setdefault(tool, []).append({**where, **cut, "cut_short": True})
+                found.setdefault(tool, []).append({**where, **short, "cut_short": True})
         for end in kept.get(tool, []):
             if limit is not None and len(found.get(tool, [])) >= limit:
                 break
