@@ -215,8 +215,16 @@ def test_prices_turn_the_savings_into_money(sqlite_db: tuple[Path, Seen], tmp_pa
     expected = (tokens["input_tokens"] * 3 + tokens["output_tokens"] * 15) / 1_000_000
     assert document["candidates"][0]["would_save"]["cost"] == round(expected, 4)
     assert document["prices"] == {"input_per_million": 3.0, "output_per_million": 15.0}
+    gain = document["candidates"][0]["gain"]
+    assert gain["cost"] == _cost(gain["input_tokens"], gain["output_tokens"])
     page = (tmp_path / "report.html").read_text()
-    assert 'data-metric="candidates.0.would_save.cost"' in page
+    # the page shows the gain: the cut-short runs' calls are never a saving
+    assert 'data-metric="candidates.0.gain.cost"' in page
+    assert 'data-metric="candidates.0.would_save.cost"' not in page
+
+
+def _cost(input_tokens: int, output_tokens: int) -> float:
+    return round((input_tokens * 3 + output_tokens * 15) / 1_000_000, 4)
 
 
 @pytest.mark.parametrize("price", ["-1", "nan", "cheap", "inf"])

@@ -139,7 +139,7 @@ def explained_run_1() -> dict[str, Any]:
         "tool_turns": 2, "transient_retries": 1,
         "outcomes": {"transient": 1, "completed": 1, "invalid": 1},
         "model_calls": 2, "input_tokens": 30, "output_tokens": 4, "would_save": None,
-        "would_skip": [], "ended_after": None,
+        "would_skip": [], "if_signalled": {}, "ended_after": None,
     }  # fmt: skip
 
 
@@ -198,7 +198,7 @@ def test_an_unknown_thread_and_a_run_in_progress() -> None:
     explanation = explain_thread(database(in_progress=current), "t")
     assert explanation is not None
     assert explanation["in_progress"] == [
-        {"checkpoint_ns": "", "run": 4, "tool_turns": 1, "model_calls": 3}
+        {"checkpoint_ns": "", "run": 4, "tool_turns": 1, "model_calls": 3, "pending": []}
     ]
 
 

@@ -80,7 +80,7 @@ def test_every_tagged_figure_is_the_one_in_report_json(tmp_path: Path) -> None:
         assert key in paths
     wanted = {
         "would_save.model_calls", "would_save.cost", "hard_mode.cost_saved_estimate",
-        "candidates.0.would_save.cost", "candidates.1.answer_overlap.p10", "by_day.1.stopped",
+        "candidates.0.gain.cost", "candidates.1.answer_overlap.p10", "by_day.1.stopped",
         "by_day.0.would_save_input_tokens", "runs_by_outcome.would stop: completed",
         "ended_by.LimitMW", "stops_by_tool.charge.fatal",
         "would_stop_by_tool.lookup.retry_budget", "by_mode.never.model_calls_per_run",
@@ -99,7 +99,8 @@ def test_every_tagged_figure_is_the_one_in_report_json(tmp_path: Path) -> None:
         expected -= {f"by_day.{i}.would_save_output_tokens"}
     for i, entry in enumerate(document["candidates"]):
         expected |= {f"candidates.{i}.{k}" for k in ("runs", "ended_runs")}
-        expected |= {f"candidates.{i}.would_save.{k}" for k in entry["would_save"]}
+        key = "gain" if "gain" in entry else "would_save"  # the cut-short part is no gain
+        expected |= {f"candidates.{i}.{key}.{k}" for k in entry[key]}
         expected |= {f"candidates.{i}.answer_overlap.{k}" for k in ("median", "p10")}
     assert expected <= paths, expected - paths
 
@@ -301,7 +302,7 @@ def test_the_tool_to_convert_first_with_prices_and_the_per_tool_tables(tmp_path:
         "its result (median overlap 1.00). A stop there would save 5 model calls (62% of all 8 "
         "model calls), 5,000,000 input and 0 output tokens, worth 15.00 at your prices."
     )
-    assert 'data-metric="candidates.0.would_save.cost">15.00<' in page
+    assert 'data-metric="candidates.0.gain.cost">15.00<' in page  # the gain: none cut short
     stops_table = page[page.index("<h2>Stops by deciding tool") :].split("</table>")[0]
     assert '<table class="wide">' in stops_table  # one card per row on a phone
     assert re.findall(r"<tr>(.*?)</tr>", stops_table) == [
@@ -524,9 +525,10 @@ CANDIDATES_NOTE = (
     "median of 0.6 or more reads as a stop candidate, below 0.3 as the model's own reasoning. A "
     "heuristic: words are not meaning, and a run ending after parallel calls counts for each of "
     "their tools. Calls saved: every model call after the tool's first successful call, as hard "
-    "mode would stop there. Cut short: runs that called more tools after it, which a stop would "
-    "never have run; their calls are in calls saved but are not a gain. Measured on 7 runs whose "
-    "records carry it."
+    "mode would stop there, except in the cut short runs: runs that called more tools after it, "
+    "which a stop would never have run; their calls are work a stop would skip, not a gain, and "
+    "are left out of calls saved, the tokens and the money (report.json's gain; its would_save "
+    "includes them). Measured on 7 runs whose records carry it."
 )
 
 

@@ -59,6 +59,7 @@ from toolstop.record import (
     failed_calls,
     fold_turn,
     new_record,
+    reads_as_error,
     stopped,
 )
 
@@ -604,9 +605,12 @@ def ended_after(run: RunState, turn: Turn | None, answer: BaseMessage | None) ->
     text = _text(answer.content)
     names = {c.get("id"): c["name"] for c in turn.asking.tool_calls} if turn.asking else {}
     by_tool: dict[str, list[str]] = {}
+    errors: dict[str, bool] = {}
     for result in turn.results:
         name = names.get(result.tool_call_id) or result.name or "?"
         by_tool.setdefault(name, []).append(_text(result.content))
+        error = getattr(result, "status", "success") == "error" or reads_as_error(result.content)
+        errors[name] = errors.get(name, True) and error
     usage = answer.usage_metadata
     tools = {}
     judged: dict[str, Judged] = {}
@@ -614,6 +618,9 @@ def ended_after(run: RunState, turn: Turn | None, answer: BaseMessage | None) ->
         source = parts[0] if len(parts) == 1 else " ".join(parts)
         tools[tool] = answer_overlap(text, source)
         features = _judged(source, text)
+        if features is not None and errors[tool]:
+            # an error never served as the answer as is, whatever the answer repeats
+            features = Judged(shape=features["shape"], action="failed", fields=[])
         if features is not None:
             judged[tool] = features
     found: EndedAfter = {

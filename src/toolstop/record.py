@@ -80,7 +80,9 @@ class Judged(TypedDict):
     shape: str
     """`empty`, `object`, `list`, `value` or `prose`."""
     action: str
-    """`asked`, `computed`, `selected`, `relayed`, `restated` or `own`."""
+    """`asked`, `computed`, `selected`, `relayed`, `restated` or `own`; `failed` when every
+    result of the tool in that turn was an error (a ToolMessage with status `error`, or a text
+    that `reads_as_error`): an error never serves as the answer."""
     fields: list[str]
     """The result's JSON keys whose values the answer used (masked, at most 8)."""
 

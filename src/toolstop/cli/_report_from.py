@@ -54,7 +54,11 @@ def read_from_args(
     )
     for line in found.messages():
         print(f"toolstop report: {line}", file=sys.stderr)
-    examples = found.pairs(summary.candidates.kept) if args.examples else None
+    examples = (
+        found.pairs(summary.candidates.kept, summary.candidates.cut_kept, limit=args.examples)
+        if args.examples
+        else None
+    )
     pairs: dict[str, Any] = {}
     if judged:
         signalling = set(summary.stops) | set(summary.would_stops)

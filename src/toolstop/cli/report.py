@@ -214,11 +214,18 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                     ends, current = database.run_ends(thread_id, namespace, since=since)
                     threads += bool(ends)
                     open_runs += current is not None
+                    if current is not None:  # its pending calls (a hand-off) count toward them
+                        summary.candidates.add_open(current, thread_id)
                     for end in ends:
                         summary.add(end)
                 extra = {"threads": threads, "open_runs": open_runs}
                 if args.examples:
-                    examples = read_examples(database, summary.candidates.kept)
+                    examples = read_examples(
+                        database,
+                        summary.candidates.kept,
+                        summary.candidates.cut_kept,
+                        limit=args.examples,
+                    )
                 if judge is not None:
                     signalling = set(summary.stops) | set(summary.would_stops)
                     sampled = summary.candidates.sampled.runs()

@@ -12,7 +12,12 @@ would have cut short (`after_first`).
 - `convert_with_answer`: in at least `SERVED` of them the answer relayed or only restated the
   result's fields: the tool should write the user's text (`signal(..., answer=...)`); `fields`
   names the JSON keys the answers used.
-- `keep`: the model selected, computed, asked the user or reasoned beyond the result.
+- `keep`: the model selected, computed, asked the user or reasoned beyond the result, or most
+  of the runs that ended after it ended after an error result (`failed`): an error never served
+  as the answer, and a converted tool would not signal a stop on one.
+
+Runs that ended after an error count in neither `relayed` nor `restated`; `convert` and
+`convert_with_answer` are judged on the runs that ended after a success.
 
 Records before schema version 5 carry no judgement: their advice comes from the word-overlap
 `verdict` (`candidate` -> `convert`, `few`/`none` -> `too_few`, others -> `keep`). For judged
@@ -40,8 +45,10 @@ __all__ = [
 ADVICE = ("convert", "convert_with_answer", "too_few", "keep", "cut_short")
 """Every advice, in the order the report ranks them."""
 
-ACTIONS = ("relayed", "restated", "selected", "computed", "asked", "own")
-"""What a final answer did with a result (see `toolstop._judge`)."""
+ACTIONS = ("relayed", "restated", "selected", "computed", "asked", "own", "failed")
+"""What a final answer did with a result (see `toolstop._judge`); `failed`: the result was an
+error (`toolstop.record.reads_as_error`, or a tool that raised), which never served as the
+answer."""
 
 SERVED = 0.6
 """The share of judged runs whose answer the result (or a tool-written answer) would have served."""
@@ -121,6 +128,13 @@ def advise(
     if not total:
         return ("convert" if verdict == "candidate" else "keep"), why
     actions = judged["actions"]
+    failed = actions.get("failed", 0)
+    if failed and failed * 2 >= total:
+        return "keep", (
+            f"in {failed} of {total} runs that ended after it, its result was an error, which "
+            "never serves as the answer: keep the model"
+        )
+    total -= failed
     relayed, restated = actions.get("relayed", 0), actions.get("restated", 0)
     if relayed >= SERVED * total:
         return "convert", f"in {relayed} of {total} runs the result as is would have served"
@@ -130,7 +144,7 @@ def advise(
             f"in {relayed + restated} of {total} runs the answer only restated the result "
             f"({used}): have the tool write the user's text with signal(..., answer=...)"
         )
-    beyond = {a: n for a, n in actions.items() if a not in ("relayed", "restated")}
+    beyond = {a: n for a, n in actions.items() if a not in ("relayed", "restated", "failed")}
     said = ", ".join(f"{action} {n}" for action, n in sorted(beyond.items(), key=lambda i: -i[1]))
     return "keep", f"the model went beyond the result ({said} of {total} runs): keep the model"
 

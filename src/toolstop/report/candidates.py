@@ -188,6 +188,10 @@ class Candidates:
         self.sampled = Sample(sample)
         self.threads: dict[str, dict[str, None]] = {}
         self.calling_threads: dict[str, dict[str, None]] = {}
+        self.cut_threads: dict[str, dict[str, None]] = {}
+        self.cut_kept: dict[str, list[Any]] = {}
+        """Per tool, one run a stop on it would have cut short (with `keep`): its pair is
+        shown first (`examples.read_examples`)."""
         self.runs: Tally = Tally()
         self.ended: Table = Table()
         self.overlaps: Table = Table()
@@ -214,13 +218,14 @@ class Candidates:
         if isinstance(firsts, Mapping):
             for tool, entry in firsts.items():
                 if isinstance(entry, Mapping):
-                    self._add_first(str(tool), entry)
+                    self._add_first(str(tool), entry, end)
             asked = record.get("asked")
             if record.get("rule") == "interrupted" and isinstance(asked, list):
                 # left open on those calls, its last turn never folded: it ended on them
                 for tool in dict.fromkeys(str(name) for name in asked):
                     if tool not in firsts:
                         self._add_first(tool, {"skipped": []})
+                        _remember(self.calling_threads, tool, thread)
                         if not isinstance(calls, Mapping) or not _int(calls.get(tool)):
                             self.runs[tool] += 1
         after = record.get("ended_after")
@@ -231,6 +236,10 @@ class Candidates:
             if not isinstance(overlap, (int, float)) or isinstance(overlap, bool):
                 continue
             name = str(tool)
+            if isinstance(firsts, Mapping) and (name in self.hard or len(self.hard) < TRACKED):
+                # schema 5: no `after_first` entry means no successful call (an error result):
+                # hard mode would not have stopped there, so it saves nothing (not the final call)
+                self.hard.setdefault(name, Counter())
             _remember(self.threads, name, thread)
             if end is not None and (name in self.kept or len(self.kept) < TRACKED):
                 kept = self.kept.setdefault(name, [])
@@ -244,11 +253,31 @@ class Candidates:
             bucket = round(min(max(float(overlap), 0.0), 1.0) * 100)
             self.overlaps.setdefault(name, Counter())[bucket] += 1
 
-    def _add_first(self, tool: str, entry: Mapping[str, Any]) -> None:
+    def add_open(self, record: Mapping[str, Any], thread: Any = None) -> None:
+        """Fold in a run still open at the newest checkpoint (`record` is its state so far).
+
+        A run left open on tool calls (`asked`: a hand-off that paused it with `interrupt()`,
+        or the process ended) ended on them for now: each counts toward its tool, as a run
+        that ended on it (`ended_on_it`), saving nothing. Nothing else of it is counted."""
+        asked = record.get("asked")
+        if not isinstance(asked, list):
+            return
+        for tool in dict.fromkeys(str(name) for name in asked):
+            if tool not in self.hard and len(self.hard) >= TRACKED:
+                continue  # bounded: tool names are the model's choice (report.tally)
+            self._add_first(tool, {"skipped": []})
+            self.runs[tool] += 1
+            _remember(self.calling_threads, tool, thread)
+
+    def _add_first(self, tool: str, entry: Mapping[str, Any], end: Any = None) -> None:
         """One run's `after_first` entry of `tool`: what hard mode would have done there."""
         hard = self.hard.setdefault(tool, Counter())
         skipped = entry.get("skipped")
         cut = isinstance(skipped, list) and bool(skipped)
+        if cut and end is not None:
+            _remember(self.cut_threads, tool, getattr(end, "thread_id", None))
+            if self.keep and tool not in self.cut_kept and len(self.cut_kept) < TRACKED:
+                self.cut_kept[tool] = [end]
         hard["runs"] += 1
         hard["ended_on_it"] += not _int(entry.get("model_calls"))
         for key in ("model_calls", "input_tokens", "output_tokens"):
@@ -288,8 +317,15 @@ class Candidates:
                 verdict=kind,
                 why=sentence,
             )
+            on_it = self.hard.get(tool, Counter())["ended_on_it"]
+            if kind == "none" and on_it:
+                sentence = why = (
+                    f"{on_it} run(s) ended on it (left open on its call, e.g. a hand-off): no "
+                    "model call after it to save"
+                )
             if judged["runs"] or advice == "cut_short":
-                kind = verdict_of(advice, ended["runs"])
+                # the verdict and its sentence follow the advice, so the three never disagree
+                kind, sentence = verdict_of(advice, ended["runs"]), why
             entries.append(
                 {
                     "tool": tool,
@@ -299,14 +335,14 @@ class Candidates:
                     "cut_short_runs": cut_runs,
                     "cut_short": (cut := self._cut_short(tool)),
                     "gain": {key: saved[key] - cut[key] for key in saved},
-                    "ended_on_it": self.hard.get(tool, Counter())["ended_on_it"],
+                    "ended_on_it": on_it,
                     "answer_overlap": {"median": median, "p10": _percentile(histogram, 0.1)},
                     "verdict": kind,
                     "why": sentence,
                     "advice": advice,
                     "advice_why": why,
                     "judged": judged,
-                    "threads": self._threads(tool),
+                    "threads": self._threads(tool, cut_first=advice == "cut_short"),
                     "signals": tool in signalling,
                 }
             )
@@ -344,11 +380,13 @@ class Candidates:
             ],
         }
 
-    def _threads(self, tool: str) -> list[str]:
-        """Up to `THREADS_MAX` threads behind `tool`: runs that ended right after it first."""
-        ended = list(self.threads.get(tool, {}))
-        calling = [t for t in self.calling_threads.get(tool, {}) if t not in ended]
-        return [*ended, *calling][:_THREADS_MAX]
+    def _threads(self, tool: str, *, cut_first: bool = False) -> list[str]:
+        """Up to `THREADS_MAX` threads behind `tool`: runs that ended right after it first;
+        for a tool advised `cut_short` (`cut_first`), the runs a stop would have cut short."""
+        first = list(self.cut_threads.get(tool, {})) if cut_first else []
+        ended = [t for t in self.threads.get(tool, {}) if t not in first]
+        calling = [t for t in self.calling_threads.get(tool, {}) if t not in (*first, *ended)]
+        return [*first, *ended, *calling][:_THREADS_MAX]
 
     @staticmethod
     def _sort(entries: list[dict[str, Any]]) -> None:

@@ -16,6 +16,9 @@ __all__ = ["render_evidence"]
 
 def _pair(example: dict[str, Any]) -> str:
     where = f"thread {example.get('thread_id')}, run {example.get('run')}"
+    if example.get("cut_short"):
+        later = ", ".join(str(t) for t in example.get("later_tools") or []) or "later tools"
+        where += f" (cut short: had it signalled a stop, {later} would not have run)"
     return (
         f"<details><summary>{html.escape(where)}</summary>"
         f"<p><b>tool result</b></p><pre>{html.escape(str(example.get('tool_result', '')))}</pre>"

@@ -13,7 +13,7 @@ IP addresses) plus long hex or base64 runs; it does not hide names or order numb
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -25,6 +25,8 @@ __all__ = [
     "EXAMPLE_CHARS",
     "THREADS_MAX",
     "clean",
+    "collect_examples",
+    "cut_short_pair",
     "ended_after_pair",
     "mask_secrets",
     "messages_at",
@@ -127,16 +129,64 @@ def messages_at(database: Any, end: Any) -> list[BaseMessage] | None:
     return list(messages) if isinstance(messages, list) else None
 
 
-def read_examples(database: Any, kept: dict[str, list[Any]]) -> dict[str, list[dict[str, Any]]]:
+def cut_short_pair(messages: Sequence[BaseMessage], tool: str) -> dict[str, Any] | None:
+    """The last run's first result of `tool`, the tools called after it and the final answer.
+
+    `{"tool_result": text, "final_answer": text, "later_tools": [names]}` (cleaned): a run a
+    stop on `tool` would have cut short. The last run starts after the last human message.
+    `None` when the messages do not end with a model answer or `tool` has no result in it."""
+    if not messages or not isinstance(messages[-1], AIMessage) or messages[-1].tool_calls:
+        return None
+    start = max((i for i, m in enumerate(messages) if m.type == "human"), default=-1) + 1
+    run = messages[start:]
+    at = next((i for i, m in enumerate(run) if isinstance(m, ToolMessage) and m.name == tool), None)
+    if at is None:
+        return None
+    later = [str(m.name) for m in run[at + 1 :] if isinstance(m, ToolMessage) and m.name != tool]
+    return {
+        "tool_result": clean(_text(run[at].content)),
+        "final_answer": clean(_text(messages[-1].content)),
+        "later_tools": list(dict.fromkeys(later))[:10],
+    }
+
+
+def read_examples(
+    database: Any,
+    kept: dict[str, list[Any]],
+    cut_short: dict[str, list[Any]] | None = None,
+    limit: int | None = None,
+) -> dict[str, list[dict[str, Any]]]:
     """Per tool, the example pairs of the runs `kept` for it (`Candidates.kept`), in order.
 
     Each pair: `thread_id`, `run`, `tool_result`, `final_answer` (cleaned, see `clean`). A run
     whose checkpoint cannot be read, or whose messages do not end after the tool, gives none.
+    A run in `cut_short` (`Candidates.cut_kept`) comes first, its pair the tool's result in it,
+    the final answer and `later_tools` (what a stop would have skipped), marked `cut_short`;
+    then at most `limit` pairs in all.
     """
+    return collect_examples(lambda end: messages_at(database, end), kept, cut_short, limit)
+
+
+def collect_examples(
+    messages_of: Callable[[Any], list[BaseMessage] | None],
+    kept: Mapping[str, list[Any]],
+    cut_short: Mapping[str, list[Any]] | None = None,
+    limit: int | None = None,
+) -> dict[str, list[dict[str, Any]]]:
+    """`read_examples`, with each run's messages from `messages_of(end)` (`None`: unknown)."""
     found: dict[str, list[dict[str, Any]]] = {}
-    for tool, ends in kept.items():
-        for end in ends:
-            messages = messages_at(database, end)
+    cut_short = cut_short or {}
+    for tool in dict.fromkeys([*cut_short, *kept]):
+        for end in cut_short.get(tool, [])[:1]:
+            messages = messages_of(end)
+            short = cut_short_pair(messages, tool) if messages is not None else None
+            if short is not None:
+                where = {"thread_id": end.thread_id, "run": end.record.get("run")}
+                found.setdefault(tool, []).append({**where, **short, "cut_short": True})
+        for end in kept.get(tool, []):
+            if limit is not None and len(found.get(tool, [])) >= limit:
+                break
+            messages = messages_of(end)
             pair = ended_after_pair(messages, tool) if messages is not None else None
             if pair is not None:
                 found.setdefault(tool, []).append(

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from toolstop._lifecycle import left_open_calls
+from toolstop._lifecycle import INTERRUPTED_TEXT, left_open_calls
 from toolstop._printable import printable_data
 from toolstop.decision import PROBLEMS_NOT_INVALID, Turn, decide_turn
 from toolstop.report.examples import ended_after_pair
@@ -36,9 +36,18 @@ def turns_of(messages: Sequence[BaseMessage]) -> list[Turn]:
 
 
 def _signals(turn: Turn) -> list[dict[str, Any]]:
+    pending = {
+        m.tool_call_id
+        for m in turn.results
+        if getattr(m, "status", None) == "error" and m.content == INTERRUPTED_TEXT
+    }
     calls = []
     for signal in decide_turn(turn).signals:
-        if signal.problem is None:
+        if signal.tool_call_id in pending:
+            # toolstop's own answer to a call the run left open (a hand-off that paused it, or
+            # the process ended): the tool never answered, it did not fail
+            said = "pending: left open, answered as interrupted"
+        elif signal.problem is None:
             said = signal.reason.value if signal.reason else "?"
         elif signal.problem in PROBLEMS_NOT_INVALID:
             said = signal.problem.value
@@ -135,8 +144,25 @@ def _run(
         "output_tokens": record.get("output_tokens"),
         "would_save": saved or None,
         "would_skip": _names(record.get("would_skip")),
+        "if_signalled": _if_signalled(record),
         "ended_after": _ended_after(record, messages),
     }
+
+
+def _if_signalled(record: dict[str, Any]) -> dict[str, list[str]]:
+    """Each tool whose first successful call was followed by other tools' calls -> those
+    tools (`after_first`): had it signalled a stop, they would not have run. The tools that
+    decided a shadow-mode stop are left out (`would_skip` says it for them)."""
+    after = record.get("after_first")
+    if not isinstance(after, dict):
+        return {}
+    deciding = set(_names(record.get("tools"))) if record.get("would_stop") else set()
+    found = {}
+    for tool, entry in after.items():
+        skipped = _names(entry.get("skipped")) if isinstance(entry, dict) else []
+        if skipped and str(tool) not in deciding:
+            found[str(tool)] = skipped
+    return found
 
 
 def _names(value: Any) -> list[str]:
@@ -168,6 +194,7 @@ def explain_thread(
                     "run": current.get("run"),
                     "tool_turns": current.get("tool_turns"),
                     "model_calls": current.get("model_calls"),
+                    "pending": _names(current.get("asked")),
                 }
             )
         # Turns of a run: those at its end that were not there at the previous run's end.
@@ -262,6 +289,12 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
                 "(a stop there skips later work: not a saving)",
                 file=out,
             )
+        for tool, later in (run.get("if_signalled") or {}).items():
+            print(
+                f"  if {tool} signalled a stop, {', '.join(later)} would not have run "
+                "(converting it would cut this run short)",
+                file=out,
+            )
     if explanation.get("unreadable_namespaces"):
         print(
             "\ncould not be read (a checkpoint undecodable or not of a checkpoint's shape): "
@@ -281,6 +314,13 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
             "if it never finished, the next run closes it as interrupted)",
             file=out,
         )
+        if current.get("pending"):
+            print(
+                f"  waiting on: {', '.join(current['pending'])} (its calls are pending, e.g. a "
+                "hand-off that paused the run; the report counts the run toward them, as ended "
+                "on them)",
+                file=out,
+            )
 
 
 def _print_ended_after(after: Any, out: TextIO) -> None:

@@ -31,7 +31,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from toolstop._printable import printable
 from toolstop._redact import is_postgres
-from toolstop.report.examples import ended_after_pair, mask_secrets
+from toolstop.report.examples import collect_examples, mask_secrets
 from toolstop.report.reader import RunEnd, open_database
 from toolstop.report.records import out_of_range
 from toolstop.report.sources import (
@@ -95,23 +95,19 @@ class FromLogs:
     unreadable_threads: int = 0
     held: dict[int, tuple[RunEnd, list[BaseMessage]]] = field(default_factory=dict, repr=False)
 
-    def pairs(self, chosen: Mapping[str, list[Any]]) -> dict[str, list[dict[str, Any]]]:
+    def pairs(
+        self,
+        chosen: Mapping[str, list[Any]],
+        cut_short: Mapping[str, list[Any]] | None = None,
+        limit: int | None = None,
+    ) -> dict[str, list[dict[str, Any]]]:
         """Per tool, the example pairs of the runs `chosen` for it, as `read_examples` gives."""
-        found: dict[str, list[dict[str, Any]]] = {}
-        for tool, ends in chosen.items():
-            for end in ends:
-                held = self.held.get(id(end))
-                pair = ended_after_pair(held[1], tool) if held is not None else None
-                if pair is not None:
-                    found.setdefault(tool, []).append(
-                        {
-                            "thread_id": end.thread_id,
-                            "run": end.record.get("run"),
-                            "tool_result": pair["tool_result"],
-                            "final_answer": pair["final_answer"],
-                        }
-                    )
-        return found
+
+        def messages_of(end: Any) -> list[BaseMessage] | None:
+            held = self.held.get(id(end))
+            return held[1] if held is not None else None
+
+        return collect_examples(messages_of, chosen, cut_short, limit)
 
     def document(self) -> dict[str, Any]:
         """The reading's figures for report.json (`threads` and `open_runs` are set apart)."""
@@ -305,7 +301,7 @@ def read_from(
                 continue
             end = RunEnd(thread_id=thread, checkpoint_ns="", ended_at=None, record=plain)
             summary.add(end)
-            if keep_messages and plain.get("ended_after"):
+            if keep_messages and (plain.get("ended_after") or _cut_short(plain)):
                 found.held[id(end)] = (end, runs[number])
         if keep_messages and count % _PRUNE_EVERY == 0:
             _prune(found, summary)
@@ -317,6 +313,15 @@ def read_from(
 def _prune(found: FromLogs, summary: Summary) -> None:
     """Drop the messages of runs the summary no longer keeps (bounded by K per tool)."""
     wanted = {id(end) for ends in summary.candidates.kept.values() for end in ends}
+    wanted.update(id(end) for ends in summary.candidates.cut_kept.values() for end in ends)
     wanted.update(id(end) for ends in summary.candidates.sampled.runs().values() for end in ends)
     for key in [k for k in found.held if k not in wanted]:
         del found.held[key]
+
+
+def _cut_short(record: Mapping[str, Any]) -> bool:
+    """Whether a stop on some tool of the run would have cut it short (`after_first`)."""
+    after = record.get("after_first")
+    return isinstance(after, Mapping) and any(
+        isinstance(entry, Mapping) and entry.get("skipped") for entry in after.values()
+    )

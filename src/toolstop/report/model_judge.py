@@ -30,12 +30,14 @@ from typing import Any
 from toolstop.report.examples import clean
 
 __all__ = [
+    "CUT_SHORT_NOTE",
     "LABELS",
     "RUBRIC",
     "Sample",
     "estimate_tokens",
     "judge_lines",
     "judge_messages",
+    "judge_note",
     "judge_pairs",
     "parse_label",
 ]
@@ -236,6 +238,19 @@ def describe_judge(entry: dict[str, Any]) -> str:
     return text + (f" ({', '.join(extra)})" if extra else "")
 
 
+CUT_SHORT_NOTE = (
+    "the judge sees only final answers, not the later tool calls a stop would skip: it does "
+    "not override cut_short"
+)
+"""Said beside the judge's counts for a tool advised `cut_short`."""
+
+
+def judge_note(entry: dict[str, Any]) -> str:
+    """`describe_judge` of a candidate, with `CUT_SHORT_NOTE` when it is advised `cut_short`."""
+    said = describe_judge(entry["model_judge"])
+    return f"{said}; {CUT_SHORT_NOTE}" if entry.get("advice") == "cut_short" else said
+
+
 def judge_lines(document: dict[str, Any]) -> list[str]:
     """The CLI summary's lines on the model judge (none without `--judge`)."""
     judge = document.get("model_judge")
@@ -250,6 +265,7 @@ def judge_lines(document: dict[str, Any]) -> list[str]:
             lines.append(
                 f"  {entry['tool']}: {describe_judge(entry['model_judge'])} "
                 f"(heuristic: {entry.get('advice', entry['verdict'])})"
+                + (f"; {CUT_SHORT_NOTE}" if entry.get("advice") == "cut_short" else "")
             )
     if judge.get("error"):
         lines.append(f"  first failure: {judge['error']}")

@@ -22,7 +22,7 @@ from toolstop._printable import printable_data
 from toolstop._redact import is_postgres
 from toolstop.report.candidates import REASONS, REPEATS
 from toolstop.report.evidence import render_evidence
-from toolstop.report.model_judge import describe_judge
+from toolstop.report.model_judge import judge_note
 from toolstop.report.tally import SHOWN
 from toolstop.report.what_if import what_if_html
 
@@ -199,6 +199,12 @@ def _to_convert(document: dict[str, Any], *, quiet: bool) -> list[str]:
     if top is None:
         if not document["candidates"]:
             return []
+        if signalling and any((e.get("judged") or {}).get("runs") for e in unconverted):
+            return [
+                "The remaining (unconverted) tools have little to save on this traffic: none's "
+                "result would have served as the final answer, as it is or with a tool-written "
+                "answer (see the advice below). Keep the model for them."
+            ]
         if any((e.get("judged") or {}).get("runs") for e in unconverted):
             return [
                 "Little to save on this traffic: no tool's result would have served as the "
@@ -218,7 +224,7 @@ def _to_convert(document: dict[str, Any], *, quiet: bool) -> list[str]:
     tail = (
         f"A stop there would save {ws['model_calls']} model calls{_of_all(document, saved)}, "
         f"{ws['input_tokens']} input and {ws['output_tokens']} output tokens"
-        + _money(document, f"candidates.{at}.would_save.cost", top["would_save"].get("cost"))
+        + _money(document, f"candidates.{at}.{key}.cost", top[key].get("cost"))
         + "."
     )
     tool = html.escape(top["tool"])
@@ -309,7 +315,10 @@ def _candidates(document: dict[str, Any]) -> str:
     columns += [f"model judge ({document['model_judge']['model']})"] if judged else []
     rows = []
     for i, e in enumerate(entries):
-        p, ws, overlap = f"candidates.{i}", e["would_save"], e["answer_overlap"]
+        p, overlap = f"candidates.{i}", e["answer_overlap"]
+        # the gain: the cut-short runs' calls are work a stop would skip, never a saving
+        key = "gain" if "gain" in e else "would_save"
+        ws = e[key]
         cells = [
             f'<td class="first">{i + 1}. {html.escape(e["tool"])}'
             + (" (signals already)" if e["tool"] in signalling else "")
@@ -317,13 +326,13 @@ def _candidates(document: dict[str, Any]) -> str:
             _td(f"{p}.runs", e["runs"], "runs"),
             _td(f"{p}.ended_runs", e["ended_runs"], "ended after it"),
             _td(f"{p}.cut_short_runs", e.get("cut_short_runs", 0), "cut short"),
-            _td(f"{p}.would_save.model_calls", ws["model_calls"], "calls saved"),
-            _td(f"{p}.would_save.input_tokens", ws["input_tokens"], "input tokens"),
-            _td(f"{p}.would_save.output_tokens", ws["output_tokens"], "output tokens"),
+            _td(f"{p}.{key}.model_calls", ws["model_calls"], "calls saved"),
+            _td(f"{p}.{key}.input_tokens", ws["input_tokens"], "input tokens"),
+            _td(f"{p}.{key}.output_tokens", ws["output_tokens"], "output tokens"),
         ]
         if priced:
             cost = ws.get("cost")
-            cells.append(_td(f"{p}.would_save.cost", cost, _AT_PRICES, text=money(cost)))
+            cells.append(_td(f"{p}.{key}.cost", cost, _AT_PRICES, text=money(cost)))
         cells += [
             _td(f"{p}.answer_overlap.median", overlap["median"], "overlap median"),
             _td(f"{p}.answer_overlap.p10", overlap["p10"], "overlap p10"),
@@ -334,7 +343,7 @@ def _candidates(document: dict[str, Any]) -> str:
         ]
         if judged:
             mj = e.get("model_judge")
-            cells.append(_td(None, "", "model judge", "why", describe_judge(mj) if mj else "-"))
+            cells.append(_td(None, "", "model judge", "why", judge_note(e) if mj else "-"))
         rows.append(f"<tr>{''.join(cells)}</tr>")
     explained = (
         "<p>Tools that do not signal yet come first: stop candidates, then mixed, too few runs "
@@ -347,9 +356,11 @@ def _candidates(document: dict[str, Any]) -> str:
         f"{REPEATS} or more reads as a stop candidate, below {REASONS} as the model's own "
         f"reasoning. A heuristic: words are not meaning, and a run ending after parallel calls "
         f"counts for each of their tools. <i>Calls saved</i>: every model call after the "
-        f"tool's first successful call, as hard mode would stop there. <i>Cut short</i>: runs "
-        f"that called more tools after it, which a stop would never have run; their calls are "
-        f"in <i>calls saved</i> but are not a gain. Measured on "
+        f"tool's first successful call, as hard mode would stop there, except in the "
+        f"<i>cut short</i> runs: runs that called more tools after it, which a stop would never "
+        f"have run; their calls are work a stop would skip, not a gain, and are left out of "
+        f"<i>calls saved</i>, the tokens and the money (report.json's <code>gain</code>; its "
+        f"<code>would_save</code> includes them). Measured on "
         f"{_b('candidate_runs', document['candidate_runs'])} runs whose records carry it.</p>"
     )
     return _table("Tools worth converting", columns, rows, wide=True) + explained

@@ -86,7 +86,7 @@ def _draw(document: dict[str, Any], path: Path) -> None:
     labels = ["model calls", "input tokens", "output tokens"]
     keys = ["model_calls", "input_tokens", "output_tokens"]
     spent = [never.get(k, 0) for k in keys]
-    kept = [saved[k] for k in keys]
+    kept = [(saved.get("gain") or saved)[k] for k in keys]  # cut-short runs: never a gain
     shares = [kept[i] / spent[i] if spent[i] else 0.0 for i in range(3)]
     bars = axes[2].bar(range(3), [100 * s for s in shares], color="#43a047")
     axes[2].set_xticks(range(3), labels, fontsize=8)
@@ -98,10 +98,12 @@ def _draw(document: dict[str, Any], path: Path) -> None:
 
 
 def _candidate_panel(axis: Any, candidates: list[dict[str, Any]]) -> None:
-    """Model calls converting each tool would save (top 6), coloured by verdict."""
+    """Model calls converting each tool would save (top 6), coloured by verdict.
+
+    The gain: the calls of runs a stop would have cut short are left out (never a saving)."""
     shown = candidates[:6]
     colours = {"candidate": "#43a047", "mixed": "#fb8c00", "keep": "#9e9e9e"}
-    calls = [e["would_save"]["model_calls"] for e in shown]
+    calls = [(e.get("gain") or e["would_save"])["model_calls"] for e in shown]
     bars = axis.barh(
         range(len(shown)), calls, color=[colours.get(e["verdict"], "#bdbdbd") for e in shown]
     )
@@ -109,10 +111,10 @@ def _candidate_panel(axis: Any, candidates: list[dict[str, Any]]) -> None:
     axis.invert_yaxis()
     axis.bar_label(
         bars,
-        labels=[f"{e['would_save']['model_calls']:,} ({e['verdict']})" for e in shown],
+        labels=[f"{n:,} ({e['verdict']})" for n, e in zip(calls, shown, strict=True)],
         fontsize=7,
     )
-    axis.set_xlabel("model calls a stop would save")
+    axis.set_xlabel("model calls a stop would save (cut-short runs left out)")
     axis.set_title("Tools worth converting")
 
 
@@ -195,6 +197,14 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
     unconverted = [e for e in document["candidates"] if e["tool"] not in signalling]
     converts = [e for e in unconverted if e.get("advice") in ("convert", "convert_with_answer")]
     if not converts and any((e.get("judged") or {}).get("runs") for e in unconverted):
+        if signalling:  # the converted tools' saving is above: the rest have little
+            print(
+                "the remaining (unconverted) tools have little to save on this traffic: none's "
+                "result would have served as the answer (as it is or with a tool-written "
+                "answer); keep the model for them",
+                file=out,
+            )
+            return
         print(
             "little to save on this traffic: no tool's result would have served as the answer "
             "(as it is or with a tool-written answer); keep the model",

@@ -325,7 +325,7 @@ def with_prices(document: dict[str, Any], price_in: float, price_out: float) -> 
 
     Prices are per million tokens, in the currency they are given in; the costs are
     `would_save.cost`, `hard_mode.cost_saved_estimate` and each candidate's
-    `would_save.cost`."""
+    `would_save.cost` and `gain.cost` (what the page shows: the cut-short runs left out)."""
     prices = (price_in, price_out)
     saved = document["would_save"]
     hard = document["hard_mode"]
@@ -345,13 +345,15 @@ def with_prices(document: dict[str, Any], price_in: float, price_out: float) -> 
         "candidates": [
             {
                 **entry,
-                "would_save": {
-                    **entry["would_save"],
-                    "cost": _cost(
-                        entry["would_save"]["input_tokens"],
-                        entry["would_save"]["output_tokens"],
-                        prices,
-                    ),
+                **{
+                    key: {
+                        **entry[key],
+                        "cost": _cost(
+                            entry[key]["input_tokens"], entry[key]["output_tokens"], prices
+                        ),
+                    }
+                    for key in ("would_save", "gain")
+                    if key in entry
                 },
             }
             for entry in document["candidates"]
