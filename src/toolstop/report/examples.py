@@ -181,7 +181,7 @@ def collect_examples(
             messages = messages_of(end)
             short = cut_short_pair(messages, tool) if messages is not None else None
             if short is not None:
-                where = {"thread_id": end.thread_id, "run": end.record.get("run")}
+                where = {"thread_id": cut(end.thread_id or ""), "run": end.record.get("run")}
                 found.setdefault(tool, []).append({**where, **short, "cut_short": True})
         for end in kept.get(tool, []):
             if limit is not None and len(found.get(tool, [])) >= limit:
