@@ -192,6 +192,12 @@ TOOLS = [
 
 def make_agent(model, tools, policy):
     return build_react_graph(model, tools, policy=policy)
+
+
+def make_broken_agent(model, tools, policy):
+    from toolstop import StopPolicy
+
+    return build_react_graph(model, tools, policy=StopPolicy(mode="never"))  # never stops
 '''
 
 
@@ -218,6 +224,28 @@ def test_check_agent_escapes_tool_names_in_every_line(
     assert "look\\x1b]0;pwn\\x07\\u202eup" in text
     assert any(line.startswith("stand-ins: ") for line in text.splitlines())
     assert any(line.startswith("success@look\\x1b") for line in text.splitlines()), text
+
+
+def test_check_agent_escapes_tool_names_in_the_breaches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`breaches, by cause` lists the runs behind each cause: scenario keys name the tools."""
+    import sys
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    (tmp_path / "hostile_agent.py").write_text(HOSTILE_AGENT, encoding="utf-8")
+    out = io.StringIO()
+    try:
+        argv = ["--agent", "hostile_agent:make_broken_agent", "--tools", "hostile_agent:TOOLS"]
+        assert main(["check", *argv], out=out) == 1
+    finally:
+        sys.modules.pop("hostile_agent", None)
+    text = out.getvalue()
+    _no_raw_control(text)
+    assert "\u202e" not in text
+    runs = [line for line in text.splitlines() if line.startswith("  in ")]
+    assert any("@look\\x1b]0;pwn\\x07\\u202eup" in line for line in runs), text
 
 
 def test_the_page_escapes_controls_and_bidi(tmp_path: Path) -> None:

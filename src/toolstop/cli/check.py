@@ -206,7 +206,7 @@ def _by_cause(failed: list[CheckResult], out: TextIO, *, routers: bool) -> None:
     print(f"\nbreaches, by cause ({len(causes)}):", file=out)
     for cause, runs in sorted(causes.items(), key=lambda item: -len(item[1])):
         print(f"- {len(runs)} run{'s' if len(runs) != 1 else ''}: {printable(cause)}", file=out)
-        print(f"  in {', '.join(runs)}", file=out)
+        print(f"  in {printable(', '.join(runs))}", file=out)
     if follow:
         print(f"({follow} more breaches follow from these causes; --json lists them)", file=out)
 
