@@ -362,7 +362,10 @@ def test_a_later_run_sends_the_model_the_content_never_the_answer(answer: Any) -
     assert TOLD not in repr(contents)  # (a part's `metadata` is never sent to a provider)
     kept = second.all_messages()[3]
     assert isinstance(kept, ModelResponse)
-    assert kept.parts == [TextPart(shown)]  # the history keeps what the user saw
+    if _PYDANTIC_AI < (2, 68):  # 2.0 writes what before_model_request sends into the history
+        assert kept.parts == [TextPart(PAGE)]
+    else:
+        assert kept.parts == [TextPart(shown)]  # the history keeps what the user saw
 
 
 @pytest.mark.parametrize(

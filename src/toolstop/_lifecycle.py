@@ -619,8 +619,9 @@ def ended_after(run: RunState, turn: Turn | None, answer: BaseMessage | None) ->
         tools[tool] = answer_overlap(text, source)
         features = _judged(source, text)
         if features is not None and errors[tool]:
-            # an error never served as the answer as is, whatever the answer repeats
-            features = Judged(shape=features["shape"], action="failed", fields=[])
+            # an error never served as the answer as is, whatever the answer repeats; its shape
+            # is `error` whatever the framework made of it (an SDK's retry prompt may be empty)
+            features = Judged(shape="error", action="failed", fields=[])
         if features is not None:
             judged[tool] = features
     found: EndedAfter = {
