@@ -320,3 +320,33 @@ def test_a_thread_that_cannot_be_decoded_is_counted_not_a_traceback(
     assert "Traceback" not in stderr
     assert "1 thread(s) could not be decoded" in stderr
     assert (found["unreadable"]["threads"], found["threads"], found["runs"]) == (1, 1, 1)
+
+
+def test_a_langsmith_export_of_root_runs_only_says_what_it_needs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only the root chain runs (no chat-model runs): nothing to read, and the reason is said."""
+    roots = [
+        line
+        for line in (LOGS / "langsmith.jsonl").read_text().splitlines()
+        if json.loads(line)["parent_run_id"] is None
+    ]
+    log = tmp_path / "roots.jsonl"
+    log.write_text("\n".join(roots) + "\n")
+    out = tmp_path / "out"
+    assert main(["report", "--from", str(log), "--format", "langsmith", "--out", str(out)]) == 0
+    assert "a LangSmith export needs the chat-model runs" in capsys.readouterr().err
+
+
+def test_report_db_on_an_agent_without_toolstop_points_at_from(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    items = list(read_conversations(LOGS / "openai.jsonl"))
+    plain = tmp_path / "threads.sqlite"
+    with SqliteSaver.from_conn_string(str(plain)) as saver:
+        record_agents(saver, [(c.id, c.messages) for c in items], shadow=False)
+    assert main(["report", "--db", str(plain), "--out", str(tmp_path / "out")]) == 0
+    assert (
+        "no toolstop run record: an agent without toolstop? read its conversations with --from"
+        in (" ".join(capsys.readouterr().err.split()))
+    )

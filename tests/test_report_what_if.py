@@ -153,9 +153,24 @@ def test_report_from_convert_writes_the_what_if(
     assert "\x1b" not in example["relay"]
     assert "1 of 1 runs stopped, 1 cut short; saved 2 model calls" in printed.out
     assert "writes that would not have run: send_email 1" in printed.out
+    # the only run was cut short: its saving is counted apart, none of it a gain
+    assert what_if["cut_short_saved"]["model_calls"] == 2
+    assert what_if["gain"]["model_calls"] == 0
+    assert "of which 2 model calls in cut-short runs" in printed.out
+    assert what_if["unseen"] == []
     page = (out / "report.html").read_text()
     assert "What if pay signalled" in page
     assert "<b>" not in page.split("What if", 1)[1]
+
+
+def test_a_tool_never_called_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = str(LOGS / "openai.jsonl")
+    out = tmp_path / "out"
+    assert main(["report", "--from", log, "--convert", "no_such_tool", "--out", str(out)]) == 0
+    assert json.loads((out / "report.json").read_text())["what_if"]["unseen"] == ["no_such_tool"]
+    assert "never called in these conversations (a typo?): no_such_tool" in (
+        capsys.readouterr().out
+    )
 
 
 def test_a_bad_success_pattern_or_convert_without_from_exits_2(

@@ -118,8 +118,8 @@ def add_report_parser(commands: Any) -> None:
         metavar="PROVIDER:NAME",
         help=(
             "ask a chat model (any init_chat_model spec, e.g. openai:gpt-4o-mini) whether each "
-            "candidate's sampled results would have served as the answer (--db only; costs "
-            "calls: it says how many and asks first; --db or --from)"
+            "candidate's sampled results would have served as the answer (--db or --from; "
+            "costs calls: it says how many and asks first)"
         ),
     )
     parser.add_argument(
@@ -209,9 +209,10 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
         with ExitStack() as stack:
             if args.db:
                 database = stack.enter_context(open_database(args.db))
-                threads = open_runs = 0
+                threads = open_runs = seen = 0
                 for thread_id, namespace in database.threads():
                     ends, current = database.run_ends(thread_id, namespace, since=since)
+                    seen += 1
                     threads += bool(ends)
                     open_runs += current is not None
                     if current is not None:  # its pending calls (a hand-off) count toward them
@@ -219,6 +220,12 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                     for end in ends:
                         summary.add(end)
                 extra = {"threads": threads, "open_runs": open_runs}
+                if seen and not threads and not open_runs and since is None:
+                    print(
+                        f"toolstop report: {seen} thread(s) and no toolstop run record: an agent "
+                        "without toolstop? read its conversations with --from instead of --db",
+                        file=sys.stderr,
+                    )
                 if args.examples:
                     examples = read_examples(
                         database,

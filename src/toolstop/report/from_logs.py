@@ -142,7 +142,21 @@ class FromLogs:
             f"tokens: recorded in {recorded:,} conversation(s), estimated "
             f"(count_tokens_approximately) in {estimated:,}, partly recorded in {partly:,}"
         )
+        if not self.conversations:
+            lines.append(_NOTHING_FOUND.get(self.format, _NOTHING_FOUND[""]))
         return lines
+
+
+_NOTHING_FOUND = {
+    "langsmith": "no conversation found: a LangSmith export needs the chat-model runs "
+    "(run_type llm, with inputs.messages and outputs.generations) and the tool runs of each "
+    "trace, not only the root chain run",
+    "otel": "no conversation found: OpenTelemetry needs the GenAI chat spans "
+    "(gen_ai.operation.name chat) with their messages as events or gen_ai.*.messages attributes",
+    "checkpoints": "no conversation found: the database holds no thread with messages",
+    "": "no conversation found: is --format right for this file? (docs/rollout.md shows each)",
+}
+"""What `report --from` says when it read lines but found no conversation in them."""
 
 
 def is_checkpoints(source: str) -> bool:

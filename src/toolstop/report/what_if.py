@@ -211,11 +211,16 @@ class WhatIf:
         self.before: Counter[str] = Counter()
         self.after: Counter[str] = Counter()
         self.skipped: Counter[str] = Counter()
+        self.cut_saved: Counter[str] = Counter()
+        self.seen: set[str] = set()
         self.examples: list[dict[str, Any]] = []
 
     def add(self, thread: str, messages: Sequence[BaseMessage], baseline: Sequence[Any]) -> None:
         """Fold one conversation in, beside its shadow-mode records `baseline`."""
         converted = converted_records(messages, self.tools, success=self.success)
+        if len(self.seen) < len(self.tools):
+            called = {c.get("name") for m in messages for c in getattr(m, "tool_calls", None) or ()}
+            self.seen.update(tool for tool in self.tools if tool in called)
         for number, (old, new) in enumerate(zip(baseline, converted.records, strict=True)):
             self.runs += 1
             for key in _TOKENS:
@@ -227,6 +232,9 @@ class WhatIf:
             self.stopped += 1
             skipped = converted.skipped_tools[number]
             self.cut_short += bool(skipped)
+            if skipped:  # saved by skipping later work: counted apart, never a gain
+                for key in _TOKENS:
+                    self.cut_saved[key] += _int(old.get(key)) - _int(new.get(key))
             self.skipped.update(skipped)
             if len(self.examples) < self.keep:
                 self.examples.append(
@@ -262,6 +270,9 @@ class WhatIf:
             "before": {key: self.before[key] for key in _TOKENS},
             "after": {key: self.after[key] for key in _TOKENS},
             "saved": {**saved, "cost": cost},
+            "cut_short_saved": {key: self.cut_saved[key] for key in _TOKENS},
+            "gain": {key: saved[key] - self.cut_saved[key] for key in _TOKENS},
+            "unseen": [tool for tool in self.tools if tool not in self.seen],
             "not_run": [
                 {
                     "tool": tool,
@@ -284,6 +295,17 @@ def what_if_lines(document: dict[str, Any]) -> list[str]:
         f"{saved['input_tokens']} input and {saved['output_tokens']} output tokens"
         + (f", {saved['cost']:.4f} at your prices" if saved["cost"] is not None else "")
     ]
+    cut = document.get("cut_short_saved") or {}
+    if cut.get("model_calls"):
+        lines.append(
+            f"  of which {cut['model_calls']} model calls in cut-short runs (later work skipped: "
+            f"not a gain); gain {document['gain']['model_calls']} model calls"
+        )
+    if document.get("unseen"):
+        lines.append(
+            "  WARNING: never called in these conversations (a typo?): "
+            + ", ".join(document["unseen"])
+        )
     flagged = [e for e in document["not_run"] if e["writes"]]
     if document["not_run"]:
         lines.append(
