@@ -38,6 +38,7 @@ from toolstop.record import StopRecord, reads_as_error
 from toolstop.report.candidates import writes
 from toolstop.report.examples import _text, clean
 from toolstop.report.sources.shadow import _ending, runs_of
+from toolstop.report.sources.shadow import prepared as recorded_copy
 from toolstop.testing.scripted import approximate_usage
 
 __all__ = [
@@ -132,11 +133,8 @@ def converted_records(
         relay: str | None = None
         skipped: list[str] = []
         for position, message in enumerate(recorded):
-            copy = message.model_copy()
-            copy.id = f"m{count}"
+            copy = recorded_copy(message, count, names)
             count += 1
-            if isinstance(copy, ToolMessage) and copy.name is None:
-                copy.name = names.get(copy.tool_call_id)
             if not isinstance(copy, AIMessage):
                 history.append(copy)
                 continue

@@ -96,6 +96,23 @@ def _ending(
     return ended_after(run, turn, last)["record"]
 
 
+def prepared(
+    message: BaseMessage, number: int, names: dict[str, str], *, artifacts: bool = True
+) -> BaseMessage:
+    """A copy of a recorded `message` as the agent's state would hold it: id `m{number}`
+    (LangGraph gives each message an id; the lifecycle keys on it), a tool result named after
+    its tool (`names`: call id to tool name, as the tool node names it), and without its
+    artifact unless `artifacts` (as a plain stand-in returns it)."""
+    copy = message.model_copy()
+    copy.id = f"m{number}"
+    if isinstance(copy, ToolMessage):
+        if not artifacts:
+            copy.artifact = None
+        if copy.name is None:
+            copy.name = names.get(copy.tool_call_id)
+    return copy
+
+
 def shadow_records(
     messages: Sequence[BaseMessage],
     policy: StopPolicy | None = None,
@@ -129,14 +146,8 @@ def shadow_records(
     count = 0
     for invocation, recorded in enumerate(runs):
         for message in recorded:
-            copy = message.model_copy()
-            copy.id = f"m{count}"  # LangGraph gives each message an id; the lifecycle keys on it
+            copy = prepared(message, count, names, artifacts=artifacts)
             count += 1
-            if isinstance(copy, ToolMessage):
-                if not artifacts:
-                    copy.artifact = None  # as a plain stand-in returns it
-                if copy.name is None:  # the tool node names each result after its tool
-                    copy.name = names.get(copy.tool_call_id)
             if not isinstance(copy, AIMessage):
                 history.append(copy)
                 continue
