@@ -22,7 +22,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from routers import ROUTERS, Router
+from routers import MIDDLEWARE_UNAVAILABLE, ROUTERS, Router
 from toolstop import StopPolicy, ToolstopError
 from toolstop._lifecycle import INTERRUPTED_TEXT
 from toolstop.testing import ScriptedChatModel, assert_valid_history, call, turn
@@ -774,3 +774,307 @@ def test_report_counts_each_run_once_after_an_overlap(tmp_path: Path) -> None:
     document = json.loads((tmp_path / "r" / "report.json").read_text())
     assert document["runs"] == 2
     assert document["rules"] == {"none": 2}
+
+
+# -- 9, composed: the second run's own middleware outlasts the first run -------------------------
+
+
+def _slow_hook_agent(
+    model: ScriptedChatModel, tools: list[Any], checkpointer: Any, hook: Any
+) -> Any:
+    """A `create_agent` agent whose own middleware (listed before toolstop's) runs `hook` in
+    `before_agent`: the run's first step, before toolstop first runs in it."""
+    if MIDDLEWARE_UNAVAILABLE:
+        pytest.skip(MIDDLEWARE_UNAVAILABLE)
+    from langchain.agents.middleware import AgentMiddleware
+
+    slow = next(r for r in ROUTERS if r.name == "middleware")
+
+    class SlowStart(AgentMiddleware):  # type: ignore[type-arg]
+        """Another middleware's hook: a review, a lookup, a rate limiter that waits."""
+
+        def before_agent(self, state: Any, runtime: Any) -> None:
+            hook()
+
+        async def abefore_agent(self, state: Any, runtime: Any) -> None:
+            await asyncio.to_thread(hook)
+
+    return slow.build(
+        model, tools, policy=StopPolicy(), checkpointer=checkpointer, middleware=[SlowStart()]
+    )
+
+
+def _check_outlasted(
+    error: BaseException,
+    again: BaseException,
+    first: dict[str, Any],
+    after: dict[str, Any],
+    thread_id: str,
+    records: list[dict[str, Any]],
+) -> None:
+    """The run whose hook outlasted the first run is refused, and so is a run continuing from its
+    checkpoints; continued from the checkpoint the error names, the thread holds the first run's
+    result, recorded once, never `interrupted`."""
+    assert isinstance(error, ToolstopError)
+    assert repr(thread_id) in str(error)
+    assert "outlasted it" in str(error)
+    assert isinstance(again, ToolstopError)
+    assert "lack that run's result" in str(again)
+    assert first["stop_record"]["rule"] == "none"
+    assert first["messages"][-1].content == "first done"
+    assert [m.content for m in after["messages"] if isinstance(m, ToolMessage)] == ["slow result"]
+    assert not any(m.content == INTERRUPTED_TEXT for m in after["messages"])
+    assert [m.content for m in after["messages"] if isinstance(m, HumanMessage)] == [
+        "first",
+        "third",
+    ]
+    assert [(r["run"], r["rule"]) for r in records] == [(1, "none"), (2, "none")]
+    assert_valid_history(after["messages"], "all")
+
+
+def _resume_from(error: BaseException) -> str:
+    """The checkpoint a refusal names to continue from."""
+    import re
+
+    found = re.search(r"from checkpoint '([^']+)'", str(error))
+    assert found, str(error)
+    return found.group(1)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_run_whose_own_middleware_outlasts_the_first_run_is_refused(
+    kind: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Run B starts during run A's tool; B's own `before_agent` hook lasts until A has ended, so
+    toolstop finds the thread free when it first runs in B. B read the thread before A's last
+    write: it is refused (it would overwrite A's result and publish A again as `interrupted`)."""
+    caplog.set_level(logging.INFO, logger="toolstop")
+    started, hooked, first_done = threading.Event(), threading.Event(), threading.Event()
+    calls = {"hook": 0}
+
+    def hook() -> None:
+        calls["hook"] += 1
+        if calls["hook"] == 2:  # the second run's hook: wait until the first run has ended
+            hooked.set()
+            assert first_done.wait(HANG_GUARD_S)
+
+    @tool
+    def slow(q: str) -> str:
+        """A tool that runs until the second run's hook has started."""
+        started.set()
+        assert hooked.wait(HANG_GUARD_S)
+        return "slow result"
+
+    model = _overlap_model()
+    config = _thread(f"outlasted-{kind}")
+    with _saver(kind, tmp_path, request) as checkpointer:
+        agent = _slow_hook_agent(model, [slow], checkpointer, hook)
+        results: dict[str, Any] = {}
+        first = threading.Thread(
+            target=lambda: results.update(
+                first=agent.invoke({"messages": [HumanMessage("first")]}, config)
+            )
+        )
+
+        def second() -> None:
+            try:
+                agent.invoke({"messages": [HumanMessage("second")]}, config)
+            except BaseException as error:
+                results["error"] = error
+
+        worker = threading.Thread(target=second)
+        first.start()
+        assert started.wait(HANG_GUARD_S)
+        worker.start()
+        first.join(HANG_GUARD_S)
+        first_done.set()
+        worker.join(HANG_GUARD_S)
+        with pytest.raises(ToolstopError) as again:
+            agent.invoke({"messages": [HumanMessage("third")]}, config)
+        resume = {
+            "configurable": {**config["configurable"], "checkpoint_id": _resume_from(again.value)}
+        }
+        after = agent.invoke({"messages": [HumanMessage("third")]}, resume)
+        assert _resume_from(results["error"]) == _resume_from(again.value)
+    _check_outlasted(
+        results["error"],
+        again.value,
+        results["first"],
+        after,
+        config["configurable"]["thread_id"],
+        _records(caplog),
+    )
+    model.assert_complete()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_async_run_whose_own_middleware_outlasts_the_first_run_is_refused(
+    kind: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="toolstop")
+    url = _url(kind, request)
+    started, hooked, first_done = threading.Event(), threading.Event(), threading.Event()
+    calls = {"hook": 0}
+
+    def hook() -> None:  # runs in a worker thread (asyncio.to_thread)
+        calls["hook"] += 1
+        if calls["hook"] == 2:
+            hooked.set()
+            assert first_done.wait(HANG_GUARD_S)
+
+    @tool
+    async def slow(q: str) -> str:
+        """A tool that runs until the second run's hook has started."""
+        started.set()
+        assert await asyncio.to_thread(hooked.wait, HANG_GUARD_S)
+        return "slow result"
+
+    model = _overlap_model()
+    config = _thread(f"aoutlasted-{kind}")
+
+    async def main() -> tuple[BaseException, BaseException, dict[str, Any], dict[str, Any]]:
+        async with _asaver(kind, tmp_path, url) as checkpointer:
+            agent = _slow_hook_agent(model, [slow], checkpointer, hook)
+            first = asyncio.ensure_future(
+                agent.ainvoke({"messages": [HumanMessage("first")]}, config)
+            )
+            assert await asyncio.to_thread(started.wait, HANG_GUARD_S)
+            second = asyncio.ensure_future(
+                agent.ainvoke({"messages": [HumanMessage("second")]}, config)
+            )
+            done = await asyncio.wait_for(first, HANG_GUARD_S)
+            first_done.set()
+            with pytest.raises(ToolstopError) as refused:
+                await asyncio.wait_for(second, HANG_GUARD_S)
+            with pytest.raises(ToolstopError) as again:
+                await agent.ainvoke({"messages": [HumanMessage("third")]}, config)
+            checkpoint_id = _resume_from(again.value)
+            resume = {"configurable": {**config["configurable"], "checkpoint_id": checkpoint_id}}
+            after = await agent.ainvoke({"messages": [HumanMessage("third")]}, resume)
+        return refused.value, again.value, done, after
+
+    error, again, first, after = asyncio.run(main())
+    _check_outlasted(
+        error, again, first, after, config["configurable"]["thread_id"], _records(caplog)
+    )
+    model.assert_complete()
+
+
+class _Held:
+    """A checkpointer that holds the checkpoints named (`get_tuple` by id)."""
+
+    def __init__(self, *held: str) -> None:
+        self.held, self.read = set(held), 0
+
+    def get_tuple(self, config: Any) -> object | None:
+        self.read += 1
+        return object() if config["configurable"]["checkpoint_id"] in self.held else None
+
+    async def aget_tuple(self, config: Any) -> object | None:
+        return self.get_tuple(config)
+
+
+def _run(
+    thread_id: str,
+    checkpointer: Any,
+    *,
+    read: str,
+    wrote: str,
+    config: dict[str, Any] | None = None,
+) -> _Loop:
+    """A loop that started from checkpoint `read` and has written up to `wrote`."""
+    loop = _Loop(wrote, thread_id, checkpointer)
+    loop.checkpoint_id_saved = read  # type: ignore[attr-defined]
+    loop.checkpoint_config = {"configurable": {"checkpoint_id": wrote}}  # type: ignore[attr-defined]
+    loop.config["configurable"].update(config or {})
+    return loop
+
+
+def test_a_run_is_checked_against_what_the_last_run_left_only_when_it_is_held() -> None:
+    """A run that started from an older checkpoint than the last run's last write is refused
+    only when the checkpointer still holds that write (LangGraph Server's `rollback` deletes
+    it), is never checked when addressed to a checkpoint (time travel), and a run that started
+    from the last run's checkpoint reads nothing."""
+    from toolstop import _invocation
+
+    thread_id = f"held-{uuid.uuid4()}"
+    held = _Held("c-5")
+    first = _run(thread_id, held, read="c-1", wrote="c-5")
+    _invocation.current(first.node_config())
+    first.stack.close()
+    after = _run(thread_id, held, read="c-5", wrote="c-6")
+    assert _invocation.current(after.node_config()) == "c-6"  # started from it: nothing read
+    assert held.read == 0
+    after.stack.close()  # left c-6, which the checkpointer does not hold (rolled back)
+    rolled_back = _run(thread_id, held, read="c-5", wrote="c-7")
+    assert _invocation.current(rolled_back.node_config()) == "c-7"
+    assert held.read == 1
+    rolled_back.stack.close()  # left c-7 (now held)
+    held.held.add("c-7")
+    forked = _run(thread_id, held, read="c-2", wrote="c-8", config={"checkpoint_id": "c-2"})
+    assert _invocation.current(forked.node_config()) == "c-8"  # time travel: its own choice
+    assert held.read == 1
+    forked.stack.close()  # left c-8
+    held.held.add("c-8")
+    late = _run(thread_id, held, read="c-7", wrote="c-9")
+    with pytest.raises(ToolstopError, match="from checkpoint 'c-8'"):
+        asyncio.run(_invocation.aclaim(late.node_config()))
+    late.stack.close()
+
+
+def test_what_runs_left_is_kept_for_a_bounded_number_of_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from toolstop import _invocation
+
+    monkeypatch.setattr(_invocation, "_LEFT_KEPT", 3)
+    held = _Held(*(f"c-{i}" for i in range(10)))
+    threads = [f"kept-{i}-{uuid.uuid4()}" for i in range(5)]
+    for thread_id in threads:
+        loop = _run(thread_id, held, read="c-0", wrote="c-5")
+        _invocation.current(loop.node_config())
+        loop.stack.close()
+    assert len(_invocation._left) <= 3
+    forgotten = _run(threads[0], held, read="c-1", wrote="c-6")
+    assert _invocation.current(forgotten.node_config()) == "c-6"  # its last run is forgotten
+    forgotten.stack.close()
+    remembered = _run(threads[-1], held, read="c-1", wrote="c-6")
+    with pytest.raises(ToolstopError, match="outlasted it"):
+        _invocation.current(remembered.node_config())
+    remembered.stack.close()
+
+
+def test_runs_from_a_refused_runs_checkpoints_are_refused_until_the_thread_is_continued() -> None:
+    """A refused run's own checkpoints lack the other run's result: a run starting from them is
+    refused, naming the checkpoint to continue from; one continued from it (`checkpoint_id`) or
+    from an updated state (`update_state` writes a newer checkpoint) runs."""
+    from toolstop import _invocation
+
+    thread_id = f"refused-{uuid.uuid4()}"
+    held = _Held("c-5")
+    first = _run(thread_id, held, read="c-1", wrote="c-5")
+    _invocation.current(first.node_config())
+    first.stack.close()
+    outlasted = _run(thread_id, held, read="c-1", wrote="c-6")
+    with pytest.raises(ToolstopError, match="outlasted it"):
+        _invocation.current(outlasted.node_config())
+    outlasted.stack.close()  # its hook's step wrote c-6, the thread's newest
+    for head in ("c-7", "c-8"):  # each refused in turn, each leaving a newer head
+        started = "c-6" if head == "c-7" else "c-7"
+        following = _run(thread_id, held, read=started, wrote=head)
+        with pytest.raises(ToolstopError, match="from checkpoint 'c-5'") as refused:
+            _invocation.current(following.node_config())
+        assert "lack that run's result" in str(refused.value)
+        following.stack.close()
+    updated = _run(thread_id, held, read="c-9", wrote="c-10")
+    assert _invocation.current(updated.node_config()) == "c-10"
+    updated.stack.close()
+    continued = _run(thread_id, held, read="c-5", wrote="c-11", config={"checkpoint_id": "c-5"})
+    assert _invocation.current(continued.node_config()) == "c-11"
+    continued.stack.close()

@@ -12,16 +12,21 @@ next one whatever its recursion limit, and is kept in the run's state across pro
 Two invocations of one thread at once corrupt it (each writes checkpoints from the state it read;
 the later write wins), so the second one this process starts on a thread while another runs there
 is refused with `ToolstopConcurrentRunError` before it calls the model, unless the other one ends
-within `GRACE_S` (a run cancelled to make room for it may still be unwinding) without having moved
-the thread on: a run that waited continues only when the checkpointer's latest checkpoint for the
-thread is not newer than the one its own loop holds (it read the thread before the other run's
-last write otherwise, and would overwrite that run's result). Only a run that waited reads the
-checkpointer for this; the uncontended path reads nothing. The first is
-released when its loop unwinds, whichever way it ends (finished, failed, cancelled, paused for a
-review), so an aborted run never blocks the next one. Runs in other processes are not seen,
-nor runs through another checkpointer object on the same database (two `SqliteSaver`s on one
-file): a thread is claimed per checkpointer object. Serialise a thread's runs there (LangGraph
-Server's multitask strategies do), and use one checkpointer per database in a process.
+within `GRACE_S` (a run cancelled to make room for it may still be unwinding). Whether it waited
+or found the thread free, a run is refused as well when it read the thread before another run's
+last write there: each released run leaves the id of the last checkpoint its loop wrote, and a
+run whose loop started from an older checkpoint (its own steps before toolstop first ran in it,
+a slow hook of other middleware, outlasted that run) would overwrite that run's result. That run's
+write is confirmed with one read of the checkpointer, the only read; a run whose loop started
+from the last run's checkpoint reads nothing. The refused run's own checkpoints may then be the
+thread's newest: a later run that starts from them is refused too, naming the checkpoint to
+continue from, until the thread is continued from that checkpoint (`checkpoint_id`) or its state
+is updated. A run addressed to a checkpoint of its own choosing (time travel) is not checked.
+A claim is released when its loop unwinds, whichever way it ends (finished, failed, cancelled,
+paused for a review), so an aborted run never blocks the next one. Runs in other processes are
+not seen, nor runs through another checkpointer object on the same database (two `SqliteSaver`s
+on one file): a thread is claimed per checkpointer object. Serialise a thread's runs there
+(LangGraph Server's multitask strategies do), and use one checkpointer per database in a process.
 
 The loop is reached through LangGraph's private config keys (stable from langgraph 0.6.6 to 1.2).
 When it cannot be, `current` returns `None` and the caller falls back to LangGraph's step plus its
@@ -35,8 +40,9 @@ import threading
 import time
 import uuid
 import weakref
-from collections import deque
-from typing import Any
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from toolstop.errors import ToolstopConcurrentRunError
 
@@ -56,7 +62,33 @@ _names: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 _running: dict[tuple[int, str, str], str] = {}
 """(checkpointer, thread id, namespace) -> the name of the invocation running on that thread."""
 
+
+class _Left(NamedTuple):
+    """What the last run released on a thread left there."""
+
+    head: str
+    """The last checkpoint its loop wrote."""
+    resume_from: str
+    """The checkpoint the thread's next run should start from: `head`, unless that run was
+    refused for having read the thread before another run's last write."""
+
+
+_left: OrderedDict[tuple[int, str, str], _Left] = OrderedDict()
+_LEFT_KEPT = 10_000
+"""Threads whose last run is remembered; the oldest are forgotten first (a run whose start
+outlasts this many other threads' runs is not checked)."""
+
 _SHOWN = 200  # characters of a thread id an error message shows
+
+
+class _Suspect(NamedTuple):
+    """Why a run may have read its thread before another run's last write."""
+
+    resume_from: str
+    """The checkpoint holding that run's result."""
+    from_refused: bool
+    """The run started from checkpoints a refused run wrote (else: from one older than the last
+    run's last write, which is confirmed with the checkpointer)."""
 
 
 def _loop(config: Any) -> Any | None:
@@ -81,11 +113,76 @@ def _thread(loop: Any) -> tuple[int, str, str] | None:
     return id(loop.checkpointer), str(thread_id), str(configurable.get("checkpoint_ns") or "")
 
 
-def _release(thread: tuple[int, str, str], name: str) -> None:
+def _started_from(loop: Any) -> str | None:
+    """The checkpoint the loop read when it started (the thread's newest then, or a new empty
+    one); `None` when the run was addressed to a checkpoint (time travel) or it cannot be told."""
+    try:
+        configurable = loop.config["configurable"]
+        addressed = getattr(loop, "_addressed", None)  # langgraph >= 1.2
+        if not isinstance(addressed, bool):
+            namespace = configurable.get("checkpoint_ns") or ""
+            addressed = bool(
+                configurable.get("checkpoint_id")
+                or configurable.get("__pregel_replay_state")
+                or namespace in (configurable.get("checkpoint_map") or {})
+            )
+        started = loop.checkpoint_id_saved
+    except Exception:
+        return None
+    return started if isinstance(started, str) and not addressed else None
+
+
+def _head(loop: Any) -> str | None:
+    """The last checkpoint the loop wrote (the one it started from when it wrote none)."""
+    try:
+        head = loop.checkpoint_config["configurable"].get("checkpoint_id")
+    except Exception:
+        return None
+    return head if isinstance(head, str) and head else None
+
+
+def _remember(thread: tuple[int, str, str], left: _Left | None) -> None:
+    """Keep what a run left on `thread` (the caller holds `_lock`)."""
+    if left is None:
+        _left.pop(thread, None)
+        return
+    _left[thread] = left
+    _left.move_to_end(thread)
+    while len(_left) > _LEFT_KEPT:
+        _left.popitem(last=False)
+
+
+def _suspect(loop: Any, thread: tuple[int, str, str]) -> _Suspect | None:
+    """Whether the loop started before the last run on its thread wrote its result there."""
+    left, started = _left.get(thread), _started_from(loop)
+    if left is None or started is None:
+        return None
+    if started == left.head and left.head != left.resume_from:
+        return _Suspect(left.resume_from, from_refused=True)
+    # LangGraph's checkpoint ids sort by time: the last run wrote after this loop read the thread.
+    if left.resume_from > started:
+        return _Suspect(left.resume_from, from_refused=False)
+    return None
+
+
+def _release(thread: tuple[int, str, str], name: str, loop: Any) -> None:
     with _released:
         if _running.get(thread) == name:
             del _running[thread]
+            head = _head(loop)
+            _remember(thread, _Left(head, head) if head else None)
             _released.notify_all()
+
+
+def _release_refused(thread: tuple[int, str, str], suspect: _Suspect, loop: Any) -> None:
+    """A refused run ended: its own checkpoints, if they are the thread's newest, must not be
+    continued from (unless another run has been released there since it was refused)."""
+    with _released:
+        left, head = _left.get(thread), _head(loop)
+        if thread in _running or left is None or left.resume_from != suspect.resume_from:
+            return
+        if head is not None and left.head != head:
+            _remember(thread, _Left(head, suspect.resume_from))
 
 
 def _in_event_loop() -> bool:
@@ -97,53 +194,64 @@ def _in_event_loop() -> bool:
     return True
 
 
-def _refusal(thread: tuple[int, str, str], *, moved_on: bool = False) -> ToolstopConcurrentRunError:
+def _refusal(
+    thread: tuple[int, str, str], suspect: _Suspect | None = None, *, waited: bool = False
+) -> ToolstopConcurrentRunError:
     shown = thread[1] if len(thread[1]) <= _SHOWN else thread[1][:_SHOWN] + "..."
     where = f" (namespace {thread[2]!r})" if thread[2] else ""
-    state = (
-        "ended while this run waited for it, after this run had read the thread's state"
-        if moved_on
-        else "is still running in this process"
+    if suspect is None:
+        state = "is still running in this process"
+    elif suspect.from_refused:
+        state = (
+            "was refused after reading the thread before another run's last write, and its own "
+            "checkpoints, which this run started from, lack that run's result"
+        )
+    elif waited:
+        state = "ended while this run waited for it, after this run had read the thread's state"
+    else:
+        state = (
+            "ran and ended on it after this run had read the thread's state (this run's own "
+            "steps before toolstop first ran in it, such as another middleware's hook, "
+            "outlasted it)"
+        )
+    remedy = (
+        "Wait for that run to end, use another thread"
+        if suspect is None
+        else f"Continue the thread from checkpoint {suspect.resume_from!r}, which holds that "
+        'run\'s result (pass it as "checkpoint_id" in the config\'s "configurable"), use another '
+        "thread"
     )
     msg = (
-        f"another run of thread {shown!r}{where} {state}: a thread "
-        "takes one run at a time (two at once corrupt its checkpoints and records). Wait for "
-        "that run to end, use another thread, or let LangGraph Server queue or reject runs "
-        "(its multitask strategies). This run was refused before its first model call."
+        f"another run of thread {shown!r}{where} {state}: a thread takes one run at a time (two "
+        f"at once corrupt its checkpoints and records). {remedy}, or let LangGraph Server queue "
+        "or reject runs (its multitask strategies). This run was refused before its first model "
+        "call."
     )
     return ToolstopConcurrentRunError(msg)
 
 
-def _key(loop: Any) -> dict[str, Any]:
+def _key(loop: Any, checkpoint_id: str) -> dict[str, Any]:
     configurable = loop.config["configurable"]
     return {
         "configurable": {
             "thread_id": configurable.get("thread_id"),
             "checkpoint_ns": configurable.get("checkpoint_ns") or "",
+            "checkpoint_id": checkpoint_id,
         }
     }
 
 
-def _moved_on(loop: Any, latest: Any) -> bool:
-    """Whether the thread's latest checkpoint is newer than the one the loop holds: another run
-    wrote it after this run's loop read the thread (LangGraph's checkpoint ids sort by time)."""
-    if latest is None:
-        return False
-    latest_id = str(latest.config["configurable"]["checkpoint_id"])
-    return latest_id > str(loop.checkpoint["id"])
-
-
-def _stale(loop: Any) -> bool:
-    """`_moved_on` for the sync path; a checkpointer that cannot be read counts as moved on."""
+def _written(loop: Any, checkpoint_id: str) -> bool:
+    """Whether the checkpointer holds the checkpoint (one that cannot be read counts as held)."""
     try:
-        return _moved_on(loop, loop.checkpointer.get_tuple(_key(loop)))
+        return loop.checkpointer.get_tuple(_key(loop, checkpoint_id)) is not None
     except Exception:
         return True
 
 
-async def _astale(loop: Any) -> bool:
+async def _awritten(loop: Any, checkpoint_id: str) -> bool:
     try:
-        return _moved_on(loop, await loop.checkpointer.aget_tuple(_key(loop)))
+        return await loop.checkpointer.aget_tuple(_key(loop, checkpoint_id)) is not None
     except Exception:
         return True
 
@@ -164,36 +272,20 @@ def current(config: Any) -> str | None:
 
     Raises:
         ToolstopConcurrentRunError: another invocation of this process runs on the same thread
-            (same checkpointer, thread id and namespace), or ran there while this one waited
-            for it and moved the thread on.
+            (same checkpointer, thread id and namespace), or wrote there after this one read the
+            thread (see the module docstring).
     """
     loop = _loop(config)
     if loop is None:
         return None
-    with _released:
-        name = _names.get(loop)
-        if name is not None:
-            return name
-        thread = _thread(loop)
-        if thread is not None and thread in _running and not _in_event_loop():
-            _released.wait_for(lambda: thread not in _running, timeout=GRACE_S)
-            if thread not in _running and _stale(loop):
-                raise _refusal(thread, moved_on=True)
-        if thread is not None and thread in _running:
-            raise _refusal(thread)
-        name = str(loop.checkpoint.get("id") or uuid.uuid4())
-        _names[loop] = name
-        if thread is not None:
-            _running[thread] = name
-            _on_exit(loop.stack, thread, name)
-    return name
+    return _claim(loop, _written, waited=False)
 
 
 async def aclaim(config: Any) -> None:
     """`current` for async code: waits for the thread without blocking the event loop.
 
-    The run waited for (up to `GRACE_S`) may be unwinding on this very event loop. After a wait,
-    the checkpointer is read with `aget_tuple` (as `current` does with `get_tuple`).
+    The run waited for (up to `GRACE_S`) may be unwinding on this very event loop. The
+    checkpointer is read with `aget_tuple` (where `current` uses `get_tuple`).
 
     Raises:
         ToolstopConcurrentRunError: as `current`.
@@ -210,16 +302,58 @@ async def aclaim(config: Any) -> None:
                 break
         waited = True
         await _poll()
-    contended = waited and thread is not None and loop not in _names and thread not in _running
-    if contended and thread is not None and await _astale(loop):
-        raise _refusal(thread, moved_on=True)
-    current(config)
+    with _lock:
+        suspect = None if loop in _names or thread is None else _suspect(loop, thread)
+    held = suspect is not None and not suspect.from_refused
+    written = held and suspect is not None and await _awritten(loop, suspect.resume_from)
+    checked = suspect.resume_from if held and suspect is not None else None
+    # Only the checkpoint read here is known; one another run left meanwhile is not refused.
+    _claim(loop, lambda _loop, checkpoint_id: written and checkpoint_id == checked, waited=waited)
 
 
-def _on_exit(stack: Any, thread: tuple[int, str, str], name: str) -> None:
-    """Release `thread` when the loop's exit stack unwinds, last: after LangGraph has waited for
+def _claim(loop: Any, written: Callable[[Any, str], bool], *, waited: bool) -> str:
+    """Name the loop's invocation and claim its thread; the checkpointer is read outside the
+    lock, and only when the loop may have started before another run's last write."""
+    with _released:
+        name = _names.get(loop)
+        if name is not None:
+            return name
+        thread = _thread(loop)
+        if thread is not None and thread in _running and not _in_event_loop():
+            waited = True
+            _released.wait_for(lambda: thread not in _running, timeout=GRACE_S)
+        if thread is not None and thread in _running:
+            raise _refusal(thread)
+        suspect = None if thread is None else _suspect(loop, thread)
+        if suspect is None:
+            return _named(loop, thread)
+    assert thread is not None
+    if suspect.from_refused or written(loop, suspect.resume_from):
+        _on_exit(loop.stack, _release_refused, thread, suspect, loop)
+        raise _refusal(thread, suspect, waited=waited)
+    with _released:
+        name = _names.get(loop)
+        if name is not None:
+            return name
+        if thread in _running:
+            raise _refusal(thread)
+        return _named(loop, thread)
+
+
+def _named(loop: Any, thread: tuple[int, str, str] | None) -> str:
+    """Name the loop's invocation and claim its thread (the caller holds `_lock`)."""
+    name = str(loop.checkpoint.get("id") or uuid.uuid4())
+    _names[loop] = name
+    if thread is not None:
+        _running[thread] = name
+        _on_exit(loop.stack, _release, thread, name, loop)
+    return name
+
+
+def _on_exit(stack: Any, callback: Callable[..., None], *args: Any) -> None:
+    """Call `callback` when the loop's exit stack unwinds, last: after LangGraph has waited for
     its checkpoint writes (entered before), so the next run reads the finished run's state."""
-    stack.callback(_release, thread, name)
+    stack.callback(callback, *args)
     callbacks = getattr(stack, "_exit_callbacks", None)
     if isinstance(callbacks, deque):  # contextlib's, unwound from its right end
         callbacks.rotate(1)
