@@ -1064,7 +1064,11 @@ def test_runs_from_a_refused_runs_checkpoints_are_refused_until_the_thread_is_co
     outlasted = _run(thread_id, held, read="c-1", wrote="c-6")
     with pytest.raises(ToolstopError, match="outlasted it"):
         _invocation.current(outlasted.node_config())
-    outlasted.stack.close()  # its hook's step wrote c-6, the thread's newest
+    early = _run(thread_id, held, read="c-6", wrote="c-6")  # its hook's step wrote c-6
+    with pytest.raises(ToolstopError, match="lack that run's result"):  # before its loop ends
+        _invocation.current(early.node_config())
+    early.stack.close()
+    outlasted.stack.close()
     for head in ("c-7", "c-8"):  # each refused in turn, each leaving a newer head
         started = "c-6" if head == "c-7" else "c-7"
         following = _run(thread_id, held, read=started, wrote=head)

@@ -175,8 +175,8 @@ def _release(thread: tuple[int, str, str], name: str, loop: Any) -> None:
 
 
 def _release_refused(thread: tuple[int, str, str], suspect: _Suspect, loop: Any) -> None:
-    """A refused run ended: its own checkpoints, if they are the thread's newest, must not be
-    continued from (unless another run has been released there since it was refused)."""
+    """A refused run's own checkpoints, if they are the thread's newest, must not be continued
+    from (unless another run has run there since it was refused)."""
     with _released:
         left, head = _left.get(thread), _head(loop)
         if thread in _running or left is None or left.resume_from != suspect.resume_from:
@@ -329,6 +329,8 @@ def _claim(loop: Any, written: Callable[[Any, str], bool], *, waited: bool) -> s
             return _named(loop, thread)
     assert thread is not None
     if suspect.from_refused or written(loop, suspect.resume_from):
+        # Now (a run may start from the checkpoints written so far) and when its loop ends.
+        _release_refused(thread, suspect, loop)
         _on_exit(loop.stack, _release_refused, thread, suspect, loop)
         raise _refusal(thread, suspect, waited=waited)
     with _released:
