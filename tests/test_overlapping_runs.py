@@ -841,6 +841,22 @@ def _resume_from(error: BaseException) -> str:
     return found.group(1)
 
 
+class _Outlasting:
+    """An overlap in which the second run's own hook lasts until the first run has ended."""
+
+    def __init__(self) -> None:
+        self.started, self.hooked = threading.Event(), threading.Event()
+        self.first_done = threading.Event()
+        self.calls = 0
+
+    def hook(self) -> None:
+        """The hook of each run (in a worker thread in async runs); the second one waits."""
+        self.calls += 1
+        if self.calls == 2:
+            self.hooked.set()
+            assert self.first_done.wait(HANG_GUARD_S)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_run_whose_own_middleware_outlasts_the_first_run_is_refused(
     kind: str,
@@ -852,14 +868,8 @@ def test_a_run_whose_own_middleware_outlasts_the_first_run_is_refused(
     toolstop finds the thread free when it first runs in B. B read the thread before A's last
     write: it is refused (it would overwrite A's result and publish A again as `interrupted`)."""
     caplog.set_level(logging.INFO, logger="toolstop")
-    started, hooked, first_done = threading.Event(), threading.Event(), threading.Event()
-    calls = {"hook": 0}
-
-    def hook() -> None:
-        calls["hook"] += 1
-        if calls["hook"] == 2:  # the second run's hook: wait until the first run has ended
-            hooked.set()
-            assert first_done.wait(HANG_GUARD_S)
+    events = _Outlasting()
+    started, hooked, first_done = events.started, events.hooked, events.first_done
 
     @tool
     def slow(q: str) -> str:
@@ -871,7 +881,7 @@ def test_a_run_whose_own_middleware_outlasts_the_first_run_is_refused(
     model = _overlap_model()
     config = _thread(f"outlasted-{kind}")
     with _saver(kind, tmp_path, request) as checkpointer:
-        agent = _slow_hook_agent(model, [slow], checkpointer, hook)
+        agent = _slow_hook_agent(model, [slow], checkpointer, events.hook)
         results: dict[str, Any] = {}
         first = threading.Thread(
             target=lambda: results.update(
@@ -919,14 +929,8 @@ def test_an_async_run_whose_own_middleware_outlasts_the_first_run_is_refused(
 ) -> None:
     caplog.set_level(logging.INFO, logger="toolstop")
     url = _url(kind, request)
-    started, hooked, first_done = threading.Event(), threading.Event(), threading.Event()
-    calls = {"hook": 0}
-
-    def hook() -> None:  # runs in a worker thread (asyncio.to_thread)
-        calls["hook"] += 1
-        if calls["hook"] == 2:
-            hooked.set()
-            assert first_done.wait(HANG_GUARD_S)
+    events = _Outlasting()
+    started, hooked, first_done = events.started, events.hooked, events.first_done
 
     @tool
     async def slow(q: str) -> str:
@@ -940,7 +944,7 @@ def test_an_async_run_whose_own_middleware_outlasts_the_first_run_is_refused(
 
     async def main() -> tuple[BaseException, BaseException, dict[str, Any], dict[str, Any]]:
         async with _asaver(kind, tmp_path, url) as checkpointer:
-            agent = _slow_hook_agent(model, [slow], checkpointer, hook)
+            agent = _slow_hook_agent(model, [slow], checkpointer, events.hook)
             first = asyncio.ensure_future(
                 agent.ainvoke({"messages": [HumanMessage("first")]}, config)
             )
