@@ -18,9 +18,22 @@ from typing import Any, Generic, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from toolstop.report.sources._base import ReadProblems
+from toolstop.report.sources._base import (
+    BAD_INPUT,
+    Conversation,
+    ReadProblems,
+    Unreadable,
+    conversation,
+)
 
-__all__ = ["MAX_OPEN_TRACES", "ModelCall", "group_by_trace", "merge"]
+__all__ = [
+    "MAX_OPEN_TRACES",
+    "ModelCall",
+    "TraceParts",
+    "conversations",
+    "group_by_trace",
+    "merge",
+]
 
 MAX_OPEN_TRACES = 1000
 """Traces held open at once while grouping an export by trace."""
@@ -152,3 +165,54 @@ def _fill_results(
 def first_str(*values: Any) -> str | None:
     """The first value that is a non-empty str."""
     return next((v for v in values if isinstance(v, str) and v), None)
+
+
+@dataclass
+class TraceParts:
+    """What one trace's records give, in start order: model calls, tool results, its thread."""
+
+    calls: list[ModelCall] = field(default_factory=list)
+    results: dict[str, ToolMessage] = field(default_factory=dict)
+    """The first result recorded per tool call id."""
+    thread: str | None = None
+    """The first thread (conversation) id a record names."""
+
+    def add_result(self, result: ToolMessage | None) -> None:
+        """Keep a tool's recorded result, unless one was kept for its call id already."""
+        if result is not None:
+            self.results.setdefault(result.tool_call_id, result)
+
+    def conversation(self, trace: str, first_line: int, *, missing: str) -> Conversation | None:
+        """The trace's conversation; `None` without a model call.
+
+        Raises:
+            Unreadable: the model calls give no messages (`missing` says what was looked for).
+        """
+        if not self.calls:
+            return None
+        messages = merge(self.calls, self.results)
+        if not messages:
+            msg = f"trace {trace[:64]!r} has no {missing}"
+            raise Unreadable(msg)
+        return conversation(trace, messages, line=first_line, thread=self.thread)
+
+
+def conversations(
+    groups: Iterable[tuple[str, int, list[tuple[int, T]]]],
+    build: Callable[[str, int, list[tuple[int, T]]], Conversation | None],
+    problems: ReadProblems,
+) -> Iterator[Conversation]:
+    """The conversation `build` makes of each trace group, skipping what it cannot make.
+
+    A trace `build` cannot read is counted as a problem, one without a model call as ignored.
+    """
+    for trace, first_line, grouped in groups:
+        try:
+            found = build(trace, first_line, grouped)
+        except BAD_INPUT as error:
+            problems.conversation_problem(first_line, str(error))
+            continue
+        if found is None:
+            problems.ignored_traces += 1
+        else:
+            yield found

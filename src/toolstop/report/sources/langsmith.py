@@ -31,20 +31,19 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from toolstop.report.sources._base import (
-    BAD_INPUT,
     Conversation,
     ReadProblems,
     Unreadable,
-    conversation,
     json_records,
     usage,
 )
 from toolstop.report.sources._traces import (
     MAX_OPEN_TRACES,
     ModelCall,
+    TraceParts,
+    conversations,
     first_str,
     group_by_trace,
-    merge,
 )
 from toolstop.report.sources.langchain import lc_message
 
@@ -143,25 +142,15 @@ def trace_conversation(
     Raises:
         Unreadable: a run that cannot be read, or a trace without a model call's messages.
     """
-    calls: list[ModelCall] = []
-    results: dict[str, ToolMessage] = {}
-    thread: str | None = None
+    parts = TraceParts()
     for line, run in sorted(runs, key=_order):
         where = f"line {line}"
-        thread = thread or _thread(run)
+        parts.thread = parts.thread or _thread(run)
         if run.get("run_type") == "llm":
-            calls.append(ModelCall(_history(run.get("inputs"), where), _answer(run, where)))
+            parts.calls.append(ModelCall(_history(run.get("inputs"), where), _answer(run, where)))
         elif run.get("run_type") == "tool":
-            result = _tool_result(run, where)
-            if result is not None:
-                results.setdefault(result.tool_call_id, result)
-    if not calls:
-        return None
-    messages = merge(calls, results)
-    if not messages:
-        msg = f"trace {trace[:64]!r} has no chat model run with messages"
-        raise Unreadable(msg)
-    return conversation(trace, messages, line=first_line, thread=thread)
+            parts.add_result(_tool_result(run, where))
+    return parts.conversation(trace, first_line, missing="chat model run with messages")
 
 
 def read_langsmith(
@@ -180,13 +169,5 @@ def read_langsmith(
                 continue
             yield line, value
 
-    for trace, first_line, grouped in group_by_trace(runs(), _trace, problems, max_open=max_open):
-        try:
-            found = trace_conversation(trace, first_line, grouped)
-        except BAD_INPUT as error:
-            problems.conversation_problem(first_line, str(error))
-            continue
-        if found is None:
-            problems.ignored_traces += 1
-        else:
-            yield found
+    groups = group_by_trace(runs(), _trace, problems, max_open=max_open)
+    yield from conversations(groups, trace_conversation, problems)

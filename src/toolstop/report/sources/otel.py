@@ -43,20 +43,19 @@ from langchain_core.messages import (
 
 from toolstop.report.sources import openai
 from toolstop.report.sources._base import (
-    BAD_INPUT,
     Conversation,
     ReadProblems,
     Unreadable,
-    conversation,
     json_records,
     non_negative_int,
 )
 from toolstop.report.sources._traces import (
     MAX_OPEN_TRACES,
     ModelCall,
+    TraceParts,
+    conversations,
     first_str,
     group_by_trace,
-    merge,
 )
 
 __all__ = ["is_otel", "read_otel"]
@@ -273,30 +272,22 @@ def trace_conversation(
     Raises:
         Unreadable: a span that cannot be read, or a trace without a chat span's messages.
     """
-    calls: list[ModelCall] = []
-    results: dict[str, ToolMessage] = {}
+    parts = TraceParts()
 
     def start(item: tuple[int, Any]) -> tuple[int, int]:
         return non_negative_int(item[1].get("startTimeUnixNano")) or 0, item[0]
 
-    thread: str | None = None
     for line, span in sorted(spans, key=start):
         attributes = _attributes(span.get("attributes"))
-        thread = thread or first_str(attributes.get("gen_ai.conversation.id"))
+        parts.thread = parts.thread or first_str(attributes.get("gen_ai.conversation.id"))
         operation = attributes.get("gen_ai.operation.name")
         if operation in _CHAT:
-            calls.append(_model_call(span, attributes, f"line {line}"))
+            parts.calls.append(_model_call(span, attributes, f"line {line}"))
         elif operation == "execute_tool":
-            result = _tool_result(span, attributes)
-            if result is not None:
-                results.setdefault(result.tool_call_id, result)
-    if not calls:
-        return None
-    messages = merge(calls, results)
-    if not messages:
-        msg = f"trace {trace[:64]!r} has no chat span with messages (is content capture on?)"
-        raise Unreadable(msg)
-    return conversation(trace, messages, line=first_line, thread=thread)
+            parts.add_result(_tool_result(span, attributes))
+    return parts.conversation(
+        trace, first_line, missing="chat span with messages (is content capture on?)"
+    )
 
 
 def read_otel(
@@ -319,15 +310,5 @@ def read_otel(
     def trace_of(span: Any) -> str | None:
         return first_str(span.get("traceId"))
 
-    for trace, first_line, grouped in group_by_trace(
-        spans(), trace_of, problems, max_open=max_open
-    ):
-        try:
-            found = trace_conversation(trace, first_line, grouped)
-        except BAD_INPUT as error:
-            problems.conversation_problem(first_line, str(error))
-            continue
-        if found is None:
-            problems.ignored_traces += 1
-        else:
-            yield found
+    groups = group_by_trace(spans(), trace_of, problems, max_open=max_open)
+    yield from conversations(groups, trace_conversation, problems)
