@@ -1086,3 +1086,157 @@ def test_runs_from_a_refused_runs_checkpoints_are_refused_until_the_thread_is_co
     continued = _run(thread_id, held, read="c-5", wrote="c-11", config={"checkpoint_id": "c-5"})
     assert _invocation.current(continued.node_config()) == "c-11"
     continued.stack.close()
+
+
+# -- 9, composed: a review approved twice (a resume starts at the tools) -------------------------
+
+
+def _reviewed_agent(router: Router, model: Any, pay: Any, checkpointer: Any) -> tuple[Any, Any]:
+    """An agent that pauses for a review before `pay` runs, and the resume that approves it."""
+    from langgraph.types import Command
+
+    if router.takes_middleware:
+        from langchain.agents.middleware import HumanInTheLoopMiddleware
+
+        review = HumanInTheLoopMiddleware(interrupt_on={"pay": True})
+        agent = router.build(
+            model, [pay], policy=StopPolicy(), checkpointer=checkpointer, middleware=[review]
+        )
+        return agent, Command(resume={"decisions": [{"type": "approve"}]})
+    from toolstop.graph import build_react_graph
+
+    agent = build_react_graph(model, [pay], checkpointer=checkpointer, interrupt_before=["tools"])
+    return agent, None
+
+
+@pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
+def test_a_review_approved_twice_runs_its_tool_once(
+    router: Router, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user double-clicks "approve": the second resume starts at the tools (no model call
+    before them) while the first one's tool runs. It is refused before the tool runs again."""
+    from toolstop import _invocation
+
+    caplog.set_level(logging.INFO, logger="toolstop")
+    monkeypatch.setattr(_invocation, "GRACE_S", HANG_GUARD_S)
+    charging, proceed = threading.Event(), threading.Event()
+    charges: list[str] = []
+    condition = _invocation._released
+
+    class _Releasing:
+        """The claim's condition: the first resume's tool ends once the second one waits."""
+
+        def __enter__(self) -> Any:
+            return condition.__enter__()
+
+        def __exit__(self, *exc: Any) -> Any:
+            return condition.__exit__(*exc)
+
+        def wait_for(self, predicate: Any, timeout: float | None = None) -> Any:
+            proceed.set()
+            return condition.wait_for(predicate, timeout)
+
+        def notify_all(self) -> None:
+            condition.notify_all()
+
+    monkeypatch.setattr(_invocation, "_released", _Releasing())
+
+    @tool
+    def pay(order: str) -> str:
+        """Charge the card for an order."""
+        charges.append(order)
+        charging.set()
+        proceed.wait(HANG_GUARD_S)
+        return f"charged {order}"
+
+    model = ScriptedChatModel([turn(call("pay", order="o-1", id="c1")), AIMessage("paid")])
+    config = _thread(f"approved-twice-{router.name}")
+    agent, approve = _reviewed_agent(router, model, pay, InMemorySaver())
+    agent.invoke({"messages": [HumanMessage("pay o-1")]}, config)
+    assert agent.get_state(config).next  # paused for the review
+    results: dict[str, Any] = {}
+    first = threading.Thread(target=lambda: results.update(first=agent.invoke(approve, config)))
+    first.start()
+    try:
+        assert charging.wait(HANG_GUARD_S)
+        with pytest.raises(ToolstopError, match="ended while this run waited for it"):
+            agent.invoke(approve, config)
+    finally:
+        proceed.set()
+        first.join(HANG_GUARD_S)
+    assert charges == ["o-1"]  # charged once
+    assert results["first"]["messages"][-1].content == "paid"
+    assert [(r["run"], r["rule"]) for r in _records(caplog)] == [(1, "none")]
+    model.assert_complete()
+
+
+@pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
+def test_an_async_review_approved_twice_runs_its_tool_once(
+    router: Router, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolstop import _invocation
+
+    caplog.set_level(logging.INFO, logger="toolstop")
+    monkeypatch.setattr(_invocation, "GRACE_S", HANG_GUARD_S)
+    charges: list[str] = []
+    model = ScriptedChatModel([turn(call("pay", order="o-1", id="c1")), AIMessage("paid")])
+    config = _thread(f"aapproved-twice-{router.name}")
+
+    async def main() -> dict[str, Any]:
+        charging, proceed = asyncio.Event(), asyncio.Event()
+        poll = _invocation._poll
+
+        async def releasing_poll() -> None:  # the second resume waits: the first one's tool ends
+            proceed.set()
+            await poll()
+
+        monkeypatch.setattr(_invocation, "_poll", releasing_poll)
+
+        @tool
+        async def pay(order: str) -> str:
+            """Charge the card for an order."""
+            charges.append(order)
+            charging.set()
+            await proceed.wait()
+            return f"charged {order}"
+
+        agent, approve = _reviewed_agent(router, model, pay, InMemorySaver())
+        await agent.ainvoke({"messages": [HumanMessage("pay o-1")]}, config)
+        first = asyncio.ensure_future(agent.ainvoke(approve, config))
+        await asyncio.wait_for(charging.wait(), HANG_GUARD_S)
+        try:
+            with pytest.raises(ToolstopError, match="ended while this run waited for it"):
+                await agent.ainvoke(approve, config)
+        finally:
+            proceed.set()
+        return await asyncio.wait_for(first, HANG_GUARD_S)
+
+    first = asyncio.run(main())
+    assert charges == ["o-1"]
+    assert first["messages"][-1].content == "paid"
+    assert [(r["run"], r["rule"]) for r in _records(caplog)] == [(1, "none")]
+    model.assert_complete()
+
+
+def test_a_refusal_names_a_checkpoint_only_when_a_plain_resend_would_not_do() -> None:
+    """The refused run wrote nothing after the other run's result: sending its input again
+    continues from that result, and the error says so; once it has, the error names the
+    checkpoint to continue from."""
+    from toolstop import _invocation
+
+    thread_id = f"advice-{uuid.uuid4()}"
+    held = _Held("c-5")
+    first = _run(thread_id, held, read="c-1", wrote="c-5")
+    _invocation.current(first.node_config())
+    first.stack.close()
+    behind = _run(thread_id, held, read="c-1", wrote="c-2")  # its input checkpoint only
+    with pytest.raises(ToolstopError) as refused:
+        _invocation.current(behind.node_config())
+    assert "Send this run's input again" in str(refused.value)
+    assert "checkpoint_id" not in str(refused.value)
+    behind.stack.close()
+    ahead = _run(thread_id, held, read="c-1", wrote="c-6")  # its hook's step came after c-5
+    with pytest.raises(ToolstopError, match="from checkpoint 'c-5'") as refused:
+        _invocation.current(ahead.node_config())
+    assert "Send this run's input again" not in str(refused.value)
+    ahead.stack.close()

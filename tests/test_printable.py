@@ -129,6 +129,32 @@ def test_a_tool_name_cannot_forge_a_log_line() -> None:
     assert printable(FORGED) in lines[0]
 
 
+def test_the_log_line_names_the_thread_escaped_and_cut() -> None:
+    """The `run ended` line says which thread and run it is about; a thread id is the caller's
+    text: escaped, and cut to 200 characters (the whole id stays in the record's `extra`)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.getLogger("toolstop")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    thread_id = FORGED + ESCAPES + "x" * 300
+    try:
+        model = ScriptedChatModel(["Hello."])
+        agent = build_react_graph(model, [], checkpointer=InMemorySaver())
+        agent.invoke({"messages": [HumanMessage("q")]}, {"configurable": {"thread_id": thread_id}})
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"run ended: thread={printable(thread_id)[:200]}... run=1 rule=")
+    assert "\x1b" not in lines[0]
+
+
 class _Unprintable(Exception):
     def __str__(self) -> str:
         raise RuntimeError("no text")

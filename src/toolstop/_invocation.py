@@ -181,7 +181,7 @@ def _release_refused(thread: tuple[int, str, str], suspect: _Suspect, loop: Any)
         left, head = _left.get(thread), _head(loop)
         if thread in _running or left is None or left.resume_from != suspect.resume_from:
             return
-        if head is not None and left.head != head:
+        if head is not None and head > suspect.resume_from and left.head != head:
             _remember(thread, _Left(head, suspect.resume_from))
 
 
@@ -195,8 +195,14 @@ def _in_event_loop() -> bool:
 
 
 def _refusal(
-    thread: tuple[int, str, str], suspect: _Suspect | None = None, *, waited: bool = False
+    thread: tuple[int, str, str],
+    suspect: _Suspect | None = None,
+    *,
+    waited: bool = False,
+    wrote_after: bool = True,
 ) -> ToolstopConcurrentRunError:
+    """The error refusing a run; `wrote_after`: the refused run has written a checkpoint after
+    the one holding the other run's result (the thread's newest is then the refused run's)."""
     shown = thread[1] if len(thread[1]) <= _SHOWN else thread[1][:_SHOWN] + "..."
     where = f" (namespace {thread[2]!r})" if thread[2] else ""
     if suspect is None:
@@ -214,13 +220,19 @@ def _refusal(
             "steps before toolstop first ran in it, such as another middleware's hook, "
             "outlasted it)"
         )
-    remedy = (
-        "Wait for that run to end, use another thread"
-        if suspect is None
-        else f"Continue the thread from checkpoint {suspect.resume_from!r}, which holds that "
-        'run\'s result (pass it as "checkpoint_id" in the config\'s "configurable"), use another '
-        "thread"
-    )
+    if suspect is None:
+        remedy = "Wait for that run to end, use another thread"
+    elif wrote_after:
+        remedy = (
+            f"Continue the thread from checkpoint {suspect.resume_from!r}, which holds that "
+            'run\'s result (pass it as "checkpoint_id" in the config\'s "configurable"), use '
+            "another thread"
+        )
+    else:
+        remedy = (
+            "Send this run's input again (the thread goes on from that run's result), use "
+            "another thread"
+        )
     msg = (
         f"another run of thread {shown!r}{where} {state}: a thread takes one run at a time (two "
         f"at once corrupt its checkpoints and records). {remedy}, or let LangGraph Server queue "
@@ -332,7 +344,9 @@ def _claim(loop: Any, written: Callable[[Any, str], bool], *, waited: bool) -> s
         # Now (a run may start from the checkpoints written so far) and when its loop ends.
         _release_refused(thread, suspect, loop)
         _on_exit(loop.stack, _release_refused, thread, suspect, loop)
-        raise _refusal(thread, suspect, waited=waited)
+        head = _head(loop)
+        wrote_after = suspect.from_refused or (head is not None and head > suspect.resume_from)
+        raise _refusal(thread, suspect, waited=waited, wrote_after=wrote_after)
     with _released:
         name = _names.get(loop)
         if name is not None:

@@ -7,6 +7,8 @@ badly never raises; it is recorded and routing continues with the model (see `to
 
 from __future__ import annotations
 
+from langgraph.errors import GraphBubbleUp
+
 __all__ = ["ToolstopConcurrentRunError", "ToolstopConfigError", "ToolstopError"]
 
 
@@ -22,9 +24,13 @@ class ToolstopConfigError(ToolstopError, ValueError):
     """
 
 
-class ToolstopConcurrentRunError(ToolstopError, RuntimeError):
-    """A run was started on a thread while another run of this process was still running on it.
+class ToolstopConcurrentRunError(ToolstopError, GraphBubbleUp, RuntimeError):
+    """A run was started on a thread while another run of this process ran or wrote there.
 
-    Raised before the new run's first model call; the run already in progress goes on and is
-    recorded as usual. Subclasses `RuntimeError`.
+    Raised before the new run's first model call or tool call; the other run goes on and is
+    recorded as usual. Subclasses `RuntimeError` and LangGraph's `GraphBubbleUp`, the base of its
+    control-flow signals (interrupts, parent commands): tool and model error handlers
+    (`ToolNode`'s, `ToolErrorMiddleware`, the retry and fallback middleware) let it through
+    rather than answer the model with it, LangGraph's retry policies do not retry it, and no
+    error is written to the thread for it, so the refused run leaves nothing to continue from.
     """

@@ -12,7 +12,7 @@ from langchain_core.messages import (
     BaseMessage,
     MessageLikeRepresentation,
 )
-from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
+from langchain_core.runnables import Runnable, RunnableBinding, RunnableConfig, RunnableLambda
 from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -401,6 +401,28 @@ def build_react_graph(
     )
 
 
+class _ClaimingTools(RunnableBinding[Any, Any]):
+    """The tools node, claiming the thread before its tools run (`toolstop._invocation`).
+
+    A resume after a review (`interrupt_before=["tools"]`, an `interrupt()` in a tool) starts
+    at the tools, before any model call: a second resume of the same review is refused here,
+    before it runs them again. A binding, so `find_tool_node` still sees the `ToolNode`.
+    """
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # noqa: A002 - Runnable's name
+        _invocation.current(config)
+        return super().invoke(input, config, **kwargs)
+
+    async def ainvoke(
+        self,
+        input: Any,  # noqa: A002
+        config: RunnableConfig | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        await _invocation.aclaim(config)
+        return await super().ainvoke(input, config, **kwargs)
+
+
 def _tools_node(tools: Any, where: str) -> tuple[Any, list[BaseTool]]:
     """The graph's `tools` node and the tools it runs (bound to the model).
 
@@ -454,7 +476,7 @@ def compile_react_graph(
 
     graph = StateGraph(ReactState, input_schema=ReactIO, output_schema=ReactIO)
     graph.add_node("agent", _node(nodes.agent, nodes.aagent, "agent"))
-    graph.add_node("tools", tools_node)
+    graph.add_node("tools", _ClaimingTools(bound=tools_node))
     graph.add_node("finalize", _node(nodes.finalize, nodes.afinalize, "finalize"))
     targets: list[str] = ["agent", "finalize"]
     if policy.mode == "polish" or policy.on_budget == "model":

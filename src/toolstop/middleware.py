@@ -571,6 +571,17 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             response, begun, narrated=narrated, remaining=remaining, config=config
         )
 
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """Claim the thread before a tool runs, then run it: a resume after a human review
+        starts at the tools, and a second resume of the same review must not run them twice."""
+        _invocation.current(_config())
+        return handler(request)
+
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        """Async twin of `wrap_tool_call`."""
+        await _invocation.aclaim(_config())
+        return await handler(request)
+
     def _ending(
         self, state: Any, config: Any
     ) -> tuple[dict[str, Any], RunState, StopRecord | None]:

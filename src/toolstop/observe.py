@@ -207,6 +207,10 @@ def _span_event(record: StopRecord) -> None:
     own.end()
 
 
+_SHOWN_THREAD = 200
+"""Characters of a thread id the log line shows (the whole id is in `extra`)."""
+
+
 def _publish_stream_and_log(record: StopRecord, config: Any) -> None:
     writer = _stream_writer()
     if writer is not None:
@@ -219,9 +223,12 @@ def _publish_stream_and_log(record: StopRecord, config: Any) -> None:
             "thread_id": configurable.get("thread_id"),
             "checkpoint_ns": task_ns.rpartition("|")[0] if isinstance(task_ns, str) else "",
         }
+        shown = printable(str(thread["thread_id"]))
         logger.info(
-            "run ended: rule=%s stopped=%s mode=%s model_calls=%d input_tokens=%d "
-            "output_tokens=%d tools=%s",
+            "run ended: thread=%s run=%s rule=%s stopped=%s mode=%s model_calls=%d "
+            "input_tokens=%d output_tokens=%d tools=%s",
+            shown if len(shown) <= _SHOWN_THREAD else shown[:_SHOWN_THREAD] + "...",
+            record["run"],
             record["rule"],
             record["stopped"],
             record["mode"],
