@@ -78,7 +78,8 @@ def _before_model_jump() -> Any:
 
 
 def _floor(*, after_agent: bool) -> Any:
-    """An empty middleware: `wrap_model_call` only calls the model (the empty-hook floor).
+    """An empty middleware: `wrap_model_call` only calls the model, `wrap_tool_call` only runs
+    the tool (the empty-hook floor: the hooks StopOnArtifact has).
 
     With `after_agent`, also an empty `after_agent` hook (one more graph node per run, the node
     StopOnArtifact ends its runs with).
@@ -90,6 +91,12 @@ def _floor(*, after_agent: bool) -> Any:
             return handler(request)
 
         async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            return await handler(request)
+
+        def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+            return handler(request)
+
+        async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
             return await handler(request)
 
     if not after_agent:
@@ -139,6 +146,12 @@ def _state_floor() -> Any:
 
         async def awrap_model_call(self, request: Any, handler: Any) -> Any:
             return self._written(request, await handler(request))
+
+        def wrap_tool_call(self, request: Any, handler: Any) -> Any:
+            return handler(request)
+
+        async def awrap_tool_call(self, request: Any, handler: Any) -> Any:
+            return await handler(request)
 
         def after_agent(self, state: Any, runtime: Any) -> dict[str, Any]:
             run = state.get(RUN_KEY) or {"record": record}
