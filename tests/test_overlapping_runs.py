@@ -1240,3 +1240,80 @@ def test_a_refusal_names_a_checkpoint_only_when_a_plain_resend_would_not_do() ->
         _invocation.current(ahead.node_config())
     assert "Send this run's input again" not in str(refused.value)
     ahead.stack.close()
+
+
+def test_a_refusal_passes_through_error_handling_middleware(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Retry and fallback middleware around the model call let the refusal through, as they let
+    an interrupt through: it is neither retried, nor answered with another model, nor written to
+    the thread as an error."""
+    if MIDDLEWARE_UNAVAILABLE:
+        pytest.skip(MIDDLEWARE_UNAVAILABLE)
+    try:
+        from langchain.agents.middleware import ModelFallbackMiddleware, ModelRetryMiddleware
+    except ImportError:
+        pytest.skip("this langchain has no ModelRetryMiddleware")
+    from toolstop import _invocation
+
+    caplog.set_level(logging.INFO, logger="toolstop")
+    monkeypatch.setattr(_invocation, "GRACE_S", 0.0)
+    started, release = threading.Event(), threading.Event()
+
+    @tool
+    def slow(q: str) -> str:
+        """A tool that runs until the test releases it."""
+        started.set()
+        release.wait(HANG_GUARD_S)
+        return "slow result"
+
+    model = _overlap_model()
+    fallback = ScriptedChatModel([AIMessage("the fallback model answered")])
+    middleware = next(r for r in ROUTERS if r.name == "middleware")
+    agent = middleware.build(
+        model,
+        [slow],
+        policy=StopPolicy(),
+        checkpointer=InMemorySaver(),
+        middleware=[
+            ModelFallbackMiddleware(fallback),
+            ModelRetryMiddleware(max_retries=1, retry_on=(Exception,), initial_delay=0.0),
+        ],
+    )
+    config = _thread("handlers")
+    results: dict[str, Any] = {}
+    worker = threading.Thread(
+        target=lambda: results.update(
+            first=agent.invoke({"messages": [HumanMessage("first")]}, config)
+        )
+    )
+    worker.start()
+    assert started.wait(HANG_GUARD_S)
+    try:
+        with pytest.raises(ToolstopError, match="is still running in this process"):
+            agent.invoke({"messages": [HumanMessage("second")]}, config)
+    finally:
+        release.set()
+        worker.join(HANG_GUARD_S)
+    for state in agent.get_state_history(config):  # the refused run's model step wrote nothing
+        contents = [m.content for m in state.values.get("messages", [])]
+        if "second" in contents:
+            assert contents[contents.index("second") :] == ["second"], contents
+    third = agent.invoke({"messages": [HumanMessage("third")]}, config)
+    assert fallback.calls == []  # never answered by the fallback model
+    _check_overlap_after(results["first"], third, model, _records(caplog))
+
+
+def _check_overlap_after(
+    first: dict[str, Any], third: dict[str, Any], model: ScriptedChatModel, records: list[Any]
+) -> None:
+    """The first run and the next one recorded once each, as they ended; the refused one left
+    nothing in the thread."""
+    assert first["messages"][-1].content == "first done"
+    assert [(r["run"], r["rule"]) for r in records] == [(1, "none"), (2, "none")]
+    assert [m.content for m in third["messages"] if isinstance(m, HumanMessage)] == [
+        "first",
+        "third",
+    ]
+    assert_valid_history(third["messages"], "all")
+    model.assert_complete()
