@@ -28,6 +28,13 @@ UNREACHABLE = [
     f"postgresql://nobody@127.0.0.1:1/none?pass%77ord={SECRET}",  # libpq decodes the name
     f"postgresql://nobody@127.0.0.1:1/none?%70assword={SECRET}",
     f"postgresql:/nobody:{SECRET}@127.0.0.1:1/none",  # a typo: read as a path, still masked
+    # forms libpq refuses, or reads as part of the database name: masked all the same
+    f"postgresql://nobody@127.0.0.1:1/none?password+={SECRET}",
+    f"postgresql://nobody@127.0.0.1:1/none?pass+word={SECRET}",
+    f"postgresql://nobody:pw@127.0.0.1:1/none;password={SECRET}",
+    f"postgresql://nobody@127.0.0.1:1/none;password={SECRET}",
+    f"host=127.0.0.1 port=1 dbname=none;password={SECRET}",
+    f"host=127.0.0.1 port=1 password={SECRET};x",
 ]
 
 
@@ -89,6 +96,7 @@ def test_a_report_shows_no_password_in_any_form(
         f"POSTGRESQL://postgres:{SECRET}@{where}/{name}",
         f"host={host} port={port or 5432} dbname={name} user=postgres password={SECRET}",
         f"host={host} port={port or 5432} dbname={name} user=postgres password='{SECRET} x'",
+        f"host={host} port={port or 5432} dbname={name} application_name=a;password={SECRET}",
     ]
     for index, db in enumerate(forms):
         folder = tmp_path / str(index)
@@ -105,3 +113,24 @@ def test_a_report_shows_no_password_in_any_form(
         assert SECRET not in shown, db
         document = json.loads((folder / "report.json").read_text(encoding="utf-8"))
         assert "***" in document["source"]["db"]
+
+
+@pytest.mark.parametrize(
+    "db",
+    [
+        f"postgresql://postgres@127.0.0.1/test;password={SECRET}",
+        f"postgresql://postgres:pw@127.0.0.1/test;password={SECRET}",
+        f"host=127.0.0.1 user=postgres dbname=test;password={SECRET}",
+        f"host=127.0.0.1 user=postgres dbname=test,password={SECRET}",
+    ],
+)
+def test_a_server_quoting_a_password_in_a_database_name_shows_none_of_it(
+    db: str, postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """libpq reads `test;password=...` as the database's name; the server says it does not
+    exist, quoting it."""
+    out = io.StringIO()
+    assert main(["explain", "t-1", "--db", db], out=out) == 2
+    err = capsys.readouterr().err
+    assert "does not exist" in err
+    assert SECRET not in err + out.getvalue()

@@ -169,6 +169,21 @@ def test_an_error_is_shown_on_one_line_with_its_controls_escaped() -> None:
         ),
         # `&A=` is no libpq parameter: part of the password, masked with it
         ("postgresql://h/db?password=s3&A=x&port=1", "postgresql://h/db?password=***&port=1"),
+        # forms libpq refuses or reads as a database name: a password-like key is masked anyway
+        ("postgresql://u@h/db?password+=s3cr3t", "postgresql://u@h/db?password+=***"),
+        ("postgresql://u@h/db?pass+word=s3cr3t", "postgresql://u@h/db?pass+word=***"),
+        ("postgresql://u@h/db?%20password=s3cr3t", "postgresql://u@h/db?%20password=***"),
+        ("postgresql://u:s3@h/db;password=s3cr3t", "postgresql://u:***@h/db;password=***"),
+        ("postgresql://u@h/db;password=s3cr3t", "postgresql://u@h/db;password=***"),
+        (
+            "postgresql://u@h/db;password=s3cr3t&sslmode=require",
+            "postgresql://u@h/db;password=***&sslmode=require",
+        ),
+        ("postgresql://h/db?x=1;password=s3cr3t", "postgresql://h/db?x=1;password=***"),
+        ("host=h password=s3cr3t;x", "host=h password=***"),
+        ("host=h dbname=db;password=s3cr3t port=1", "host=h dbname=db;password=*** port=1"),
+        ("host=h dbname=db,db_pwd=s3cr3t", "host=h dbname=db,db_pwd=***"),
+        ("host=h dbname=db;password='s3 cr3t'", "host=h dbname=db;password=***"),
     ],
 )
 def test_every_form_of_connection_string_is_masked(db: str, shown: str) -> None:
@@ -221,17 +236,26 @@ def test_a_keyword_string_is_one_psycopg_accepts() -> None:
         ("bad value 's3 cr3t'", "host=h password='s3 cr3t'"),
         ("bad value s3\\'x", "host=h password='s3\\'x'"),
         ("bad value s3'x", "host=h password='s3\\'x'"),
+        # the driver quoting a password-like pair in a form of its own (decoded differently)
+        ('database "db;password=s3\ufffdx" does not exist', "postgresql://h/db;password=s3%FFx"),
+        ('database "db;password=s3cr3t" does not exist', "host=h dbname=db;password=s3cr3t"),
     ],
 )
 def test_a_drivers_message_is_masked_for_every_form(message: str, db: str) -> None:
     assert "s3" not in driver_error(message, db)
 
 
-def test_an_unquoted_space_in_a_keyword_password_gives_a_hint_not_the_drivers_text() -> None:
+@pytest.mark.parametrize("db", ["password=s3 cr3t", "host=h dbname=db;password=s3 cr3t"])
+def test_an_unquoted_space_in_a_keyword_password_gives_a_hint_not_the_drivers_text(
+    db: str,
+) -> None:
     # libpq reads `cr3t` as a broken pair and quotes it: `missing "=" after "cr3t"`
-    shown = driver_error('missing "=" after "cr3t" in connection info string', "password=s3 cr3t")
+    shown = driver_error('missing "=" after "cr3t" in connection info string', db)
     assert "cr3t" not in shown
     assert "quote it" in shown
+    # the whole message, as the CLI shows it, keeps the hint and the text around the mask
+    line = mask_password(f"cannot connect to {redact(db)}: {shown}", db)
+    assert line.endswith(": the password holds a space; quote it: password='...'")
 
 
 # Upper case never appears in the rest of these strings, so any piece of the password shown is
@@ -253,6 +277,10 @@ def test_no_part_of_a_password_is_shown_in_any_form(password: str, scheme: str) 
         f"{scheme}://u:{password}@h/db",
         f"host=h port=5432 password={_quoted(password)} dbname=db",
         f"password = {_quoted(password)}",
+        # forms libpq refuses or reads as a database name
+        f"{scheme.lower()}://u@h/db;password={quote(password, safe='')}",
+        f"{scheme.lower()}://u@h/db?password+={quote(password, safe='')}&sslmode=require",
+        f"host=h dbname=db;password={_quoted(password)} port=5432",
     ]
     if not any(c.isspace() or c in "'\\" for c in password):
         forms.append(f"host=h password={password} dbname=db")

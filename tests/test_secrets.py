@@ -53,6 +53,30 @@ KNOWN = [
     ('{\\"db_password\\": \\"hun ter2\\", \\"a\\": 1}', "hun ter2"),
     ("<password>hunter2XYZ</password>", "hunter2XYZ"),
     ('<Credentials kind="x">hunter 2XYZ</Credentials>', "hunter 2XYZ"),
+    # arrays and objects under a secret's key
+    ('{"password": ["hunter2XYZ"]}', "hunter2XYZ"),
+    ('{"api_key": {"value": "abc123XYZ"}}', "abc123XYZ"),
+    ('"token": ["first1XYZ", "second2XYZ"]', "second2XYZ"),
+    ('{\\"password\\": [\\"hunter2XYZ\\"]}', "hunter2XYZ"),
+    ("{'password': ['hunter2XYZ']}", "hunter2XYZ"),
+    ('{"password": ["hun]ter2XYZ"]}', "ter2XYZ"),
+    ('{"secret": {"a": [1, {"b": "deep2XYZ"}]}}', "deep2XYZ"),
+    ("password: [hunter2XYZ, hunter3XYZ]", "hunter3XYZ"),
+    ('{"password": ["hunter2XYZ", "cut off', "cut off"),
+    # HTML entities
+    ("password&#61;hunter2XYZ", "hunter2XYZ"),
+    ("password&#x3d;hunter2XYZ", "hunter2XYZ"),
+    ("password&quot;: &quot;hunter2XYZ&quot;", "hunter2XYZ"),
+    ("&quot;password&quot;:&quot;hunter2XYZ&quot;", "hunter2XYZ"),
+    ("&lt;password&gt;hunter2XYZ&lt;/password&gt;", "hunter2XYZ"),
+    ("Authorization: Bearer&#32;abcdefgh12345678", "abcdefgh12345678"),
+    ("Authorization&#58;&nbsp;Bearer abcdefgh12345678", "abcdefgh12345678"),
+    ("password&amp;amp;#61;hunter2XYZ", "hunter2XYZ"),  # encoded twice
+    # XML CDATA
+    ("<password><![CDATA[hunter2XYZ]]></password>", "hunter2XYZ"),
+    ("<password> <![CDATA[hun<ter2XYZ]]></password>", "ter2XYZ"),
+    ("<db_secret><![CDATA[a]]><![CDATA[hunter2XYZ]]></db_secret>", "hunter2XYZ"),
+    ("&lt;password&gt;&lt;![CDATA[hunter2XYZ]]&gt;&lt;/password&gt;", "hunter2XYZ"),
 ]
 
 
@@ -71,10 +95,41 @@ def test_each_shape_of_secret_is_masked(text: str, secret: str) -> None:
         "Key (id)=(5) already exists",
         "division by zero",
         "the basic plan has no access to this",
+        "Unexpected token [ in JSON at position 0",
+        "expected [1, 2], got {}",
+        "AT&amp;T said &lt;b&gt;no&lt;/b&gt; &#8212; try later",
     ],
 )
 def test_ordinary_error_texts_are_kept(text: str) -> None:
     assert mask_secrets(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ('{"password": ["a", "b"], "ok": 1}', '{"password": [***, ***], "ok": 1}'),
+        (
+            '{"api_key": {"value": "abc", "n": [1, null]}}',
+            '{"api_key": {"value": ***, "n": [***, ***]}}',
+        ),
+        ('{\\"token\\": {\\"id\\": \\"x\\"}}', '{\\"token\\": {\\"id\\": ***}}'),
+        ("token: [ at 3", "token: *** at 3"),  # no container: the bracket alone is masked
+        # an entity hides nothing: the text keeps its entities, masked as written
+        ("AT&amp;T: api_key=abc", "AT&amp;T: api_key=***"),
+        # an entity hides a secret: the text is shown decoded, masked
+        ("AT&amp;T: api_key&#61;abc", "AT&T: api_key=***"),
+        ("<password><![CDATA[a]]></password> ok", "<password>***</password> ok"),
+    ],
+)
+def test_a_masked_text_keeps_its_shape(text: str, shown: str) -> None:
+    assert mask_secrets(text) == shown
+
+
+def test_an_entity_decoding_to_a_control_character_is_not_decoded() -> None:
+    masked = mask_secrets("x &#x1b;[2J &#8238; password&#61;hunter2XYZ")
+    assert "hunter2XYZ" not in masked
+    assert "\x1b" not in masked
+    assert "&#8238;" in masked  # the right-to-left override stays an entity
 
 
 # Secret values from an alphabet and length random text is unlikely to hold by chance.
@@ -108,6 +163,28 @@ def _embedded(value: str) -> st.SearchStrategy[str]:
             f"eyJ{value}.eyJ{value}.{value}",
             f"AIza{(value * 2)[:35]}",
             f"-----BEGIN EC PRIVATE KEY-----\n{value}\n-----END EC PRIVATE KEY-----",
+            # arrays and objects under a secret's key
+            f'{{"password": ["{value}"]}}',
+            f'{{"password": ["x", "{value[:6]} {value[6:]}"], "n": 1}}',
+            f'{{"api_key": {{"value": "{value}"}}}}',
+            f'"token": [{{"id": 1, "v": "{value}"}}]',
+            f'{{\\"db_secret\\": [\\"{value}\\"]}}',
+            f"{{'password': ['{value}']}}",
+            f"password: [{value}, {value}]",
+            f'{{"password": ["{value}"',  # cut off
+            # HTML entities
+            f"password&#61;{value}",
+            f"password&#x3D;{value}",
+            f"password&quot;: &quot;{value}&quot;",
+            f"&quot;api_key&quot;:&quot;{value}&quot;",
+            f"&lt;password&gt;{value}&lt;/password&gt;",
+            f"Authorization: Bearer&#32;{value}",
+            f"Authorization&#58; Bearer&nbsp;{value}",
+            f"PGPASSWORD&amp;#61;{value}",
+            # XML CDATA
+            f"<password><![CDATA[{value}]]></password>",
+            f"<password><![CDATA[{value[:6]}<{value[6:]}]]></password>",
+            f"&lt;password&gt;&lt;![CDATA[{value}]]&gt;&lt;/password&gt;",
         ]
     )
 
@@ -157,6 +234,23 @@ def test_masking_is_idempotent_and_never_raises(text: str) -> None:
                 "\n",
                 "x" * 20,
                 "10.0.0.1",
+                '"token": ',
+                "[",
+                "]",
+                "{",
+                "}",
+                ",",
+                "\\",
+                '\\"',
+                "&#61;",
+                "&quot;",
+                "&lt;",
+                "&gt;",
+                "&amp;",
+                "&#x1b;",
+                "<password>",
+                "<![CDATA[",
+                "]]>",
             ]
         ),
         max_size=30,
@@ -170,7 +264,18 @@ def test_masking_secret_shaped_noise_is_idempotent(pieces: list[str]) -> None:
 
 def test_a_long_text_is_masked_in_bounded_time() -> None:
     # a quadratic pattern would take minutes here; the per-test timeout is the hang guard
-    for text in ["a." * 200_000, "a" * 400_000, "x@" * 200_000, "password=" * 50_000]:
+    for text in [
+        "a." * 200_000,
+        "a" * 400_000,
+        "x@" * 200_000,
+        "password=" * 50_000,
+        "password: [" * 40_000,  # a container that never closes, at every pair
+        "password: [[]" * 40_000,
+        '{"password": [' + '"a", ' * 80_000,
+        "&amp;" * 80_000,
+        "password&#61;x " * 30_000,
+        "<password><![CDATA[" * 20_000,
+    ]:
         mask_secrets(text)
 
 

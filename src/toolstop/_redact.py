@@ -14,6 +14,12 @@ not decode keyword/value names). In text that is not a URL, a userinfo-looking p
 first `:` after a leading `scheme:` to the last `@`, as in the typo `postgresql:/u:secret@host`)
 and a `?password=` parameter are masked too.
 
+Any other `key=value` whose key looks like a password's, wherever it stands, is masked as well:
+forms libpq refuses or reads as a database name (`?password+=`, `/db;password=`,
+`dbname=db;password=`), whose text a driver's error or toolstop's own message would otherwise
+echo. A key looks like a password's when, percent-decoded, in lower case and without its
+punctuation, it holds `password`, `passwd`, `pwd` or `secret` (`pass+word`, `%20password`).
+
 The masker reads the string as written, not as a parser would: a password may hold an unencoded
 `@`, `/`, `?`, `#`, `:` or a space. Every span that may be a password is found in the original
 string and the union of the spans is masked. When in doubt it masks more, never less.
@@ -101,6 +107,43 @@ unquoted up to the next `keyword=` (a space in it is kept in the span: libpq wou
 as a broken pair and quote it in its error)."""
 
 
+_LOOSE_KEY = re.compile(r"([^\s=&?;,/'\"#:@()]+)\s*=\s*")
+"""A `key=` anywhere in the text: the key is the run of characters before `=` up to a delimiter
+of either form of connection string."""
+_LOOSE_VALUE = re.compile(
+    rf"'(?:[^'\\]|\\.)*(?:'|$)|(?:(?!&(?:{_KEYWORDS})\s*=|\s+[A-Za-z_]+\s*=).)*",
+    re.IGNORECASE | re.DOTALL,
+)
+"""A loose pair's value: quoted, or up to the next `&keyword=` of a query or ` key=` pair."""
+_SECRETISH = ("password", "passwd", "pwd", "secret")
+_TEXT_PAIR = re.compile(
+    r"([^\s=&?;,/'\"#:@()]+)(\s*=\s*)(?!\*\*\*|'\.\.\.')('(?:[^'\\]|\\.)*'?|[^\s\"',;&)]+)"
+)
+"""A `key=value` in a message: the value quoted, or up to a quote, a space or a delimiter (not
+one masked already, nor the `'...'` of the hint to quote a password)."""
+
+
+def _secretish(key: str) -> bool:
+    """True when `key`, percent-decoded, in lower case and without punctuation, names a
+    password (`password+`, `pass+word`, `%20password`, `sslpassword`, `oauth_client_secret`)."""
+    for _ in range(3):
+        key = unquote(key)
+    name = re.sub(r"[^a-z0-9]", "", key.lower())
+    return any(part in name for part in _SECRETISH)
+
+
+def _loose_passwords(db: str) -> list[tuple[int, int]]:
+    """The spans of the values of every `key=value` in `db` whose key looks like a password's,
+    wherever it stands (`/db;password=`, `?password+=`, `dbname=db;password=`)."""
+    spans = []
+    for key in _LOOSE_KEY.finditer(db):
+        if _secretish(key.group(1)):
+            value = _LOOSE_VALUE.match(db, key.end())
+            if value is not None:
+                spans.append((value.start(), len(db[: value.end()].rstrip())))
+    return spans
+
+
 def is_postgres(db: str) -> bool:
     """True for a PostgreSQL connection string; anything else is a SQLite path.
 
@@ -147,6 +190,7 @@ def _password_spans(db: str) -> list[tuple[int, int]]:
     if userinfo is not None:
         spans.append(userinfo)
     spans += _query_passwords(db)
+    spans += _loose_passwords(db)
     merged: list[tuple[int, int]] = []
     for start, end in sorted(s for s in spans if s[1] > s[0]):
         if merged and start <= merged[-1][1]:
@@ -188,14 +232,18 @@ def redact(db: str) -> str:
 def mask_password(text: str, uri: str) -> str:
     """`text` (a driver's error, say) with every password of `uri` masked wherever it appears.
 
-    Each password is masked as written, percent-decoded and unquoted."""
+    Each password is masked as written, percent-decoded and unquoted; then the value of any
+    `key=value` in `text` whose key looks like a password's (the driver quoting a piece of the
+    string in a form of its own)."""
     shown = set()
     for password in _passwords(uri):
         inner = password[1:].removesuffix("'") if password.startswith("'") else password
         shown |= {password, unquote(password), inner, re.sub(r"\\(.)", r"\1", inner)}
     for secret in sorted((s for s in shown if s), key=len, reverse=True):
         text = text.replace(secret, MASK)
-    return text
+    return _TEXT_PAIR.sub(
+        lambda m: f"{m.group(1)}{m.group(2)}{MASK}" if _secretish(m.group(1)) else m.group(0), text
+    )
 
 
 _DELIMITERS = "@/?#"

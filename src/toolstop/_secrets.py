@@ -6,10 +6,12 @@
   connection details; a user part with a space in its password (`scheme://u:pa ss@host`) is
   masked up to its last `@` on the line;
 - `key=value`, `key: value`, JSON `"key": "value"` (also escaped, `\\"key\\": \\"value\\"`) pairs
-  and XML `<key>value</key>` elements whose key names a secret (`password`,
-  `PGPASSWORD`, `DB_PASSWORD`, `*_TOKEN`, `*_SECRET`, `api_key`, `AWS_SECRET_ACCESS_KEY`,
-  `client_secret`, `credentials`, `cookie`, ...) or a connection detail (`user`, `host`, `port`,
-  `dbname`): the value is masked, quoted or not;
+  and XML `<key>value</key>` elements (a CDATA section in them too) whose key names a secret
+  (`password`, `PGPASSWORD`, `DB_PASSWORD`, `*_TOKEN`, `*_SECRET`, `api_key`,
+  `AWS_SECRET_ACCESS_KEY`, `client_secret`, `credentials`, `cookie`, ...) or a connection detail
+  (`user`, `host`, `port`, `dbname`): the value is masked, quoted or not; a JSON (or Python)
+  array or object value keeps its shape, brackets and keys, with every string and scalar in it
+  masked (`{"password": [***, ***]}`, `{"api_key": {"value": ***}}`);
 - `Authorization:` header values and `Bearer` / `Basic` credentials;
 - tokens by their shape: AWS access key ids (`AKIA...`, `ASIA...`), OpenAI / Anthropic (`sk-...`,
   `sk-proj-...`), Stripe (`sk_live_...`), GitHub (`ghp_...`, `github_pat_...`), GitLab
@@ -18,6 +20,13 @@
 - private key blocks (`-----BEGIN ... PRIVATE KEY-----` to its end);
 - e-mail addresses, IP addresses, and the quoted server, user, host and database names of a
   driver's message.
+
+HTML entities do not hide a secret: the text is also read with its entities decoded
+(`password&#61;...`, `&quot;password&quot;: &quot;...`, `&lt;password&gt;...`,
+`Bearer&#32;...`, nested `&amp;quot;` included, up to four levels). When that reading finds a
+secret the text as written does not show masked, the decoded text is returned, masked (entities
+that decode to a control or format character are kept as written); otherwise the text is kept as
+written.
 
 Masking is idempotent (masking a masked text changes nothing) and never raises. Every pattern is
 bounded, so a long text costs linear time.
@@ -28,7 +37,9 @@ text) is not found; raise exceptions whose messages are safe to show.
 
 from __future__ import annotations
 
+import html
 import re
+import unicodedata
 
 __all__ = ["mask_secrets"]
 
@@ -55,18 +66,29 @@ _SECRET_NAME = (
     r"|user(?:name)?|host|hostaddr|port|dbname"
 )
 _PAIR = re.compile(
-    rf"(?<![A-Za-z0-9_.-])((?:\\?[\"'])?)({_SECRET_NAME})\1(\s{{0,8}}[=:]\s{{0,8}})"
+    rf"(?<![A-Za-z0-9_.-])((?:\\?[\"'])?)({_SECRET_NAME})((?:\\?[\"'])?)(\s{{0,8}}[=:]\s{{0,8}})"
     r"(\\[\"'][^\n]{0,4096}?(?:\\[\"']|$)"
     r"|\"(?:[^\"\\\n]|\\.){0,4096}\"?|'(?:[^'\\\n]|\\.){0,4096}'?|[^\s,;)}\]\"']{1,4096})",
     re.IGNORECASE | re.MULTILINE,
 )
-"""A key naming a secret, `=` or `:`, and its value (double- or single-quoted, or bare); the
-quotes may be escaped (`{\\"password\\": \\"...\\"}`, JSON inside a JSON string)."""
+"""A key naming a secret (quoted or not, or only closed by a quote: `password": "..."`), `=` or
+`:`, and its value (double- or single-quoted, or bare); the quotes may be escaped
+(`{\\"password\\": \\"...\\"}`, JSON inside a JSON string). A value opening with `[` or `{`
+may be an array or object (`_container`)."""
+_CONTAINER_START = re.compile(r"[\[{]\s{0,64}(?:\\?[\"'\[\]{}]|\*\*\*)")
+"""An array or object whose first item is a string, an array, an object or a mask: read as one
+even when its end is cut off."""
+_FLAT_CONTAINER = re.compile(r"[\[{][^\[\]{}\n]{0,256}[\]}]")
+"""Any other array or object is read as one only when it is flat, short and closed on its line
+(`[a, b]`)."""
+_CONTAINER_MAX = 4096
 _XML = re.compile(
-    rf"<({_SECRET_NAME})((?:\s[^<>]{{0,256}})?)>[^<]{{0,4096}}",
+    rf"<({_SECRET_NAME})((?:\s[^<>]{{0,256}})?)>"
+    r"(?:[^<]{0,64}<!\[CDATA\[(?:(?!\]\]>)[\s\S]){0,4096}(?:\]\]>)?){0,8}[^<]{0,4096}",
     re.IGNORECASE,
 )
-"""An XML element naming a secret and its text: `<password>...</password>`."""
+"""An XML element naming a secret and its text (CDATA sections included):
+`<password>...</password>`, `<password><![CDATA[...]]></password>`."""
 _TOKENS = re.compile(
     r"\b(?:"
     r"(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|ABIA|ACCA)[A-Z0-9]{16}"
@@ -92,13 +114,109 @@ _QUOTED_DETAIL = re.compile(
 _ADDRESS = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b|\[[0-9a-fA-F:]{2,45}\](?::\d+)?")
 
 
+def _string_end(text: str, start: int, limit: int, escaped: bool) -> int:
+    """Where the string literal opening at `start` ends (exclusive), or `limit` when it does not.
+
+    Quoted by `"` or `'` (a backslash escapes the next character); with `escaped`, by `\\"` (JSON
+    inside a JSON string: its own escaped quote is `\\\\\\"`)."""
+    if escaped:
+        at = start + 2
+        while at < limit:
+            if text[at] != "\\":
+                at += 1
+                continue
+            run = at
+            while run < limit and text[run] == "\\":
+                run += 1
+            if run < limit and text[run] == '"' and (run - at) % 4 == 1:
+                return run + 1
+            at = run + 1 if run < limit and text[run] == '"' else run
+        return limit
+    quote, at = text[start], start + 1
+    while at < limit:
+        if text[at] == "\\":
+            at += 2
+        elif text[at] == quote:
+            return at + 1
+        else:
+            at += 1
+    return limit
+
+
+def _is_key(text: str, end: int, limit: int) -> bool:
+    """True when the item ending at `end` is followed by `:` (an object's key)."""
+    while end < limit and text[end].isspace():
+        end += 1
+    return end < limit and text[end] == ":"
+
+
+def _container(text: str, start: int, escaped: bool) -> tuple[str, int] | None:
+    """The array or object opening at `start` with every string and scalar in it masked (keys,
+    brackets, commas and spaces kept), and where it ends; None when it is no container.
+
+    Read for at most `_CONTAINER_MAX` characters. One cut off before its end is masked to there
+    when its first item is a string, array, object or mask (`_CONTAINER_START`); any other is a
+    container only when flat, short and closed (`_FLAT_CONTAINER`: the `[` of `token: [ at 3`
+    is plain text)."""
+    cut_off_too = _CONTAINER_START.match(text, start) is not None
+    if not cut_off_too and _FLAT_CONTAINER.match(text, start) is None:
+        return None
+    limit = min(len(text), start + _CONTAINER_MAX)
+    parts: list[str] = []
+    depth, at = 0, start
+    while at < limit:
+        char = text[at]
+        if char in "[{":
+            depth += 1
+            parts.append(char)
+            at += 1
+        elif char in "]}":
+            depth -= 1
+            parts.append(char)
+            at += 1
+            if depth == 0:
+                return "".join(parts), at
+        elif char in ",:" or char.isspace():
+            parts.append(char)
+            at += 1
+        else:
+            if text.startswith('\\"', at) if escaped else char in "\"'":
+                end = _string_end(text, at, limit, escaped)
+            else:
+                end = at + 1
+                while end < limit and not (
+                    text[end] in "[]{},:\"'"
+                    or text[end].isspace()
+                    or (escaped and text.startswith('\\"', end))
+                ):
+                    end += 1
+            parts.append(text[at:end] if _is_key(text, end, limit) else MASK)
+            at = end
+    return ("".join(parts), limit) if cut_off_too else None
+
+
+def _mask_pairs(text: str) -> str:
+    """`text` with the value of every `_PAIR` masked: a whole array or object as `_container`."""
+    parts, at = [], 0
+    while (found := _PAIR.search(text, at)) is not None:
+        value, end = MASK, found.end()
+        if found.group(5)[0] in "[{":
+            container = _container(text, found.start(5), found.group(1).startswith("\\"))
+            if container is not None:
+                value, end = container
+        parts += [text[at : found.start()], *found.group(1, 2, 3, 4), value]
+        at = end
+    parts.append(text[at:])
+    return "".join(parts)
+
+
 def _mask_once(text: str) -> str:
     text = _PRIVATE_KEY.sub("[private key]", text)
     text = _USERINFO.sub(lambda m: f"{m.group(1)}://{MASK}@", text)
     text = _URL.sub(lambda m: f"{m.group(1)}://{MASK}", text)
     text = _AUTHORIZATION.sub(lambda m: f"{m.group(1)}{MASK}", text)
     text = _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
-    text = _PAIR.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(1)}{m.group(3)}{MASK}", text)
+    text = _mask_pairs(text)
     text = _XML.sub(lambda m: f"<{m.group(1)}{m.group(2)}>{MASK}", text)
     text = _TOKENS.sub(MASK, text)
     text = _EMAIL.sub(MASK, text)
@@ -106,15 +224,50 @@ def _mask_once(text: str) -> str:
     return _ADDRESS.sub(MASK, text)
 
 
-def mask_secrets(text: str) -> str:
-    """`text` with every secret it recognises shown as `***` (see the module docstring).
-
-    Applied until nothing changes (a masked secret can bring two pieces of text together that
-    another pattern then recognises), so the result is a fixed point: masking it again changes
-    nothing."""
+def _fixed_point(text: str) -> str:
+    """`_mask_once` applied until nothing changes (a masked secret can bring two pieces of text
+    together that another pattern then recognises)."""
     for _ in range(8):
         masked = _mask_once(text)
         if masked == text:
             return masked
         text = masked
     return text
+
+
+_AMPERSANDS = re.compile(r"&(?:amp;?|#0*38;?|#x0*26;?)+", re.IGNORECASE)
+"""An encoded `&` encoded again any number of times (`&amp;amp;`): one `&`."""
+_ENTITY = re.compile(r"&(?:#[0-9]{1,8};?|#[xX][0-9a-fA-F]{1,8};?|[A-Za-z][A-Za-z0-9]{1,31};?)")
+
+
+def _decoded_entity(found: re.Match[str]) -> str:
+    decoded = html.unescape(found.group())
+    unsafe = any(unicodedata.category(c).startswith("C") or c in "\u2028\u2029" for c in decoded)
+    return found.group() if unsafe else decoded
+
+
+def _unescaped(text: str) -> str:
+    """`text` with its HTML entities decoded, to four levels (`&amp;quot;` is `"`); an entity
+    that decodes to a control or format character is kept as written."""
+    if "&" not in text:
+        return text
+    text = _AMPERSANDS.sub("&", text)
+    for _ in range(4):
+        decoded = _ENTITY.sub(_decoded_entity, text)
+        if decoded == text:
+            break
+        text = decoded
+    return text
+
+
+def mask_secrets(text: str) -> str:
+    """`text` with every secret it recognises shown as `***` (see the module docstring).
+
+    The result is a fixed point: masking it again changes nothing. A text whose HTML entities
+    hide a secret is returned decoded, masked; any other keeps its entities as written."""
+    masked = _fixed_point(text)
+    decoded = _unescaped(text)
+    if decoded == text:
+        return masked
+    shown = _fixed_point(decoded)
+    return masked if _unescaped(masked) == shown else shown
