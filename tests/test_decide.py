@@ -640,6 +640,17 @@ def test_an_answer_that_is_not_text_is_an_invalid_signal(answer: Any) -> None:
         "\u202e\u200f\u2067",
         "\x00\x00",
         [{"type": "text", "text": "\u200b"}],
+        "\u2800",  # braille blank
+        "\U000e0041\U000e0020\U000e007f",  # tag characters
+        "\U000e0100",  # a variation selector (supplement)
+        "\u115f\u1160\u3164\uffa0",  # Hangul fillers
+        "\x1b[2J",  # an ANSI escape sequence: the terminal acts, shows nothing
+        "\x1b]0;title\x07",
+        "\x1b]0;title\x1b\\ \x1b[31m\x1b[0m\x1bc",
+        "\x9b2J",
+        [{"type": "text", "text": "\x1b[2J"}],
+        " null\n",  # the JSON null, as for `null`
+        [{"type": "text", "text": "null"}],
     ],
 )
 @pytest.mark.parametrize("reason", ["completed", "fatal"])
@@ -647,6 +658,14 @@ def test_a_stop_with_nothing_to_show_is_an_invalid_signal(content: Any, reason: 
     decision = decide(turn_of((content, signal(reason))))
     assert decision.stop is False
     assert decision.signals[0].problem is Problem.EMPTY_RELAY
+
+
+@pytest.mark.parametrize(
+    "content", ["\x1b[31mPaid.\x1b[0m", "\u2800Paid.", "[2J", "NULL", "null, then paid", '"null"']
+)
+def test_text_among_invisible_characters_or_escapes_is_relayed(content: str) -> None:
+    decision = decide(turn_of((content, DONE)))
+    assert (decision.stop, decision.relay) == (True, content)
 
 
 def test_a_blank_content_is_valid_when_nothing_would_show_it() -> None:

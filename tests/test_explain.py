@@ -15,8 +15,10 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from toolstop import Outcome, signal
+from toolstop._printable import printable
 from toolstop.report.explain import explain_thread, print_explanation, turns_of
 from toolstop.report.reader import RunEnd
+from toolstop.report.records import NAME_LIMIT, cut
 
 
 def asks(message_id: str, *calls: tuple[str, str]) -> AIMessage:
@@ -369,3 +371,39 @@ def test_a_cut_short_run_names_the_tools_hard_mode_would_not_have_run() -> None:
     out = io.StringIO()
     print_explanation({**explained, "runs": [{**explained["runs"][0], "would_skip": []}]}, out)
     assert "cut short" not in out.getvalue()
+
+
+def test_a_huge_tool_name_and_call_id_are_cut_as_the_report_cuts_them() -> None:
+    """A name of megabytes (the model chose it) is shown cut to `NAME_LIMIT`, escaped."""
+    name = "\x1b[2J" + "x" * 3_000_000
+    call_id = "c" * 100_000
+    shown = printable(cut(name))
+    open_call = [HumanMessage("q"), asks("m0", (name, call_id))]
+    messages = [HumanMessage("q"), asks("m1", (name, call_id)), result(name, call_id, DONE)]
+    record = {
+        **RECORD_1, "tools": [cut(name)], "tool_call_ids": [call_id], "relayed": [call_id, "p1"],
+        "would_stop": "completed", "would_skip": [name],
+        "after_first": {"lookup": {"skipped": [name]}},
+    }  # fmt: skip
+    ends = [run_end("", T1, record, "c1"), run_end("", T2, RECORD_3, "c3")]
+    db = Database(
+        {"t": {"": (ends, None)}}, {"c1": {"messages": messages}, "c3": {"messages": open_call}}
+    )
+    explanation = explain_thread(db, "t")
+    assert explanation is not None
+    stopped, interrupted = explanation["runs"]
+    assert stopped["turns"][0] == [
+        {"tool": cut(name), "tool_call_id": cut(call_id), "signal": "completed", "stop": True}
+    ]
+    assert stopped["deciding"] == [{"tool": cut(name), "tool_call_id": cut(call_id)}]
+    assert stopped["shown"] == [cut(call_id), "p1"]
+    assert stopped["would_skip"] == [cut(name)]
+    assert stopped["if_signalled"] == {"lookup": [cut(name)]}
+    assert interrupted["deciding"] == [{"tool": cut(name), "tool_call_id": cut(call_id)}]
+    out = io.StringIO()
+    print_explanation(explanation, out)
+    text = out.getvalue()
+    assert max(len(line) for line in text.splitlines()) < 2 * NAME_LIMIT + 100
+    assert f"  turn 1: {shown} {cut(call_id)} completed (stop)" in text.splitlines()
+    assert f"  left open (answered as interrupted): {shown} ({cut(call_id)})" in text
+    assert "\x1b" not in text

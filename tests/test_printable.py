@@ -291,3 +291,30 @@ def test_the_page_escapes_controls_and_bidi(tmp_path: Path) -> None:
     assert "\x1b" not in page
     assert "\u202e" not in page
     assert "pay\\x1b[2J\\u202eevil&lt;b&gt;" in page
+
+
+def test_explain_cuts_a_huge_tool_name_as_the_report_does(tmp_path: Path) -> None:
+    pytest.importorskip("langgraph.checkpoint.sqlite", reason="needs the `sqlite` extra")
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from toolstop.report.records import NAME_LIMIT, cut
+
+    # Plain letters: building the tool's schema with control characters in a long name is slow
+    # in pydantic (the escaping is shown by tests/test_explain.py).
+    name = "x" * 3_000_000
+    db = tmp_path / "threads.sqlite"
+    with SqliteSaver.from_conn_string(str(db)) as saver:
+        tool = forced_tool(name, ("Found it.", signal("completed")))
+        agent = build_react_graph(
+            ScriptedChatModel([call(name, id="c1")]), [tool], checkpointer=saver
+        )
+        agent.invoke({"messages": [HumanMessage("q")]}, {"configurable": {"thread_id": "t"}})
+    out = io.StringIO()
+    assert main(["explain", "t", "--db", str(db)], out=out) == 0
+    text = out.getvalue()
+    _no_raw_control(text)
+    assert max(len(line) for line in text.splitlines()) < 2 * NAME_LIMIT + 100
+    assert f"  deciding: {printable(cut(name))} (c1)" in text.splitlines()
+    out = io.StringIO()
+    assert main(["explain", "t", "--db", str(db), "--json"], out=out) == 0
+    assert json.loads(out.getvalue())["runs"][0]["turns"][0][0]["tool"] == cut(name)

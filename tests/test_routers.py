@@ -589,8 +589,26 @@ def test_an_answer_that_is_not_text_goes_back_to_the_model_and_the_thread_goes_o
         "\u200b\u200d",  # zero-width characters only
         "\u202e\u2066",  # bidi controls only
         "\x00",
+        "null",  # what LangChain makes of None, as a tool may return it itself
+        " null\n",
+        [{"type": "text", "text": "null"}],
+        "\u2800\U000e0041",  # braille blank, a tag character
+        "\x1b[2J\x1b]0;title\x07",  # ANSI escape sequences only
     ],
-    ids=["empty", "blank", "image", "None", "zero-width", "bidi", "NUL"],
+    ids=[
+        "empty",
+        "blank",
+        "image",
+        "None",
+        "zero-width",
+        "bidi",
+        "NUL",
+        "null",
+        "null-spaced",
+        "null-block",
+        "braille-tag",
+        "ansi",
+    ],
 )
 @pytest.mark.parametrize("result", [signal(Outcome.COMPLETED), signal(Outcome.FATAL)])
 def test_a_stop_with_nothing_to_show_goes_back_to_the_model_and_is_recorded_so(

@@ -29,6 +29,7 @@ from toolstop.testing import (
     turn,
 )
 from toolstop.testing._chunks import HAS_CHUNK_POSITION
+from toolstop.testing.scripted import approximate_usage
 
 TEXT = "Paid order o-1. Receipt r-1."
 WORDS = ["Paid ", "order ", "o-1. ", "Receipt ", "r-1."]  # how a provider streams it, by hand
@@ -226,6 +227,34 @@ def test_tool_call_arguments_are_json_like_a_providers() -> None:
         ScriptedChatModel([call("book", day=date(2025, 1, 1))])
     answer = ScriptedChatModel([call("pick", ids=(1, 2))]).invoke("q")
     assert answer.tool_calls[0]["args"] == {"ids": [1, 2]}  # as json.loads gives it back
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "text", "text": None},
+        {"type": "text", "text": 5},
+        {"type": ["text"], "text": "x"},
+    ],
+)
+def test_a_scripted_text_block_needs_a_string_text_like_a_providers(block: Any) -> None:
+    with pytest.raises(TypeError, match=r"script step 1: content block 1 is a dict: .*text"):
+        ScriptedChatModel(["Hi.", AIMessage(content=[{"type": "text", "text": "a"}, block])])
+
+
+def test_a_malformed_block_the_model_is_sent_counts_as_empty_text() -> None:
+    """A tool's result is not the script: the model answers, its usage counts no text there."""
+    blocks: list[Any] = [{"type": "text", "text": None}, {"type": "text", "text": 5}]
+    assert approximate_usage([HumanMessage(content=blocks)], AIMessage("Hi.")) == (
+        approximate_usage([HumanMessage(content="")], AIMessage("Hi."))
+    )
+    recorded = AIMessage(content=[{"type": ["text"]}, {"type": "text", "text": "Hi."}])
+    assert approximate_usage([], recorded) == approximate_usage([], AIMessage("Hi."))
+    pay = forced_tool("pay", (blocks, None))
+    model = ScriptedChatModel([call("pay"), "Paid."])
+    state = build_react_graph(model, [pay]).invoke({"messages": [HumanMessage("pay")]})
+    assert state["messages"][-1].content == "Paid."
+    model.assert_complete()
 
 
 def test_unknown_options_are_rejected_and_tracing_params_reported() -> None:

@@ -220,8 +220,9 @@ def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
     as a transient failure. `stop` must be a real `bool` (`1` and `"yes"` are invalid). A key
     that is `stop`, `reason` or `answer` only when case and surrounding space are ignored is a
     typo (`near_miss_key`), an `answer` that is not text (or is blank) is `answer_not_text`, and
-    a stop whose content has no text is `empty_relay`: empty, whitespace, control, zero-width
-    or bidi characters only, or `None` (LangChain hands it on as the text `null`).
+    a stop whose content has no text is `empty_relay`: empty, whitespace, control, zero-width,
+    bidi or other invisible characters and ANSI escape sequences only, or `None` (LangChain
+    hands it on as the text `null`).
     """
     name = tool or message.name or "?"
     read = _read(message)
@@ -286,7 +287,7 @@ def _read(message: ToolMessage) -> tuple[Outcome, bool] | Problem:
         if answer is not _NO_ANSWER and not is_answer(answer):
             return Problem.ANSWER_NOT_TEXT
         relayed = stop and reason in (Outcome.COMPLETED, Outcome.FATAL)
-        if relayed and (_blank(message.content) or message.content == _STRINGIFIED_NONE):
+        if relayed and _nothing_to_relay(message.content):
             return Problem.EMPTY_RELAY
     except Exception:  # hostile artifacts: __eq__/__hash__/__getitem__ that raise
         return Problem.UNREADABLE
@@ -343,23 +344,46 @@ def is_answer(value: Any) -> bool:
     )
 
 
-_VISIBLE = re.compile(
-    "[^\\s\x00-\x1f\x7f-\x9f\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f"
-    "\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0]"
+_ESCAPE = (
+    "(?:\x1b\\[|\x9b)[0-?]*[ -/]*[@-~]?"  # CSI (`ESC [2J`): parameters, then a final byte
+    # OSC, DCS, SOS, PM, APC (`ESC ]0;title BEL`): a string, to BEL or ST
+    "|(?:\x1b[\\]PX^_]|[\x90\x98\x9d-\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\\\|\x9c)?"
+    "|\x1b[ -/]*[0-~]"  # any other escape (`ESC c`, `ESC ( B`, `ESC 7`)
 )
-"""A character a reader sees: not whitespace, not a control (NUL...), not a zero-width or bidi
-formatting character (ZWSP, ZWJ, LRM/RLM, LRE...RLO, LRI...PDI, word joiner, BOM), not a
-Hangul filler or a variation selector."""
+"""An ANSI escape sequence: a terminal acts on it and shows nothing. A string one (OSC, DCS,
+SOS, PM, APC: `ESC ]0;title BEL`) runs to BEL or ST, or to the end of the text."""
+
+_SHOWN = re.compile(
+    _ESCAPE + "|(?P<seen>[^\\s\x00-\x1f\x7f-\x9f\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u206f\u2800\u3164\ufe00-\ufe0f\ufeff\uffa0"
+    "\U000e0000-\U000e007f\U000e0100-\U000e01ef])"
+)
+"""An escape sequence, or (group `seen`) a character a reader sees: not whitespace, not a control
+(NUL...), not a zero-width or bidi formatting character (ZWSP, ZWJ, LRM/RLM, LRE...RLO,
+LRI...PDI, word joiner, BOM), not a Hangul filler, the braille blank, a tag character or a
+variation selector. Read in order, so the characters of an escape sequence are never seen."""
 
 
 def _blank(content: Any) -> bool:
     """True when a content (or an `answer`) has no text to show: empty, or only whitespace,
-    control characters (NUL), zero-width and bidi formatting characters; `None` too."""
+    control characters (NUL), zero-width, bidi formatting and other invisible characters, and
+    ANSI escape sequences; `None` too."""
     if isinstance(content, str):
-        return _VISIBLE.search(content) is None
-    if isinstance(content, list):
-        return _VISIBLE.search("".join(_texts(content))) is None
-    return True
+        text = content
+    elif isinstance(content, list):
+        text = "".join(_texts(content))
+    else:
+        return True
+    return not any(found.lastgroup == "seen" for found in _SHOWN.finditer(text))
+
+
+def _nothing_to_relay(content: Any) -> bool:
+    """True when a stop's content has nothing to relay: `_blank`, or the text `null` (in text
+    blocks too, surrounding whitespace aside), what LangChain makes of a tool's `None`."""
+    if _blank(content):
+        return True
+    text = content if isinstance(content, str) else "".join(_texts(content))
+    return str.strip(text) == _STRINGIFIED_NONE  # a str subclass's own strip never runs
 
 
 _STRINGIFIED_NONE = "null"

@@ -4,7 +4,8 @@ The rule, the deciding tools and call ids, budgets spent, model calls and tokens
 run's stop record. The signal of every tool call per turn is not in the record: it is read again
 from the checkpointed messages' artifacts with `decide_turn` / `read_signal`, exactly as the
 router read it. Only names, ids, reasons and counts are shown: never tool content, never
-arguments.
+arguments. Names and ids are cut to `NAME_LIMIT` characters (`records.cut`), as the report cuts
+them: a tool name of megabytes is shown as its first 199 characters and `…`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from toolstop._printable import printable_data
 from toolstop.decision import PROBLEMS_NOT_INVALID, Turn, decide_turn
 from toolstop.report.examples import ended_after_pair
 from toolstop.report.reader import Database, RunEnd, database_error
+from toolstop.report.records import cut
 
 __all__ = ["explain_thread", "print_explanation", "turns_of"]
 
@@ -55,8 +57,8 @@ def _signals(turn: Turn) -> list[dict[str, Any]]:
             said = f"invalid: {signal.problem.value}"
         calls.append(
             {
-                "tool": signal.tool,
-                "tool_call_id": signal.tool_call_id,
+                "tool": cut(str(signal.tool)),
+                "tool_call_id": cut(str(signal.tool_call_id)),
                 "signal": said,
                 "stop": signal.stop,
             }
@@ -90,8 +92,8 @@ def _with_open_calls(record: dict[str, Any], messages: list[BaseMessage] | None)
     _, calls = left_open_calls(messages)
     return {
         **record,
-        "tools": [str(c.get("name")) for c in calls],
-        "tool_call_ids": [str(c.get("id")) for c in calls],
+        "tools": [cut(str(c.get("name"))) for c in calls],
+        "tool_call_ids": [cut(str(c.get("id"))) for c in calls],
     }
 
 
@@ -104,7 +106,7 @@ def _ended_after(record: dict[str, Any], messages: list[BaseMessage] | None) -> 
     pair = ended_after_pair(messages) if messages is not None else None
     judged = after.get("judged")
     return {
-        "tools": {str(t): o for t, o in after["tools"].items()},
+        "tools": {cut(str(t)): o for t, o in after["tools"].items()},
         "judged": judged if isinstance(judged, dict) else {},
         "final_answer": pair["final_answer"] if pair is not None else None,
     }
@@ -129,12 +131,12 @@ def _run(
         "ended_by_message": record.get("ended_by_message"),
         "would_stop": record.get("would_stop"),
         "deciding": [
-            {"tool": tool, "tool_call_id": call_id}
+            {"tool": _cut(tool), "tool_call_id": _cut(call_id)}
             for tool, call_id in zip(
                 record.get("tools") or [], record.get("tool_call_ids") or [], strict=False
             )
         ],
-        "shown": [str(call_id) for call_id in record.get("relayed") or []],
+        "shown": _names(record.get("relayed")),
         "turns": None if turns is None else [_signals(turn) for turn in turns],
         "tool_turns": record.get("tool_turns"),
         "transient_retries": record.get("transient_retries"),
@@ -160,13 +162,19 @@ def _if_signalled(record: dict[str, Any]) -> dict[str, list[str]]:
     found = {}
     for tool, entry in after.items():
         skipped = _names(entry.get("skipped")) if isinstance(entry, dict) else []
-        if skipped and str(tool) not in deciding:
-            found[str(tool)] = skipped
+        if skipped and cut(str(tool)) not in deciding:
+            found[cut(str(tool))] = skipped
     return found
 
 
+def _cut(value: Any) -> Any:
+    """A string cut to `NAME_LIMIT`; any other value as it is."""
+    return cut(value) if isinstance(value, str) else value
+
+
 def _names(value: Any) -> list[str]:
-    return [str(v) for v in value] if isinstance(value, list) else []
+    """The names (or ids) in a record's list, each cut to `NAME_LIMIT`; `[]` for a non-list."""
+    return [cut(str(v)) for v in value] if isinstance(value, list) else []
 
 
 def explain_thread(

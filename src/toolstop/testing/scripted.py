@@ -176,14 +176,41 @@ class _Script:
 
 
 def approximate_usage(messages: Sequence[BaseMessage], response: AIMessage) -> UsageMetadata:
-    """`usage_metadata` for a simulated answer, from langchain-core's approximate counter."""
-    input_tokens = count_tokens_approximately(messages)
-    output_tokens = count_tokens_approximately([response])
+    """`usage_metadata` for a simulated answer, from langchain-core's approximate counter.
+
+    A malformed content block (a text block whose `text` is not a string, a block whose `type`
+    is not one) is counted as empty text, where the counter would raise: the messages may be a
+    tool's result or a recorded thread."""
+    input_tokens = count_tokens_approximately([_countable(m) for m in messages])
+    output_tokens = count_tokens_approximately([_countable(response)])
     return UsageMetadata(
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         total_tokens=input_tokens + output_tokens,
     )
+
+
+def _malformed(block: Any) -> bool:
+    """A content block no provider sends: a `type` that is not a string, or a text block whose
+    `text` is not a string (a text block without `text` is read as empty)."""
+    if not isinstance(block, dict):
+        return False
+    kind = block.get("type", "")
+    return not isinstance(kind, str) or (
+        kind == "text" and not isinstance(block.get("text", ""), str)
+    )
+
+
+_EMPTY_TEXT = {"type": "text", "text": ""}
+
+
+def _countable(message: BaseMessage) -> BaseMessage:
+    """`message` with each malformed content block (`_malformed`) as an empty text block."""
+    content = message.content
+    if not isinstance(content, list) or not any(_malformed(b) for b in content):
+        return message
+    blocks = [dict(_EMPTY_TEXT) if _malformed(b) else b for b in content]
+    return message.model_copy(update={"content": blocks})
 
 
 def _as_message(step: ScriptStep, index: int) -> AIMessage:
@@ -201,6 +228,14 @@ def _as_message(step: ScriptStep, index: int) -> AIMessage:
             f"made by call(...) or turn(...): {step!r}"
         )
         raise TypeError(msg)
+    if isinstance(message.content, list):
+        for position, block in enumerate(message.content):
+            if _malformed(block):
+                msg = (
+                    f"script step {index}: content block {position} is {_shown(block)}; a text "
+                    'block is {"type": "text", "text": str} (a provider sends nothing else)'
+                )
+                raise TypeError(msg)
     calls = []
     for position, tool_call in enumerate(message.tool_calls):
         try:  # a provider sends JSON: the arguments are what json.loads gives back
@@ -303,7 +338,9 @@ class ScriptedChatModel(BaseChatModel):
       (a recorded answer keeps the provider's figures), else langchain-core's approximate
       token counter's.
     - Tool calls without an id get a deterministic one (`call_<step>_<position>`); tool-call
-      arguments must be JSON (a provider sends nothing else), checked when the script is built.
+      arguments must be JSON and a text block's `text` a string (a provider sends nothing
+      else), checked when the script is built (`TypeError`). A malformed block in a message the
+      model is sent (a tool's result) is counted as empty text in the usage estimate.
     - Unknown constructor options are rejected (pydantic `ValidationError`), so a typo cannot
       pass silently.
 
