@@ -181,7 +181,9 @@ def test_every_name_of_a_record_is_cut_where_it_is_read() -> None:
     record = {
         **GOOD, "rule": LONG, "mode": LONG, "would_stop": LONG, "ended_by": LONG,
         "tools": [LONG, "pay"], "asked": [LONG], "outcomes": {LONG: 1, LONG + "x": 2},
-        "calls_by_tool": {LONG: 1}, "after_first": {LONG: {"model_calls": 1}},
+        "calls_by_tool": {LONG: 1},
+        "after_first": {LONG: {"model_calls": 1}, "pay": {"model_calls": 1, "skipped": [LONG]}},
+        "would_skip": [LONG], "relayed": [LONG],
         "ended_after": {"tools": {LONG: 0.5}, "input_tokens": 1, "output_tokens": 1},
         "invalid_signals": [{"tool": LONG, "problem": LONG}, 5],
     }  # fmt: skip
@@ -192,6 +194,7 @@ def test_every_name_of_a_record_is_cut_where_it_is_read() -> None:
     assert shown["tools"][1] == "pay"
     assert list(shown["outcomes"].values()) == [3]  # names cut alike: their counts added
     assert shown["invalid_signals"][1] == 5
+    assert shown["after_first"]["pay"]["skipped"] == shown["would_skip"] == [shown["rule"]]
     assert record["rule"] is LONG  # the record read is not changed
     assert capped(GOOD) == GOOD
     assert capped({**GOOD, "rule": {"a": 1}})["rule"] == "<dict>"

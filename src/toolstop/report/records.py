@@ -131,7 +131,7 @@ def _names(items: Any) -> Any:
 
 
 _SCALARS = ("rule", "mode", "ended_by", "would_stop")
-_NAME_LISTS = ("tools", "asked")
+_NAME_LISTS = ("tools", "asked", "would_skip", "relayed")
 _TABLES = ("outcomes", "calls_by_tool", "after_first")
 
 
@@ -147,6 +147,14 @@ def capped(record: Mapping[str, Any]) -> dict[str, Any]:
     for key in _TABLES:
         if key in out:
             out[key] = _keys(out[key])
+    first = out.get("after_first")
+    if isinstance(first, Mapping):
+        out["after_first"] = {
+            tool: {**entry, "skipped": _names(entry.get("skipped"))}
+            if isinstance(entry, Mapping) and "skipped" in entry
+            else entry
+            for tool, entry in first.items()
+        }
     after = out.get("ended_after")
     if isinstance(after, Mapping) and "tools" in after:
         out["ended_after"] = {**after, "tools": _keys(after["tools"])}
