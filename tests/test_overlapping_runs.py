@@ -23,7 +23,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from routers import MIDDLEWARE_UNAVAILABLE, ROUTERS, Router
-from toolstop import StopPolicy, ToolstopError
+from toolstop import StopPolicy, ToolstopConcurrentRunError, ToolstopError
 from toolstop._lifecycle import INTERRUPTED_TEXT
 from toolstop.testing import ScriptedChatModel, assert_valid_history, call, turn
 
@@ -904,8 +904,10 @@ def test_a_run_whose_own_middleware_outlasts_the_first_run_is_refused(
         worker.join(HANG_GUARD_S)
         with pytest.raises(ToolstopError) as again:
             agent.invoke({"messages": [HumanMessage("third")]}, config)
-        resume = {
-            "configurable": {**config["configurable"], "checkpoint_id": _resume_from(again.value)}
+        assert isinstance(again.value, ToolstopConcurrentRunError)
+        assert again.value.checkpoint_id == _resume_from(again.value)
+        resume = {  # the recipe of docs/deployment-faults.md
+            "configurable": {**config["configurable"], "checkpoint_id": again.value.checkpoint_id}
         }
         after = agent.invoke({"messages": [HumanMessage("third")]}, resume)
         assert _resume_from(results["error"]) == _resume_from(again.value)
@@ -1109,12 +1111,17 @@ def _reviewed_agent(router: Router, model: Any, pay: Any, checkpointer: Any) -> 
     return agent, None
 
 
+@pytest.mark.parametrize("addressed", [False, True], ids=["latest", "checkpoint_id"])
 @pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
 def test_a_review_approved_twice_runs_its_tool_once(
-    router: Router, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    router: Router,
+    addressed: bool,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A user double-clicks "approve": the second resume starts at the tools (no model call
-    before them) while the first one's tool runs. It is refused before the tool runs again."""
+    before them) while the first one's tool runs. It is refused before the tool runs again,
+    also when both name the paused checkpoint (`checkpoint_id`, as LangGraph Studio sends)."""
     from toolstop import _invocation
 
     caplog.set_level(logging.INFO, logger="toolstop")
@@ -1153,14 +1160,16 @@ def test_a_review_approved_twice_runs_its_tool_once(
     config = _thread(f"approved-twice-{router.name}")
     agent, approve = _reviewed_agent(router, model, pay, InMemorySaver())
     agent.invoke({"messages": [HumanMessage("pay o-1")]}, config)
-    assert agent.get_state(config).next  # paused for the review
+    paused = agent.get_state(config)
+    assert paused.next  # paused for the review
+    resume = paused.config if addressed else config
     results: dict[str, Any] = {}
-    first = threading.Thread(target=lambda: results.update(first=agent.invoke(approve, config)))
+    first = threading.Thread(target=lambda: results.update(first=agent.invoke(approve, resume)))
     first.start()
     try:
         assert charging.wait(HANG_GUARD_S)
         with pytest.raises(ToolstopError, match="ended while this run waited for it"):
-            agent.invoke(approve, config)
+            agent.invoke(approve, resume)
     finally:
         proceed.set()
         first.join(HANG_GUARD_S)
@@ -1234,11 +1243,20 @@ def test_a_refusal_names_a_checkpoint_only_when_a_plain_resend_would_not_do() ->
         _invocation.current(behind.node_config())
     assert "Send this run's input again" in str(refused.value)
     assert "checkpoint_id" not in str(refused.value)
+    assert isinstance(refused.value, _invocation.ToolstopConcurrentRunError)
+    assert (refused.value.thread_id, refused.value.checkpoint_id) == (thread_id, None)
     behind.stack.close()
+    exiting = _run(thread_id, held, read="c-1", wrote="c-2")
+    exiting.durability = "exit"  # type: ignore[attr-defined] # it writes its checkpoint on exit
+    with pytest.raises(ToolstopError, match="from checkpoint 'c-5'"):
+        _invocation.current(exiting.node_config())
+    exiting.stack.close()
     ahead = _run(thread_id, held, read="c-1", wrote="c-6")  # its hook's step came after c-5
     with pytest.raises(ToolstopError, match="from checkpoint 'c-5'") as refused:
         _invocation.current(ahead.node_config())
     assert "Send this run's input again" not in str(refused.value)
+    assert isinstance(refused.value, _invocation.ToolstopConcurrentRunError)
+    assert refused.value.checkpoint_id == "c-5"
     ahead.stack.close()
 
 

@@ -113,9 +113,11 @@ def _thread(loop: Any) -> tuple[int, str, str] | None:
     return id(loop.checkpointer), str(thread_id), str(configurable.get("checkpoint_ns") or "")
 
 
-def _started_from(loop: Any) -> str | None:
+def _started_from(loop: Any, *, waited: bool) -> str | None:
     """The checkpoint the loop read when it started (the thread's newest then, or a new empty
-    one); `None` when the run was addressed to a checkpoint (time travel) or it cannot be told."""
+    one); `None` when it cannot be told, or when the run was addressed to a checkpoint (time
+    travel, a resume naming the paused checkpoint) and did not have to wait for another run: an
+    addressed run that waited overlapped that run whatever it addressed."""
     try:
         configurable = loop.config["configurable"]
         addressed = getattr(loop, "_addressed", None)  # langgraph >= 1.2
@@ -129,7 +131,7 @@ def _started_from(loop: Any) -> str | None:
         started = loop.checkpoint_id_saved
     except Exception:
         return None
-    return started if isinstance(started, str) and not addressed else None
+    return started if isinstance(started, str) and (waited or not addressed) else None
 
 
 def _head(loop: Any) -> str | None:
@@ -152,9 +154,9 @@ def _remember(thread: tuple[int, str, str], left: _Left | None) -> None:
         _left.popitem(last=False)
 
 
-def _suspect(loop: Any, thread: tuple[int, str, str]) -> _Suspect | None:
+def _suspect(loop: Any, thread: tuple[int, str, str], *, waited: bool) -> _Suspect | None:
     """Whether the loop started before the last run on its thread wrote its result there."""
-    left, started = _left.get(thread), _started_from(loop)
+    left, started = _left.get(thread), _started_from(loop, waited=waited)
     if left is None or started is None:
         return None
     if started == left.head and left.head != left.resume_from:
@@ -206,7 +208,10 @@ def _refusal(
     shown = thread[1] if len(thread[1]) <= _SHOWN else thread[1][:_SHOWN] + "..."
     where = f" (namespace {thread[2]!r})" if thread[2] else ""
     if suspect is None:
-        state = "is still running in this process"
+        state = (
+            "is still running in this process (a stream not read to its end holds its run until "
+            "it is closed)"
+        )
     elif suspect.from_refused:
         state = (
             "was refused after reading the thread before another run's last write, and its own "
@@ -216,9 +221,9 @@ def _refusal(
         state = "ended while this run waited for it, after this run had read the thread's state"
     else:
         state = (
-            "ran and ended on it after this run had read the thread's state (this run's own "
-            "steps before toolstop first ran in it, such as another middleware's hook, "
-            "outlasted it)"
+            "wrote to it and ended after this run had read the thread's state, before toolstop "
+            "first ran in this run (this run's own steps before, such as another middleware's "
+            "hook, outlasted it, or that run was a stream closed only now)"
         )
     if suspect is None:
         remedy = "Wait for that run to end, use another thread"
@@ -230,8 +235,8 @@ def _refusal(
         )
     else:
         remedy = (
-            "Send this run's input again (the thread goes on from that run's result), use "
-            "another thread"
+            "Send this run's input again if it is still wanted (the thread goes on from that "
+            "run's result; a second approval of one review can be dropped), use another thread"
         )
     msg = (
         f"another run of thread {shown!r}{where} {state}: a thread takes one run at a time (two "
@@ -239,7 +244,8 @@ def _refusal(
         "or reject runs (its multitask strategies). This run was refused before its first model "
         "call."
     )
-    return ToolstopConcurrentRunError(msg)
+    checkpoint_id = suspect.resume_from if suspect is not None and wrote_after else None
+    return ToolstopConcurrentRunError(msg, thread_id=thread[1], checkpoint_id=checkpoint_id)
 
 
 def _key(loop: Any, checkpoint_id: str) -> dict[str, Any]:
@@ -315,7 +321,9 @@ async def aclaim(config: Any) -> None:
         waited = True
         await _poll()
     with _lock:
-        suspect = None if loop in _names or thread is None else _suspect(loop, thread)
+        suspect = (
+            None if loop in _names or thread is None else _suspect(loop, thread, waited=waited)
+        )
     held = suspect is not None and not suspect.from_refused
     written = held and suspect is not None and await _awritten(loop, suspect.resume_from)
     checked = suspect.resume_from if held and suspect is not None else None
@@ -336,7 +344,7 @@ def _claim(loop: Any, written: Callable[[Any, str], bool], *, waited: bool) -> s
             _released.wait_for(lambda: thread not in _running, timeout=GRACE_S)
         if thread is not None and thread in _running:
             raise _refusal(thread)
-        suspect = None if thread is None else _suspect(loop, thread)
+        suspect = None if thread is None else _suspect(loop, thread, waited=waited)
         if suspect is None:
             return _named(loop, thread)
     assert thread is not None
@@ -345,7 +353,11 @@ def _claim(loop: Any, written: Callable[[Any, str], bool], *, waited: bool) -> s
         _release_refused(thread, suspect, loop)
         _on_exit(loop.stack, _release_refused, thread, suspect, loop)
         head = _head(loop)
-        wrote_after = suspect.from_refused or (head is not None and head > suspect.resume_from)
+        wrote_after = (
+            suspect.from_refused
+            or (head is not None and head > suspect.resume_from)
+            or getattr(loop, "durability", None) == "exit"  # it writes its checkpoint on exit
+        )
         raise _refusal(thread, suspect, waited=waited, wrote_after=wrote_after)
     with _released:
         name = _names.get(loop)

@@ -33,4 +33,19 @@ class ToolstopConcurrentRunError(ToolstopError, GraphBubbleUp, RuntimeError):
     (`ToolNode`'s, `ToolErrorMiddleware`, the retry and fallback middleware) let it through
     rather than answer the model with it, LangGraph's retry policies do not retry it, and no
     error is written to the thread for it, so the refused run leaves nothing to continue from.
+
+    Attributes:
+        thread_id: The thread's id (as the config gave it, whole).
+        checkpoint_id: The checkpoint to continue the thread from (pass it as `checkpoint_id` in
+            the config's `configurable`), or `None` when waiting for the other run, or sending
+            the input again, is enough. Set when the refused run's own checkpoints, or the ones
+            it started from, came after the other run's result: until the thread is continued
+            from this checkpoint (or its state updated), every run starting from them is refused.
     """
+
+    def __init__(
+        self, message: str, *, thread_id: str | None = None, checkpoint_id: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.checkpoint_id = checkpoint_id

@@ -572,8 +572,10 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         )
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        """Claim the thread before a tool runs, then run it: a resume after a human review
-        starts at the tools, and a second resume of the same review must not run them twice."""
+        """Claim the thread before a tool runs, then run it.
+
+        A resume after a human review starts at the tools, and a second resume of the same
+        review must not run them twice."""
         _invocation.current(_config())
         return handler(request)
 
