@@ -1335,3 +1335,37 @@ def _check_overlap_after(
     ]
     assert_valid_history(third["messages"], "all")
     model.assert_complete()
+
+
+@pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
+def test_a_stream_closed_after_a_break_frees_its_thread(router: Router) -> None:
+    """A stream left after `break` holds its run until it is closed; closed (`close()`,
+    `aclosing`), the thread's next run is not refused: it closes the abandoned run and is run 2."""
+    from contextlib import aclosing
+
+    @tool
+    def lookup(q: str) -> str:
+        """Plain tool."""
+        return "data"
+
+    once = [turn(call("lookup", q="x", id="c1")), AIMessage("done")]
+    model = ScriptedChatModel([*once, *once])  # each thread: a call, then the next run's answer
+    agent = _agent(router, model, [lookup], InMemorySaver())
+    config = _thread(f"closed-{router.name}")
+    stream = agent.stream({"messages": [HumanMessage("first")]}, config)
+    for _ in stream:
+        break  # the caller stops reading, and keeps the stream
+    stream.close()
+    after = agent.invoke({"messages": [HumanMessage("second")]}, config)
+    assert (after["stop_record"]["run"], after["messages"][-1].content) == (2, "done")
+
+    async def main() -> dict[str, Any]:
+        aconfig = _thread(f"aclosed-{router.name}")
+        async with aclosing(agent.astream({"messages": [HumanMessage("first")]}, aconfig)) as s:
+            async for _ in s:
+                break
+        return dict(await agent.ainvoke({"messages": [HumanMessage("second")]}, aconfig))
+
+    after = asyncio.run(main())
+    assert (after["stop_record"]["run"], after["messages"][-1].content) == (2, "done")
+    model.assert_complete()
