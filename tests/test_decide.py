@@ -644,6 +644,8 @@ def test_an_answer_that_is_not_text_is_an_invalid_signal(answer: Any) -> None:
         "\U000e0041\U000e0020\U000e007f",  # tag characters
         "\U000e0100",  # a variation selector (supplement)
         "\u115f\u1160\u3164\uffa0",  # Hangul fillers
+        "\u034f\u17b4\u17b5\u180b\u180c\u180d\u180f",  # other default-ignorables
+        "\U0001bca0\U0001bca3\U0001d173\U0001d17a",
         "\x1b[2J",  # an ANSI escape sequence: the terminal acts, shows nothing
         "\x1b]0;title\x07",
         "\x1b]0;title\x1b\\ \x1b[31m\x1b[0m\x1bc",

@@ -77,6 +77,14 @@ KNOWN = [
     ("<password> <![CDATA[hun<ter2XYZ]]></password>", "ter2XYZ"),
     ("<db_secret><![CDATA[a]]><![CDATA[hunter2XYZ]]></db_secret>", "hunter2XYZ"),
     ("&lt;password&gt;&lt;![CDATA[hunter2XYZ]]&gt;&lt;/password&gt;", "hunter2XYZ"),
+    # Python reprs: prefixed strings, wrappers, tuples
+    ("{'password': b'hunter2XYZ'}", "hunter2XYZ"),
+    ("{'password': rb'hunter2XYZ'}", "hunter2XYZ"),
+    ("{'host': u'db2XYZ.internal'}", "db2XYZ"),
+    ("{'password': SecretStr('hunter2XYZ')}", "hunter2XYZ"),
+    ("{'password': SecretBytes(b'hunter2XYZ')}", "hunter2XYZ"),
+    ("{'password': ('hunter2XYZ',)}", "hunter2XYZ"),
+    ("password=bytearray(b'hunter2XYZ')", "hunter2XYZ"),
 ]
 
 
@@ -98,6 +106,7 @@ def test_each_shape_of_secret_is_masked(text: str, secret: str) -> None:
         "Unexpected token [ in JSON at position 0",
         "expected [1, 2], got {}",
         "AT&amp;T said &lt;b&gt;no&lt;/b&gt; &#8212; try later",
+        "the bus(es) ran late",
     ],
 )
 def test_ordinary_error_texts_are_kept(text: str) -> None:
@@ -119,6 +128,8 @@ def test_ordinary_error_texts_are_kept(text: str) -> None:
         # an entity hides a secret: the text is shown decoded, masked
         ("AT&amp;T: api_key&#61;abc", "AT&T: api_key=***"),
         ("<password><![CDATA[a]]></password> ok", "<password>***</password> ok"),
+        ("{'password': b'x', 'n': 1}", "{'password': ***, 'n': 1}"),
+        ("{'password': SecretStr('x'), 'n': 1}", "{'password': ***, 'n': 1}"),
     ],
 )
 def test_a_masked_text_keeps_its_shape(text: str, shown: str) -> None:

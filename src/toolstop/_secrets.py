@@ -68,13 +68,17 @@ _SECRET_NAME = (
 _PAIR = re.compile(
     rf"(?<![A-Za-z0-9_.-])((?:\\?[\"'])?)({_SECRET_NAME})((?:\\?[\"'])?)(\s{{0,8}}[=:]\s{{0,8}})"
     r"(\\[\"'][^\n]{0,4096}?(?:\\[\"']|$)"
-    r"|\"(?:[^\"\\\n]|\\.){0,4096}\"?|'(?:[^'\\\n]|\\.){0,4096}'?|[^\s,;)}\]\"']{1,4096})",
+    r"|\"(?:[^\"\\\n]|\\.){0,4096}\"?|'(?:[^'\\\n]|\\.){0,4096}'?"
+    r"|[rRbBuUfF]{1,2}(?:\"(?:[^\"\\\n]|\\.){0,4096}\"?|'(?:[^'\\\n]|\\.){0,4096}'?)"
+    r"|(?:[A-Za-z_][\w.]{0,64})?\((?:[^()\n]|\([^()\n]{0,256}\)){0,4096}\)?"
+    r"|[^\s,;)}\]\"']{1,4096})",
     re.IGNORECASE | re.MULTILINE,
 )
 """A key naming a secret (quoted or not, or only closed by a quote: `password": "..."`), `=` or
 `:`, and its value (double- or single-quoted, or bare); the quotes may be escaped
-(`{\\"password\\": \\"...\\"}`, JSON inside a JSON string). A value opening with `[` or `{`
-may be an array or object (`_container`)."""
+(`{\\"password\\": \\"...\\"}`, JSON inside a JSON string). A Python repr's value is whole: a
+prefixed string (`b'...'`, `rb'...'`), a call or tuple (`SecretStr('...')`, `('...',)`). A value
+opening with `[` or `{` may be an array or object (`_container`)."""
 _CONTAINER_START = re.compile(r"[\[{]\s{0,64}(?:\\?[\"'\[\]{}]|\*\*\*)")
 """An array or object whose first item is a string, an array, an object or a mask: read as one
 even when its end is cut off."""

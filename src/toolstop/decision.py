@@ -354,14 +354,17 @@ _ESCAPE = (
 SOS, PM, APC: `ESC ]0;title BEL`) runs to BEL or ST, or to the end of the text."""
 
 _SHOWN = re.compile(
-    _ESCAPE + "|(?P<seen>[^\\s\x00-\x1f\x7f-\x9f\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f"
-    "\u202a-\u202e\u2060-\u206f\u2800\u3164\ufe00-\ufe0f\ufeff\uffa0"
-    "\U000e0000-\U000e007f\U000e0100-\U000e01ef])"
+    _ESCAPE + "|(?P<seen>[^\\s\x00-\x1f\x7f-\x9f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5"
+    "\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800\u3164\ufe00-\ufe0f\ufeff"
+    "\uffa0\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e007f"
+    "\U000e0100-\U000e01ef])"
 )
 """An escape sequence, or (group `seen`) a character a reader sees: not whitespace, not a control
 (NUL...), not a zero-width or bidi formatting character (ZWSP, ZWJ, LRM/RLM, LRE...RLO,
-LRI...PDI, word joiner, BOM), not a Hangul filler, the braille blank, a tag character or a
-variation selector. Read in order, so the characters of an escape sequence are never seen."""
+LRI...PDI, word joiner, BOM), not a Hangul filler, the braille blank, a tag character, a
+variation selector or another default-ignorable one (combining grapheme joiner, Khmer inherent
+vowels, Mongolian free variation selectors, shorthand and musical format controls). Read in
+order, so the characters of an escape sequence are never seen."""
 
 
 def _blank(content: Any) -> bool:
