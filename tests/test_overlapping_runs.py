@@ -236,6 +236,41 @@ def _check_waited_and_refused(
     assert_valid_history(after["messages"], "all")
 
 
+def _release_on_poll(monkeypatch: pytest.MonkeyPatch, event: asyncio.Event) -> None:
+    """The async claim's poll sets `event` when a run starts to wait (the run waited for then
+    ends: its tool was waiting for the event)."""
+    from toolstop import _invocation
+
+    poll = _invocation._poll
+
+    async def releasing_poll() -> None:
+        event.set()
+        await poll()
+
+    monkeypatch.setattr(_invocation, "_poll", releasing_poll)
+
+
+class _Releasing:
+    """The claim's condition, setting `event` when a run starts to wait on it (the run waited
+    for then ends: its tool was waiting for the event)."""
+
+    def __init__(self, condition: Any, event: threading.Event) -> None:
+        self.condition, self.event = condition, event
+
+    def __enter__(self) -> Any:
+        return self.condition.__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self.condition.__exit__(*exc)
+
+    def wait_for(self, predicate: Any, timeout: float | None = None) -> Any:
+        self.event.set()
+        return self.condition.wait_for(predicate, timeout)
+
+    def notify_all(self) -> None:
+        self.condition.notify_all()
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
 def test_a_run_that_waited_while_the_first_finished_is_refused(
@@ -255,23 +290,7 @@ def test_a_run_that_waited_while_the_first_finished_is_refused(
     monkeypatch.setattr(_invocation, "GRACE_S", HANG_GUARD_S)
     condition = _invocation._released
 
-    class _Releasing:
-        """The claim's condition: the first run's tool is released once the second waits."""
-
-        def __enter__(self) -> Any:
-            return condition.__enter__()
-
-        def __exit__(self, *exc: Any) -> Any:
-            return condition.__exit__(*exc)
-
-        def wait_for(self, predicate: Any, timeout: float | None = None) -> Any:
-            release.set()
-            return condition.wait_for(predicate, timeout)
-
-        def notify_all(self) -> None:
-            condition.notify_all()
-
-    monkeypatch.setattr(_invocation, "_released", _Releasing())
+    monkeypatch.setattr(_invocation, "_released", _Releasing(condition, release))
 
     @tool
     def slow(q: str) -> str:
@@ -333,13 +352,7 @@ def test_an_async_run_that_waited_while_the_first_finished_is_refused(
 
     async def main() -> tuple[BaseException, dict[str, Any], dict[str, Any]]:
         started, release = asyncio.Event(), asyncio.Event()
-        poll = _invocation._poll
-
-        async def releasing_poll() -> None:  # the second run waits: the first one's tool ends
-            release.set()
-            await poll()
-
-        monkeypatch.setattr(_invocation, "_poll", releasing_poll)
+        _release_on_poll(monkeypatch, release)
 
         @tool
         async def slow(q: str) -> str:
@@ -1130,23 +1143,7 @@ def test_a_review_approved_twice_runs_its_tool_once(
     charges: list[str] = []
     condition = _invocation._released
 
-    class _Releasing:
-        """The claim's condition: the first resume's tool ends once the second one waits."""
-
-        def __enter__(self) -> Any:
-            return condition.__enter__()
-
-        def __exit__(self, *exc: Any) -> Any:
-            return condition.__exit__(*exc)
-
-        def wait_for(self, predicate: Any, timeout: float | None = None) -> Any:
-            proceed.set()
-            return condition.wait_for(predicate, timeout)
-
-        def notify_all(self) -> None:
-            condition.notify_all()
-
-    monkeypatch.setattr(_invocation, "_released", _Releasing())
+    monkeypatch.setattr(_invocation, "_released", _Releasing(condition, proceed))
 
     @tool
     def pay(order: str) -> str:
@@ -1193,13 +1190,7 @@ def test_an_async_review_approved_twice_runs_its_tool_once(
 
     async def main() -> dict[str, Any]:
         charging, proceed = asyncio.Event(), asyncio.Event()
-        poll = _invocation._poll
-
-        async def releasing_poll() -> None:  # the second resume waits: the first one's tool ends
-            proceed.set()
-            await poll()
-
-        monkeypatch.setattr(_invocation, "_poll", releasing_poll)
+        _release_on_poll(monkeypatch, proceed)
 
         @tool
         async def pay(order: str) -> str:

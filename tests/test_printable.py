@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -107,22 +109,29 @@ def test_the_reports_summary_escapes_tool_names(
     assert any(printable(name) in text for name in HOSTILE), text
 
 
-def test_a_tool_name_cannot_forge_a_log_line() -> None:
+@contextmanager
+def _logged(form: str) -> Iterator[io.StringIO]:
+    """What logger `toolstop` writes at INFO while the block runs, formatted by `form`."""
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
+    handler.setFormatter(logging.Formatter(form))
     logger = logging.getLogger("toolstop")
     level = logger.level
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     try:
+        yield stream
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def test_a_tool_name_cannot_forge_a_log_line() -> None:
+    with _logged("%(levelname)s %(name)s %(message)s") as stream:
         tool = forced_tool(FORGED, ("Found it.", signal("completed")))
         model = ScriptedChatModel([call(FORGED, id="c1"), "Found it."])
         agent = build_react_graph(model, [tool], policy=StopPolicy(mode="never"))
         agent.invoke({"messages": [HumanMessage("q")]})
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
     lines = stream.getvalue().splitlines()
     assert lines, "no run_end line"
     assert all(line.startswith("INFO toolstop run ended:") for line in lines), lines
@@ -134,21 +143,11 @@ def test_the_log_line_names_the_thread_escaped_and_cut() -> None:
     text: escaped, and cut to 200 characters (the whole id stays in the record's `extra`)."""
     from langgraph.checkpoint.memory import InMemorySaver
 
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    logger = logging.getLogger("toolstop")
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
     thread_id = FORGED + ESCAPES + "x" * 300
-    try:
+    with _logged("%(message)s") as stream:
         model = ScriptedChatModel(["Hello."])
         agent = build_react_graph(model, [], checkpointer=InMemorySaver())
         agent.invoke({"messages": [HumanMessage("q")]}, {"configurable": {"thread_id": thread_id}})
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
     lines = stream.getvalue().splitlines()
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"run ended: thread={printable(thread_id)[:200]}... run=1 rule=")

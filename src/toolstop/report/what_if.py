@@ -30,16 +30,14 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from toolstop._lifecycle import RunState, answered, begin, relay_message
-from toolstop._relay import to_model
+from toolstop._lifecycle import RunState, relay_message
 from toolstop.outcome import Outcome, signal
 from toolstop.policy import StopPolicy
 from toolstop.record import StopRecord, reads_as_error
 from toolstop.report.candidates import writes
 from toolstop.report.examples import _text, clean
-from toolstop.report.sources.shadow import _ending, runs_of
+from toolstop.report.sources.shadow import _ending, replay_answer, replay_begin, runs_of
 from toolstop.report.sources.shadow import prepared as recorded_copy
-from toolstop.testing.scripted import approximate_usage
 
 __all__ = [
     "Converted",
@@ -138,15 +136,7 @@ def converted_records(
             if not isinstance(copy, AIMessage):
                 history.append(copy)
                 continue
-            begun = begin(
-                run,
-                previous,
-                history,
-                policy,
-                invocation=invocation,
-                remaining_steps=None,
-                loop_steps=0,
-            )
+            begun = replay_begin(run, previous, history, policy, invocation)
             decision = begun.decision
             if decision is not None and decision.stop and not decision.narrate:
                 shown = relay_message(decision.relay, decision.rule, for_model=decision.for_model)
@@ -161,16 +151,7 @@ def converted_records(
                     for c in m.tool_calls
                 ]
                 break
-            if copy.usage_metadata is None:  # the scripted model's estimate of what it saw
-                copy.usage_metadata = approximate_usage(to_model(begun.messages), copy)
-            answer, run = answered(
-                begun.run,
-                copy,
-                policy,
-                remaining_steps=None,
-                loop_steps=begun.needed,
-                messages=begun.messages,
-            )
+            answer, run = replay_answer(begun, copy, policy)
             history.append(answer)
         record = _ending(run, previous, history, policy)
         found.records.append(record)

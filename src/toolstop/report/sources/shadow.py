@@ -25,6 +25,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from toolstop._lifecycle import (
+    Begun,
     RunState,
     answered,
     begin,
@@ -34,13 +35,14 @@ from toolstop._lifecycle import (
     pending,
     run_start,
 )
+from toolstop._relay import to_model
 from toolstop.decision import current_turn
 from toolstop.policy import StopPolicy
 from toolstop.record import StopRecord
 from toolstop.report.sources._base import Unreadable
 from toolstop.testing.scripted import approximate_usage
 
-__all__ = ["runs_of", "shadow_records"]
+__all__ = ["replay_answer", "replay_begin", "runs_of", "shadow_records"]
 
 
 def runs_of(messages: Sequence[BaseMessage]) -> list[list[BaseMessage]]:
@@ -113,6 +115,35 @@ def prepared(
     return copy
 
 
+def replay_begin(
+    run: RunState | None,
+    previous: StopRecord | None,
+    history: list[Any],
+    policy: StopPolicy,
+    invocation: int,
+) -> Begun:
+    """`begin` for the next recorded model answer of a replay (no step limits: not recorded)."""
+    return begin(
+        run, previous, history, policy, invocation=invocation, remaining_steps=None, loop_steps=0
+    )
+
+
+def replay_answer(begun: Begun, answer: AIMessage, policy: StopPolicy) -> tuple[Any, RunState]:
+    """`answered` for a recorded model answer, its usage estimated when none was recorded.
+
+    The estimate is the test kit's model's, from what the model was sent."""
+    if answer.usage_metadata is None:
+        answer.usage_metadata = approximate_usage(to_model(begun.messages), answer)
+    return answered(
+        begun.run,
+        answer,
+        policy,
+        remaining_steps=None,
+        loop_steps=begun.needed,
+        messages=begun.messages,
+    )
+
+
 def shadow_records(
     messages: Sequence[BaseMessage],
     policy: StopPolicy | None = None,
@@ -151,24 +182,8 @@ def shadow_records(
             if not isinstance(copy, AIMessage):
                 history.append(copy)
                 continue
-            begun = begin(
-                run,
-                previous,
-                history,
-                policy,
-                invocation=invocation,
-                remaining_steps=None,
-                loop_steps=0,
-            )
-            if copy.usage_metadata is None:  # the scripted model's estimate
-                copy.usage_metadata = approximate_usage(begun.messages, copy)
-            answer, run = answered(
-                begun.run,
-                copy,
-                policy,
-                remaining_steps=None,
-                loop_steps=begun.needed,
-                messages=begun.messages,
+            answer, run = replay_answer(
+                replay_begin(run, previous, history, policy, invocation), copy, policy
             )
             history.append(answer)
         record = _ending(run, previous, history, policy)
