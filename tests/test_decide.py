@@ -646,6 +646,7 @@ def test_an_answer_that_is_not_text_is_an_invalid_signal(answer: Any) -> None:
         "\u115f\u1160\u3164\uffa0",  # Hangul fillers
         "\u034f\u17b4\u17b5\u180b\u180c\u180d\u180f",  # other default-ignorables
         "\U0001bca0\U0001bca3\U0001d173\U0001d17a",
+        "\ufff0\ufff8\U000e0080\U000e0fff",  # unassigned, default-ignorable
         "\x1b[2J",  # an ANSI escape sequence: the terminal acts, shows nothing
         "\x1b]0;title\x07",
         "\x1b]0;title\x1b\\ \x1b[31m\x1b[0m\x1bc",

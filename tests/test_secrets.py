@@ -85,6 +85,10 @@ KNOWN = [
     ("{'password': SecretBytes(b'hunter2XYZ')}", "hunter2XYZ"),
     ("{'password': ('hunter2XYZ',)}", "hunter2XYZ"),
     ("password=bytearray(b'hunter2XYZ')", "hunter2XYZ"),
+    ("{'password': ((('hunter2XYZ',),),)}", "hunter2XYZ"),
+    ("{'password': SecretStr(')hunter2XYZ')}", "hunter2XYZ"),
+    ("{'password': '''hunter2XYZ'''}", "hunter2XYZ"),
+    ('{"password": """first\nhunter2XYZ"""}', "hunter2XYZ"),
 ]
 
 
@@ -130,6 +134,7 @@ def test_ordinary_error_texts_are_kept(text: str) -> None:
         ("<password><![CDATA[a]]></password> ok", "<password>***</password> ok"),
         ("{'password': b'x', 'n': 1}", "{'password': ***, 'n': 1}"),
         ("{'password': SecretStr('x'), 'n': 1}", "{'password': ***, 'n': 1}"),
+        ("{'password': ((('x',),),), 'n': 1}", "{'password': ***, 'n': 1}"),
     ],
 )
 def test_a_masked_text_keeps_its_shape(text: str, shown: str) -> None:

@@ -68,17 +68,21 @@ _SECRET_NAME = (
 _PAIR = re.compile(
     rf"(?<![A-Za-z0-9_.-])((?:\\?[\"'])?)({_SECRET_NAME})((?:\\?[\"'])?)(\s{{0,8}}[=:]\s{{0,8}})"
     r"(\\[\"'][^\n]{0,4096}?(?:\\[\"']|$)"
+    r"|[rRbBuUfF]{0,2}(?:\"\"\"[\s\S]{0,4096}?(?:\"\"\"|\Z)|'''[\s\S]{0,4096}?(?:'''|\Z))"
     r"|\"(?:[^\"\\\n]|\\.){0,4096}\"?|'(?:[^'\\\n]|\\.){0,4096}'?"
     r"|[rRbBuUfF]{1,2}(?:\"(?:[^\"\\\n]|\\.){0,4096}\"?|'(?:[^'\\\n]|\\.){0,4096}'?)"
-    r"|(?:[A-Za-z_][\w.]{0,64})?\((?:[^()\n]|\([^()\n]{0,256}\)){0,4096}\)?"
+    r"|(?:[A-Za-z_][\w.]{0,64})?\("
     r"|[^\s,;)}\]\"']{1,4096})",
     re.IGNORECASE | re.MULTILINE,
 )
 """A key naming a secret (quoted or not, or only closed by a quote: `password": "..."`), `=` or
 `:`, and its value (double- or single-quoted, or bare); the quotes may be escaped
 (`{\\"password\\": \\"...\\"}`, JSON inside a JSON string). A Python repr's value is whole: a
-prefixed string (`b'...'`, `rb'...'`), a call or tuple (`SecretStr('...')`, `('...',)`). A value
-opening with `[` or `{` may be an array or object (`_container`)."""
+prefixed or triple-quoted string (`b'...'`, `rb'...'`), a call or a tuple (`SecretStr('...')`,
+`('...',)`, nested to any depth: `_balanced_end`). A value opening with `[` or `{` may be an
+array or object (`_container`)."""
+_CALL = re.compile(r"(?:[A-Za-z_][\w.]{0,64})?\(")
+"""A value that is a call or a tuple: masked to its closing parenthesis."""
 _CONTAINER_START = re.compile(r"[\[{]\s{0,64}(?:\\?[\"'\[\]{}]|\*\*\*)")
 """An array or object whose first item is a string, an array, an object or a mask: read as one
 even when its end is cut off."""
@@ -199,12 +203,35 @@ def _container(text: str, start: int, escaped: bool) -> tuple[str, int] | None:
     return ("".join(parts), limit) if cut_off_too else None
 
 
+def _balanced_end(text: str, start: int) -> int:
+    """Where the parenthesis opening at `start` closes (exclusive), strings in it skipped; the
+    end of the line, or `_CONTAINER_MAX` characters on, when it does not close before."""
+    limit = min(len(text), start + _CONTAINER_MAX)
+    depth, at = 0, start
+    while at < limit and text[at] != "\n":
+        char = text[at]
+        if char in "\"'":
+            at = _string_end(text, at, limit, escaped=False)
+            continue
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                return at + 1
+        at += 1
+    return at
+
+
 def _mask_pairs(text: str) -> str:
     """`text` with the value of every `_PAIR` masked: a whole array or object as `_container`."""
     parts, at = [], 0
     while (found := _PAIR.search(text, at)) is not None:
         value, end = MASK, found.end()
-        if found.group(5)[0] in "[{":
+        call = _CALL.match(text, found.start(5))
+        if call is not None and call.end() == found.end():  # the pattern stops at the `(`
+            end = _balanced_end(text, call.end() - 1)
+        elif found.group(5)[0] in "[{":
             container = _container(text, found.start(5), found.group(1).startswith("\\"))
             if container is not None:
                 value, end = container

@@ -356,8 +356,7 @@ SOS, PM, APC: `ESC ]0;title BEL`) runs to BEL or ST, or to the end of the text."
 _SHOWN = re.compile(
     _ESCAPE + "|(?P<seen>[^\\s\x00-\x1f\x7f-\x9f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5"
     "\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u2800\u3164\ufe00-\ufe0f\ufeff"
-    "\uffa0\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e007f"
-    "\U000e0100-\U000e01ef])"
+    "\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff])"
 )
 """An escape sequence, or (group `seen`) a character a reader sees: not whitespace, not a control
 (NUL...), not a zero-width or bidi formatting character (ZWSP, ZWJ, LRM/RLM, LRE...RLO,
