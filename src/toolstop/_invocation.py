@@ -183,7 +183,7 @@ def _release_refused(thread: tuple[int, str, str], suspect: _Suspect, loop: Any)
         left, head = _left.get(thread), _head(loop)
         if thread in _running or left is None or left.resume_from != suspect.resume_from:
             return
-        if head is not None and head > suspect.resume_from and left.head != head:
+        if head is not None and head > suspect.resume_from:
             _remember(thread, _Left(head, suspect.resume_from))
 
 
@@ -324,11 +324,15 @@ async def aclaim(config: Any) -> None:
         suspect = (
             None if loop in _names or thread is None else _suspect(loop, thread, waited=waited)
         )
-    held = suspect is not None and not suspect.from_refused
-    written = held and suspect is not None and await _awritten(loop, suspect.resume_from)
-    checked = suspect.resume_from if held and suspect is not None else None
+    held = None  # the checkpoint read here and found held
+    if (
+        suspect is not None
+        and not suspect.from_refused
+        and await _awritten(loop, suspect.resume_from)
+    ):
+        held = suspect.resume_from
     # Only the checkpoint read here is known; one another run left meanwhile is not refused.
-    _claim(loop, lambda _loop, checkpoint_id: written and checkpoint_id == checked, waited=waited)
+    _claim(loop, lambda _loop, checkpoint_id: checkpoint_id == held, waited=waited)
 
 
 def _claim(loop: Any, written: Callable[[Any, str], bool], *, waited: bool) -> str:

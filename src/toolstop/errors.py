@@ -32,7 +32,8 @@ class ToolstopConcurrentRunError(ToolstopError, GraphBubbleUp, RuntimeError):
     control-flow signals (interrupts, parent commands): tool and model error handlers
     (`ToolNode`'s, `ToolErrorMiddleware`, the retry and fallback middleware) let it through
     rather than answer the model with it, LangGraph's retry policies do not retry it, and no
-    error is written to the thread for it, so the refused run leaves nothing to continue from.
+    error is written to the thread for it (checkpoints of the refused run's earlier steps stay:
+    see `checkpoint_id`).
 
     Attributes:
         thread_id: The thread's id (as the config gave it, whole).

@@ -112,15 +112,8 @@ def messages_at(database: Any, end: Any) -> list[BaseMessage] | None:
     """The thread's messages at the checkpoint of `end` (a `RunEnd`), or `None` when unreadable."""
     if end.checkpoint_id is None:
         return None
-    config = {
-        "configurable": {
-            "thread_id": end.thread_id,
-            "checkpoint_ns": end.checkpoint_ns,
-            "checkpoint_id": end.checkpoint_id,
-        }
-    }
     try:
-        found = database.full.get_tuple(config)
+        found = database.full.get_tuple(end.checkpoint_config())
     except Exception:  # a checkpoint toolstop cannot decode: no example from it
         return None
     if found is None:

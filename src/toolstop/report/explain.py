@@ -67,15 +67,8 @@ def _signals(turn: Turn) -> list[dict[str, Any]]:
 
 
 def _messages(database: Database, end: RunEnd) -> list[BaseMessage] | None:
-    config = {
-        "configurable": {
-            "thread_id": end.thread_id,
-            "checkpoint_ns": end.checkpoint_ns,
-            "checkpoint_id": end.checkpoint_id,
-        }
-    }
     try:
-        found = database.full.get_tuple(config)
+        found = database.full.get_tuple(end.checkpoint_config())
         values = found.checkpoint.get("channel_values") if found is not None else None
     except Exception as error:  # a checkpoint the saver cannot take apart: turns unknown
         if database_error(error):

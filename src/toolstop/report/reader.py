@@ -68,6 +68,16 @@ class RunEnd:
     record: dict[str, Any]
     checkpoint_id: str | None = None
 
+    def checkpoint_config(self) -> dict[str, Any]:
+        """The config that reads the checkpoint holding the record (`get_tuple`)."""
+        return {
+            "configurable": {
+                "thread_id": self.thread_id,
+                "checkpoint_ns": self.checkpoint_ns,
+                "checkpoint_id": self.checkpoint_id,
+            }
+        }
+
 
 def parse_time(text: str, *, now: datetime | None = None) -> datetime:
     """Parse a `--since` value.
