@@ -226,10 +226,10 @@ def make_broken_agent(model, tools, policy):
 '''
 
 
-def test_check_agent_escapes_tool_names_in_every_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The table's rows and the `stand-ins:` / `signal in their own code` lines name the tools."""
+def _check_hostile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, factory: str
+) -> tuple[int, str]:
+    """`toolstop check --agent hostile_agent:FACTORY`: its exit status and output, escape-free."""
     import sys
 
     monkeypatch.chdir(tmp_path)
@@ -237,15 +237,21 @@ def test_check_agent_escapes_tool_names_in_every_line(
     (tmp_path / "hostile_agent.py").write_text(HOSTILE_AGENT, encoding="utf-8")
     out = io.StringIO()
     try:
-        main(
-            ["check", "--agent", "hostile_agent:make_agent", "--tools", "hostile_agent:TOOLS"],
-            out=out,
-        )
+        argv = ["--agent", f"hostile_agent:{factory}", "--tools", "hostile_agent:TOOLS"]
+        code = main(["check", *argv], out=out)
     finally:
         sys.modules.pop("hostile_agent", None)
     text = out.getvalue()
     _no_raw_control(text)
     assert "\u202e" not in text
+    return code, text
+
+
+def test_check_agent_escapes_tool_names_in_every_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The table's rows and the `stand-ins:` / `signal in their own code` lines name the tools."""
+    _, text = _check_hostile(tmp_path, monkeypatch, "make_agent")
     assert "look\\x1b]0;pwn\\x07\\u202eup" in text
     assert any(line.startswith("stand-ins: ") for line in text.splitlines())
     assert any(line.startswith("success@look\\x1b") for line in text.splitlines()), text
@@ -255,20 +261,8 @@ def test_check_agent_escapes_tool_names_in_the_breaches(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`breaches, by cause` lists the runs behind each cause: scenario keys name the tools."""
-    import sys
-
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
-    (tmp_path / "hostile_agent.py").write_text(HOSTILE_AGENT, encoding="utf-8")
-    out = io.StringIO()
-    try:
-        argv = ["--agent", "hostile_agent:make_broken_agent", "--tools", "hostile_agent:TOOLS"]
-        assert main(["check", *argv], out=out) == 1
-    finally:
-        sys.modules.pop("hostile_agent", None)
-    text = out.getvalue()
-    _no_raw_control(text)
-    assert "\u202e" not in text
+    code, text = _check_hostile(tmp_path, monkeypatch, "make_broken_agent")
+    assert code == 1
     runs = [line for line in text.splitlines() if line.startswith("  in ")]
     assert any("@look\\x1b]0;pwn\\x07\\u202eup" in line for line in runs), text
 
