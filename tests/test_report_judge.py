@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -130,9 +131,9 @@ def test_the_judge_counts_each_label_an_unparseable_reply_and_a_failed_call(
     for body in sent[:RUNS]:
         system, user = body["messages"]
         assert system == {"role": "system", "content": RUBRIC}
-        assert "<<<TOOL RESULT\nOrder " in user["content"]
+        assert re.search(r"<<<TOOL RESULT [0-9a-f]{12}\nOrder ", user["content"])
         assert "api_key=***" in user["content"]
-        assert "<<<FINAL ANSWER\nOrder " in user["content"]
+        assert re.search(r"<<<FINAL ANSWER [0-9a-f]{12}\nOrder ", user["content"])
     for body in bodies:
         assert SECRET.encode() not in body
         assert PASSWORD.encode() not in body
@@ -173,7 +174,10 @@ def test_in_a_terminal_the_judge_asks_first(
         )  # fmt: skip
         calls = len(provider.raw_requests)
     stderr = capsys.readouterr().err
-    assert "the judge makes 2 call(s) to openai:x (1 tool(s), at most 2 each), about " in stderr
+    assert (
+        f"the judge makes 2 call(s) to openai:x at {provider.base_url}, sent no key of yours "
+        "(1 tool(s), at most 2 each), about "
+    ) in stderr
     assert "judge now? [y/N] " in stderr
     if judged:
         assert (code, calls) == (0, 2)
@@ -273,9 +277,9 @@ def test_the_same_database_sends_the_same_sample(
                 provider.base_url, "--yes", "--judge-samples", "3",
             )  # fmt: skip
             assert code == 0
-            sent.append(
-                [json.loads(body)["messages"][1]["content"] for body in provider.raw_requests]
-            )
+            contents = [json.loads(b)["messages"][1]["content"] for b in provider.raw_requests]
+            # the fences' tags are drawn afresh for each call; the pairs are what must repeat
+            sent.append([re.sub(r"\b[0-9a-f]{12}\b", "TAG", c) for c in contents])
     assert len(sent[0]) == 3
     assert len(set(sent[0])) == 3  # three different runs
     assert sent[0] == sent[1]

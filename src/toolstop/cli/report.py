@@ -5,12 +5,14 @@ It reads a checkpoint database or the `toolstop` logger's JSON lines."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from toolstop._redact import without_password
 from toolstop.cli._output import failure, shown, write_outputs
 from toolstop.cli._report_from import read_from_args, what_if_of
 from toolstop.errors import ToolstopConfigError
@@ -394,6 +396,31 @@ def _judge_model(args: argparse.Namespace) -> Any:
         return False
 
 
+_HOST_FIELDS = ("openai_api_base", "anthropic_api_url", "base_url", "api_base", "endpoint")
+"""Where LangChain's chat models keep the URL they call (the provider's default when unset)."""
+
+
+def _judge_host(model: Any, args: argparse.Namespace) -> str:
+    """The host the judge's calls go to, safe to print: `--base-url` (and whose key it gets),
+    the client's own URL (a `*_BASE_URL` in the environment), or the provider's default."""
+    from toolstop.models import KEY_ENV
+
+    provider = args.judge.partition(":")[0]
+    if args.base_url:
+        env = KEY_ENV.get(provider)
+        key = (
+            f", sent the environment's {env}"
+            if env and os.environ.get(env)
+            else ", sent no key of yours"
+        )
+        return f"{shown(without_password(args.base_url))}{key}"
+    for field in _HOST_FIELDS:
+        url = getattr(model, field, None)
+        if isinstance(url, str) and url:
+            return shown(without_password(url))
+    return f"the {shown(provider)} provider's default host"
+
+
 def _run_judge(
     model: Any, args: argparse.Namespace, document: dict[str, Any], pairs: dict[str, Any]
 ) -> dict[str, Any] | None:
@@ -409,6 +436,7 @@ def _run_judge(
     )
     print(
         f"toolstop report: the judge makes {calls} call(s) to {shown(args.judge)} "
+        f"at {_judge_host(model, args)} "
         f"({len(chosen)} tool(s), at most {args.judge_samples} each), about {tokens} tokens "
         "in all (an estimate)",
         file=sys.stderr,
