@@ -187,6 +187,7 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
     from toolstop.report.summary import REPORT_VERSION, Summary, with_prices
     from toolstop.report.tally import Distinct
 
+    sources = (args.db, args.from_, args.log)  # what an error may quote: masked (`shown`)
     writes = frozenset(t.strip() for t in args.writes.split(",") if t.strip())
     judge = _judge_model(args)
     if judge is False:
@@ -284,17 +285,18 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                 file=sys.stderr,
             )
     except (ToolstopConfigError, ValueError) as error:  # ValueError: an unknown format
-        print(f"toolstop report: {shown(str(error), args.db or args.from_)}", file=sys.stderr)
+        print(f"toolstop report: {shown(str(error), *sources)}", file=sys.stderr)
         return 2
     except OSError as error:
         reason = error.strerror or type(error).__name__
         print(
-            f"toolstop report: cannot read {shown(str(args.from_ or args.db))}: {reason}",
+            f"toolstop report: cannot read {shown(str(args.from_ or args.db), *sources)}: "
+            f"{shown(reason, *sources)}",
             file=sys.stderr,
         )
         return 2
     except Exception as error:  # a database gone mid-read: one sentence, no traceback
-        print(f"toolstop report: reading failed: {failure(error, args.db)}", file=sys.stderr)
+        print(f"toolstop report: reading failed: {failure(error, *sources)}", file=sys.stderr)
         return 1
     document: dict[str, Any] = {
         "report_version": REPORT_VERSION,
@@ -392,7 +394,7 @@ def _judge_model(args: argparse.Namespace) -> Any:
     try:
         return chat_model(args.judge, base_url=args.base_url, option="--judge", **options)
     except ToolstopConfigError as error:
-        print(f"toolstop report: {shown(str(error))}", file=sys.stderr)
+        print(f"toolstop report: {shown(str(error), args.base_url)}", file=sys.stderr)
         return False
 
 
