@@ -253,9 +253,10 @@ def mask_password(text: str, uri: str) -> str:
 
 
 def mask_sources(text: str, *sources: str | None) -> str:
-    """`text` with the passwords of every source masked (`mask_password` of each): the one
-    masker for text that may quote a `--db`, `--from`, `--log` or `--base-url` value, or any
-    other string a user gave that may be a connection string."""
+    """`text` with the passwords of every source masked (`mask_password` of each).
+
+    The one masker for text that may quote a `--db`, `--from`, `--log` or `--base-url` value,
+    or any other string a user gave that may be a connection string."""
     for source in sources:
         if source:
             text = mask_password(text, source)

@@ -17,8 +17,10 @@ __all__ = ["chart_or_none", "failure", "progress", "shown", "versions", "write_o
 
 
 def shown(text: str, *sources: str | None) -> str:
-    """`text` safe for a terminal: the passwords of each source (a `--db`, `--from`, `--log`
-    or `--base-url` value it may quote) masked (`mask_sources`), controls escaped."""
+    """`text` safe for a terminal: the passwords of `sources` masked, controls escaped.
+
+    `sources` are the `--db`, `--from`, `--log` or `--base-url` values `text` may quote
+    (`mask_sources`)."""
     return printable(mask_sources(text, *sources))
 
 
