@@ -8,22 +8,19 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 
-from routers import ROUTERS
-from toolstop import StopPolicy
+from judge_runs import recorded
 from toolstop.cli import main
 from toolstop.report.model_judge import LABELS, RUBRIC, Sample, parse_label
 from toolstop.report.reader import RunEnd
-from toolstop.testing import ScriptedChatModel, call
 
 SECRET = "sk-live0123456789abcdefXYZ"
 PASSWORD = "hunter2hunter2"
@@ -38,23 +35,8 @@ def lookup_order(order_id: str) -> str:
 
 @pytest.fixture(scope="module")
 def database(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    db = tmp_path_factory.mktemp("judge") / "agent.sqlite"
-    with SqliteSaver.from_conn_string(str(db)) as saver:
-        for n in range(RUNS):
-            model = ScriptedChatModel(
-                [call("lookup_order", order_id=str(n)), f"Order {n} ships Monday. {PASSWORD=}"]
-            )
-            agent = ROUTERS[0].build(
-                model, [lookup_order], policy=StopPolicy(mode="never"), checkpointer=saver
-            )
-            agent.invoke(
-                {"messages": [HumanMessage("Where is it?")]},
-                {"configurable": {"thread_id": f"thread-{n}"}},
-            )
-    logging.getLogger("toolstop").setLevel(logging.NOTSET)
-    return db
+    answers = [f"Order {n} ships Monday. {PASSWORD=}" for n in range(RUNS)]
+    return recorded(tmp_path_factory.mktemp("judge") / "agent.sqlite", lookup_order, answers)
 
 
 class Terminal(io.StringIO):
