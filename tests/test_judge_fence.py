@@ -131,3 +131,45 @@ def test_the_confirmation_names_the_host_and_whose_key_it_gets(
     err = capsys.readouterr().err
     assert f"the judge makes 2 call(s) {said}" in err
     assert "hunter2" not in err
+
+
+LEAKS = {
+    "DB_PASS=Zx81leakA": "Zx81leakA",
+    '{"pass": "Zx82leakB"}': "Zx82leakB",
+    "password%3DZx83leakC": "Zx83leakC",
+    "password\\u003dZx84leakD": "Zx84leakD",
+    "GET /b?sv=2022-11-02&sig=Zx85leakE": "Zx85leakE",
+    "x-functions-key: Zx86leakF": "Zx86leakF",
+    "Ocp-Apim-Subscription-Key: Zx87leakG": "Zx87leakG",
+    "admin:Zx88leakH@db.internal": "Zx88leakH",
+}
+"""Secrets the masker once missed (issue 48), in a tool's result and the answer after it."""
+
+
+@tool
+def lookup(order_id: str) -> str:
+    """A lookup whose result quotes secrets in forms the masker once missed."""
+    return " | ".join(LEAKS)
+
+
+def test_no_secret_the_masker_once_missed_reaches_the_judge_or_the_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("langchain_openai", reason="needs the `openai` extra")
+    from toolstop.testing.loopback import LoopbackProvider
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    db = recorded(tmp_path / "leaks.sqlite", lookup, [f"Done. {' | '.join(LEAKS)}"] * 2)
+    out = tmp_path / "out"
+    with LoopbackProvider(["keep"] * 2) as provider:
+        argv = ["report", "--db", str(db), "--out", str(out), "--examples", "2"]
+        argv += ["--judge", "openai:x", "--base-url", provider.base_url, "--yes"]
+        assert main(argv, out=io.StringIO()) == 0
+        bodies = b"".join(provider.raw_requests).decode()
+    document = (out / "report.json").read_text()
+    page = (out / "report.html").read_text()
+    assert json.loads(document)["candidates"][0]["examples"]  # the pairs are shown
+    assert "x-functions-key: ***" in bodies
+    for secret in LEAKS.values():
+        for shown in (bodies, document, page):
+            assert secret not in shown
