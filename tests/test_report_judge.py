@@ -157,7 +157,7 @@ def test_in_a_terminal_the_judge_asks_first(
         calls = len(provider.raw_requests)
     stderr = capsys.readouterr().err
     assert (
-        f"the judge makes 2 call(s) to openai:x at {provider.base_url}, sent no key of yours "
+        f"the judge makes 2 call(s) to openai:x at {provider.base_url}, sent no key "
         "(1 tool(s), at most 2 each), about "
     ) in stderr
     assert "judge now? [y/N] " in stderr

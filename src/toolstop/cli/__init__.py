@@ -34,7 +34,6 @@ def _parser(
 ) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The top-level parser and the parser of each subcommand, by name; their errors mask the
     passwords of `argv`'s arguments."""
-    _Parser.sources = tuple(argv)
     parser = _Parser(
         prog="toolstop",
         description="Per-call, result-driven stops for LangGraph / LangChain tool-calling agents.",
@@ -45,6 +44,8 @@ def _parser(
     add_bench_parser(commands)
     add_report_parser(commands)
     add_explain_parser(commands)
+    for each in (parser, *commands.choices.values()):
+        each.sources = tuple(argv)
     choices: dict[str, argparse.ArgumentParser] = dict(commands.choices)
     return parser, choices
 

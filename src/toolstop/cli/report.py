@@ -410,11 +410,9 @@ def _judge_host(model: Any, args: argparse.Namespace) -> str:
     provider = args.judge.partition(":")[0]
     if args.base_url:
         env = KEY_ENV.get(provider)
-        key = (
-            f", sent the environment's {env}"
-            if env and os.environ.get(env)
-            else ", sent no key of yours"
-        )
+        key = ""
+        if env:  # the key toolstop knows the client reads; else the provider's own rules
+            key = f", sent the environment's {env}" if os.environ.get(env) else ", sent no key"
         return f"{shown(without_password(args.base_url))}{key}"
     for field in _HOST_FIELDS:
         url = getattr(model, field, None)
