@@ -5,12 +5,14 @@ It reads a checkpoint database or the `toolstop` logger's JSON lines."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from toolstop._redact import without_password
 from toolstop.cli._output import failure, shown, write_outputs
 from toolstop.cli._report_from import read_from_args, what_if_of
 from toolstop.errors import ToolstopConfigError
@@ -185,6 +187,7 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
     from toolstop.report.summary import REPORT_VERSION, Summary, with_prices
     from toolstop.report.tally import Distinct
 
+    sources = (args.db, args.from_, args.log)  # what an error may quote: masked (`shown`)
     writes = frozenset(t.strip() for t in args.writes.split(",") if t.strip())
     judge = _judge_model(args)
     if judge is False:
@@ -282,17 +285,18 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                 file=sys.stderr,
             )
     except (ToolstopConfigError, ValueError) as error:  # ValueError: an unknown format
-        print(f"toolstop report: {shown(str(error), args.db or args.from_)}", file=sys.stderr)
+        print(f"toolstop report: {shown(str(error), *sources)}", file=sys.stderr)
         return 2
     except OSError as error:
         reason = error.strerror or type(error).__name__
         print(
-            f"toolstop report: cannot read {shown(str(args.from_ or args.db))}: {reason}",
+            f"toolstop report: cannot read {shown(str(args.from_ or args.db), *sources)}: "
+            f"{shown(reason, *sources)}",
             file=sys.stderr,
         )
         return 2
     except Exception as error:  # a database gone mid-read: one sentence, no traceback
-        print(f"toolstop report: reading failed: {failure(error, args.db)}", file=sys.stderr)
+        print(f"toolstop report: reading failed: {failure(error, *sources)}", file=sys.stderr)
         return 1
     document: dict[str, Any] = {
         "report_version": REPORT_VERSION,
@@ -390,8 +394,31 @@ def _judge_model(args: argparse.Namespace) -> Any:
     try:
         return chat_model(args.judge, base_url=args.base_url, option="--judge", **options)
     except ToolstopConfigError as error:
-        print(f"toolstop report: {shown(str(error))}", file=sys.stderr)
+        print(f"toolstop report: {shown(str(error), args.base_url)}", file=sys.stderr)
         return False
+
+
+_HOST_FIELDS = ("openai_api_base", "anthropic_api_url", "base_url", "api_base", "endpoint")
+"""Where LangChain's chat models keep the URL they call (the provider's default when unset)."""
+
+
+def _judge_host(model: Any, args: argparse.Namespace) -> str:
+    """The host the judge's calls go to, safe to print: `--base-url` (and whose key it gets),
+    the client's own URL (a `*_BASE_URL` in the environment), or the provider's default."""
+    from toolstop.models import KEY_ENV
+
+    provider = args.judge.partition(":")[0]
+    if args.base_url:
+        env = KEY_ENV.get(provider)
+        key = ""
+        if env:  # the key toolstop knows the client reads; else the provider's own rules
+            key = f", sent the environment's {env}" if os.environ.get(env) else ", sent no key"
+        return f"{shown(without_password(args.base_url))}{key}"
+    for field in _HOST_FIELDS:
+        url = getattr(model, field, None)
+        if isinstance(url, str) and url:
+            return shown(without_password(url))
+    return f"the {shown(provider)} provider's default host"
 
 
 def _run_judge(
@@ -409,6 +436,7 @@ def _run_judge(
     )
     print(
         f"toolstop report: the judge makes {calls} call(s) to {shown(args.judge)} "
+        f"at {_judge_host(model, args)} "
         f"({len(chosen)} tool(s), at most {args.judge_samples} each), about {tokens} tokens "
         "in all (an estimate)",
         file=sys.stderr,
