@@ -31,7 +31,7 @@ from toolstop.outcome import Outcome, signal
 from toolstop.record import reads_as_error
 from toolstop.tools import tool_error_text
 
-__all__ = ["Answer", "OutcomeRule", "convert"]
+__all__ = ["Answer", "OutcomeRule", "checked", "convert", "signal_for"]
 
 Answer = str | Callable[[Any, Mapping[str, Any]], str]
 """What the user sees on a stop: a `str.format` template over the result, or a function of
@@ -105,20 +105,13 @@ def convert(
     outside a LangGraph `ToolNode` (called by hand) gets an empty `context`.
     """
     base = tool if isinstance(tool, BaseTool) else as_tool(tool)
-    if answer is not None and not (isinstance(answer, str) or callable(answer)):
-        msg = f"answer must be a str.format template or a function, got {type(answer).__name__}"
-        raise ToolstopConfigError(msg)
-    if outcome is not None and not callable(outcome):
-        msg = f"outcome must be a function of the result, got {type(outcome).__name__}"
-        raise ToolstopConfigError(msg)
+    answer, outcome = checked(answer, outcome)
     if base.return_direct:
         msg = (
             f"{base.name} has return_direct=True; convert ends the run per call instead, "
             "so create it without return_direct"
         )
         raise ToolstopConfigError(msg)
-    if isinstance(answer, str):
-        _check_template(answer)
     return _Converted(
         name=base.name,
         description=base.description,
@@ -209,7 +202,15 @@ class _Converted(BaseTool):
         if _signals(own):
             artifact: dict[str, Any] = own
         else:
-            artifact = self._artifact(content, error, failed, messages)
+            artifact = signal_for(
+                self.name,
+                content,
+                error=error,
+                failed=failed,
+                answer=self.answer,
+                outcome=self.outcome,
+                context=_context(messages),
+            )
             if own is not None:
                 artifact["tool_artifact"] = own
         if not (isinstance(given, dict) and given.get("type") == "tool_call"):
@@ -222,43 +223,85 @@ class _Converted(BaseTool):
             status="success",
         )
 
-    def _artifact(
-        self, content: Any, error: Exception | None, failed: bool, messages: Sequence[Any]
-    ) -> dict[str, Any]:
-        """The signal for one call: its outcome, and the user's text on a completed one."""
-        parsed = _parsed(content) if error is None else None
-        extra: dict[str, Any] = {}
-        reason = Outcome.TRANSIENT if failed else Outcome.COMPLETED
-        if self.outcome is not None:
-            try:
-                reason = Outcome(self.outcome(error if error is not None else parsed))
-            except Exception as problem:
-                reason = Outcome.TRANSIENT
-                extra["outcome_failed"] = self._failed("outcome", problem)
-        if reason is not Outcome.COMPLETED or self.answer is None:
-            return signal(reason, **extra)
-        try:
-            text = _render(self.answer, parsed, _context(messages))
-        except Exception as problem:
-            return signal(reason, answer_failed=self._failed("answer", problem), **extra)
-        if not is_answer(text) or not text.strip():
-            why = self._failed("answer", ValueError("the answer has no text"))
-            return signal(reason, answer_failed=why, **extra)
-        return signal(reason, answer=text, **extra)
 
-    def _failed(self, what: str, problem: Exception) -> str:
-        """Why `what` (answer or outcome) failed, masked and cut; logged once per tool."""
-        why = mask_secrets(f"{type(problem).__name__}: {problem}")[:_WHY_MAX]
-        if (self.name, what) not in _warned:
-            _warned.add((self.name, what))
-            logger.log(
-                logging.WARNING,
-                "toolstop: the %s of converted tool %r failed (%s); the stop shows the content",
-                what,
-                self.name[:_WHY_MAX],
-                why,
-            )
-        return why
+def checked(
+    answer: Answer | None, outcome: OutcomeRule | None
+) -> tuple[Answer | None, OutcomeRule | None]:
+    """`answer` and `outcome` as `convert` takes them, checked (every adapter's convert uses it).
+
+    Raises:
+        ToolstopConfigError: for an `answer` that is neither a string nor a function, a template
+            `str.format` cannot parse, or an `outcome` that is not a function.
+    """
+    if answer is not None and not (isinstance(answer, str) or callable(answer)):
+        msg = f"answer must be a str.format template or a function, got {type(answer).__name__}"
+        raise ToolstopConfigError(msg)
+    if outcome is not None and not callable(outcome):
+        msg = f"outcome must be a function of the result, got {type(outcome).__name__}"
+        raise ToolstopConfigError(msg)
+    if isinstance(answer, str):
+        _check_template(answer)
+    return answer, outcome
+
+
+def signal_for(
+    name: str,
+    content: Any,
+    *,
+    error: BaseException | None = None,
+    failed: bool | None = None,
+    answer: Answer | None = None,
+    outcome: OutcomeRule | None = None,
+    context: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The signal a converted tool `name` gives one call (see `convert`): the one rule of every
+    router's and adapter's `convert`.
+
+    Args:
+        name: The tool's name (for the once-per-tool warning).
+        content: What the model sees of the result (ignored for an `error`).
+        error: The exception the call raised, if it did.
+        failed: Whether the result is a failure; `None`: `reads_as_error(content)`.
+        answer: The user's text (template or function), rendered on a `completed` call.
+        outcome: The user's classification, instead of the default rule.
+        context: Tools called earlier in the run -> their latest result, for `answer`.
+    """
+    parsed = _parsed(content) if error is None else None
+    if failed is None:
+        failed = error is not None or reads_as_error(content)
+    extra: dict[str, Any] = {}
+    reason = Outcome.TRANSIENT if failed else Outcome.COMPLETED
+    if outcome is not None:
+        try:
+            reason = Outcome(outcome(error if error is not None else parsed))
+        except Exception as problem:
+            reason = Outcome.TRANSIENT
+            extra["outcome_failed"] = _failed(name, "outcome", problem)
+    if reason is not Outcome.COMPLETED or answer is None:
+        return signal(reason, **extra)
+    try:
+        text = _render(answer, parsed, context or {})
+    except Exception as problem:
+        return signal(reason, answer_failed=_failed(name, "answer", problem), **extra)
+    if not is_answer(text) or not text.strip():
+        why = _failed(name, "answer", ValueError("the answer has no text"))
+        return signal(reason, answer_failed=why, **extra)
+    return signal(reason, answer=text, **extra)
+
+
+def _failed(name: str, what: str, problem: Exception) -> str:
+    """Why `what` (answer or outcome) failed, masked and cut; logged once per tool."""
+    why = mask_secrets(f"{type(problem).__name__}: {problem}")[:_WHY_MAX]
+    if (name, what) not in _warned:
+        _warned.add((name, what))
+        logger.log(
+            logging.WARNING,
+            "toolstop: the %s of converted tool %r failed (%s); the stop shows the content",
+            what,
+            name[:_WHY_MAX],
+            why,
+        )
+    return why
 
 
 def _split(given: Any) -> tuple[Any, Sequence[Any]]:
