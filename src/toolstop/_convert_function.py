@@ -1,5 +1,6 @@
-"""A plain function converted for the adapters (OpenAI Agents, Pydantic AI): `toolstop.convert`'s
-rule, without LangChain's tool call."""
+"""A plain function converted for the adapters: `toolstop.convert`'s rule, without a ToolMessage.
+
+The OpenAI Agents SDK and Pydantic AI take plain functions; their `convert` wraps one here."""
 
 from __future__ import annotations
 

@@ -254,8 +254,9 @@ def signal_for(
     outcome: OutcomeRule | None = None,
     context: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The signal a converted tool `name` gives one call (see `convert`): the one rule of every
-    router's and adapter's `convert`.
+    """The signal a converted tool `name` gives one call (see `convert`).
+
+    The one rule of every router's and adapter's `convert`.
 
     Args:
         name: The tool's name (for the once-per-tool warning).
