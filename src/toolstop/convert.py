@@ -31,7 +31,15 @@ from toolstop.outcome import Outcome, signal
 from toolstop.record import reads_as_error
 from toolstop.tools import tool_error_text
 
-__all__ = ["Answer", "OutcomeRule", "checked", "convert", "signal_for"]
+__all__ = [
+    "Answer",
+    "OutcomeRule",
+    "checked",
+    "convert",
+    "parsed_result",
+    "render_answer",
+    "signal_for",
+]
 
 Answer = str | Callable[[Any, Mapping[str, Any]], str]
 """What the user sees on a stop: a `str.format` template over the result, or a function of
@@ -267,7 +275,7 @@ def signal_for(
         outcome: The user's classification, instead of the default rule.
         context: Tools called earlier in the run -> their latest result, for `answer`.
     """
-    parsed = _parsed(content) if error is None else None
+    parsed = parsed_result(content) if error is None else None
     if failed is None:
         failed = error is not None or reads_as_error(content)
     extra: dict[str, Any] = {}
@@ -281,7 +289,7 @@ def signal_for(
     if reason is not Outcome.COMPLETED or answer is None:
         return signal(reason, **extra)
     try:
-        text = _render(answer, parsed, context or {})
+        text = render_answer(answer, parsed, context or {})
     except Exception as problem:
         return signal(reason, answer_failed=_failed(name, "answer", problem), **extra)
     if not is_answer(text) or not text.strip():
@@ -341,7 +349,7 @@ def _text(content: Any) -> str | None:
     return None
 
 
-def _parsed(content: Any) -> Any:
+def parsed_result(content: Any) -> Any:
     """A result as a template sees it: JSON parsed where it is JSON, else its text."""
     text = _text(content)
     if text is None:
@@ -365,7 +373,7 @@ def _context(messages: Sequence[Any]) -> dict[str, Any]:
     context: dict[str, Any] = {}
     for message in reversed(run):
         if isinstance(message, ToolMessage) and message.status != "error" and message.name:
-            context[message.name] = _parsed(message.content)
+            context[message.name] = parsed_result(message.content)
     return context
 
 
@@ -382,7 +390,7 @@ class _Formatter(string.Formatter):
         return super().get_field(field_name, args, kwargs)
 
 
-def _render(answer: Any, result: Any, context: Mapping[str, Any]) -> Any:
+def render_answer(answer: Any, result: Any, context: Mapping[str, Any]) -> Any:
     """The user's text for one result: the template filled in, or the function's return."""
     if not isinstance(answer, str):
         return answer(result, context)
