@@ -103,6 +103,18 @@ def add_report_parser(commands: Any) -> None:
         help="your model's price per million output tokens (with --price-in)",
     )
     parser.add_argument(
+        "--narrator-price-in",
+        type=_price,
+        metavar="PRICE",
+        help="the narrator model's price per million input tokens (default: --price-in)",
+    )
+    parser.add_argument(
+        "--narrator-price-out",
+        type=_price,
+        metavar="PRICE",
+        help="the narrator model's price per million output tokens (default: --price-out)",
+    )
+    parser.add_argument(
         "--examples",
         type=_count,
         default=0,
@@ -338,8 +350,21 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
         document["template"] = template_from(
             args.from_, args.template.strip(), format=args.format
         ).document()
-    if args.price_in is not None or args.price_out is not None:
-        document = with_prices(document, args.price_in or 0.0, args.price_out or 0.0)
+    if any(
+        price is not None
+        for price in (
+            args.price_in,
+            args.price_out,
+            args.narrator_price_in,
+            args.narrator_price_out,
+        )
+    ):
+        narrator = None
+        if args.narrator_price_in is not None or args.narrator_price_out is not None:
+            narrator = (args.narrator_price_in or 0.0, args.narrator_price_out or 0.0)
+        document = with_prices(
+            document, args.price_in or 0.0, args.price_out or 0.0, narrator=narrator
+        )
     written = write_outputs(
         "toolstop report",
         args.out,
