@@ -37,6 +37,8 @@ LIBRARY = [
     "toolstop.middleware",
     "toolstop.legacy",
     "toolstop.tools",
+    "toolstop.convert",
+    "toolstop._convert_function",
     "toolstop.envelope",
     "toolstop.mcp",
     "toolstop.openai_agents",

@@ -37,6 +37,7 @@ def test_toolstop_all() -> None:
             "ToolstopError",
             "__version__",
             "build_react_graph",
+            "convert",
             "decide",
             "signal",
             "with_timeout",

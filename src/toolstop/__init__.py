@@ -8,6 +8,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from toolstop._version import __version__
+from toolstop.convert import convert
 from toolstop.decision import CallSignal, Decision, Problem, Rule, SignalProblem, StopRule, decide
 from toolstop.errors import ToolstopConcurrentRunError, ToolstopConfigError, ToolstopError
 from toolstop.graph import ReactState, build_react_graph
@@ -55,6 +56,7 @@ __all__ = [
     "ToolstopError",
     "__version__",
     "build_react_graph",
+    "convert",
     "decide",
     "signal",
     "with_timeout",

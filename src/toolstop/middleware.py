@@ -51,6 +51,7 @@ from toolstop._lifecycle import (
     run_start,
     turn_event,
 )
+from toolstop._narrator import answer_of, count_narrator_call, narration
 from toolstop._relay import to_model
 from toolstop.decision import Decision, Turn, current_turn
 from toolstop.errors import ToolstopConfigError
@@ -95,6 +96,14 @@ class StopOnArtifactState(AgentState[Any]):
 
     stop_record: NotRequired[StopRecord]
     toolstop_run: NotRequired[Annotated[RunState, PrivateStateAttr]]
+
+
+def _named(answer: AIMessage, config: Any) -> AIMessage:
+    """A narrator's answer, attributed like the agent's own (`create_agent(name=...)`)."""
+    name = _agent_name(config)
+    if name:
+        answer.name = name
+    return answer
 
 
 def _config() -> Any:
@@ -491,9 +500,12 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             if narrated or (
                 calls and answered_ids and all(c.get("id") in answered_ids for c in calls)
             ):
-                run = last_answer(
-                    {**run, "record": count_model_call(run["record"], answer)}, answer
+                counted = (
+                    count_narrator_call(run["record"], answer)
+                    if narrated and self.policy.narrator is not None
+                    else count_model_call(run["record"], answer)
                 )
+                run = last_answer({**run, "record": counted}, answer)
                 if calls and answer.id is not None:
                     # Only calls answered in this same step are left (the structured-output
                     # call): the run's answer, not a tool turn (`begin_turn` skips its turn).
@@ -544,7 +556,11 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         if begun.aborted is not None:
             request = self._repaired(request, begun)
         request = _to_model(request)
-        response = handler(self._narrating(request) if narrated else request)
+        if narrated and self.policy.narrator is not None:
+            answer = answer_of(self.policy.narrator.invoke(narration(request.messages), config))
+            response = ModelResponse(result=[_named(answer, config)])
+        else:
+            response = handler(self._narrating(request) if narrated else request)
         if decision is not None:
             turn_event(decision, begun.turn, begun.run)
         return self._answered(
@@ -564,7 +580,12 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         if begun.aborted is not None:
             request = self._repaired(request, begun)
         request = _to_model(request)
-        response = await handler(self._narrating(request) if narrated else request)
+        if narrated and self.policy.narrator is not None:
+            narrator = self.policy.narrator
+            answer = answer_of(await narrator.ainvoke(narration(request.messages), config))
+            response = ModelResponse(result=[_named(answer, config)])
+        else:
+            response = await handler(self._narrating(request) if narrated else request)
         if decision is not None:
             turn_event(decision, begun.turn, begun.run)
         return self._answered(

@@ -72,6 +72,14 @@ def add_report_parser(commands: Any) -> None:
         ),
     )
     parser.add_argument(
+        "--template",
+        metavar="TOOL",
+        help=(
+            "with --from: suggest an answer= template for TOOL from the answers recorded after "
+            "it, with its coverage (report.json's template)"
+        ),
+    )
+    parser.add_argument(
         "--success",
         metavar="REGEX",
         help=(
@@ -95,6 +103,18 @@ def add_report_parser(commands: Any) -> None:
         type=_price,
         metavar="PRICE",
         help="your model's price per million output tokens (with --price-in)",
+    )
+    parser.add_argument(
+        "--narrator-price-in",
+        type=_price,
+        metavar="PRICE",
+        help="the narrator model's price per million input tokens (default: --price-in)",
+    )
+    parser.add_argument(
+        "--narrator-price-out",
+        type=_price,
+        metavar="PRICE",
+        help="the narrator model's price per million output tokens (default: --price-out)",
     )
     parser.add_argument(
         "--examples",
@@ -194,6 +214,9 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
         return 2
     what_if = what_if_of(args, writes)
     if what_if is False:
+        return 2
+    if args.template and not args.from_:
+        print("toolstop report: --template needs --from (recorded conversations)", file=sys.stderr)
         return 2
     if args.from_ and args.since:
         print(
@@ -325,8 +348,27 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
         document = judged
     if what_if:
         document["what_if"] = what_if.document(args.price_in, args.price_out)
-    if args.price_in is not None or args.price_out is not None:
-        document = with_prices(document, args.price_in or 0.0, args.price_out or 0.0)
+    if args.template:
+        from toolstop.report.template import template_from
+
+        document["template"] = template_from(
+            args.from_, args.template.strip(), format=args.format
+        ).document()
+    if any(
+        price is not None
+        for price in (
+            args.price_in,
+            args.price_out,
+            args.narrator_price_in,
+            args.narrator_price_out,
+        )
+    ):
+        narrator = None
+        if args.narrator_price_in is not None or args.narrator_price_out is not None:
+            narrator = (args.narrator_price_in or 0.0, args.narrator_price_out or 0.0)
+        document = with_prices(
+            document, args.price_in or 0.0, args.price_out or 0.0, narrator=narrator
+        )
     written = write_outputs(
         "toolstop report",
         args.out,
@@ -343,6 +385,12 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
         from toolstop.report.what_if import what_if_lines
 
         for line in what_if_lines(document["what_if"]):
+            print(printable(line), file=out)
+    if args.template:
+        from toolstop._printable import printable
+        from toolstop.report.template import template_lines
+
+        for line in template_lines(document["template"]):
             print(printable(line), file=out)
     print("wrote " + ", ".join(str(path) for path in written), file=out)
     return 0
