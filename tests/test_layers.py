@@ -39,6 +39,7 @@ LIBRARY = [
     "toolstop.tools",
     "toolstop.convert",
     "toolstop._convert_function",
+    "toolstop._narrator",
     "toolstop.envelope",
     "toolstop.mcp",
     "toolstop.openai_agents",
