@@ -38,7 +38,9 @@ def test_toolstop_all() -> None:
             "__version__",
             "build_react_graph",
             "decide",
+            "forwarded_stop",
             "signal",
+            "subagent_tool",
             "with_timeout",
         ]
     )

@@ -419,8 +419,7 @@ class ScriptedChatModel(BaseChatModel):
         return list(self._script.calls)
 
     def call_id(self, step: int, position: int = 0) -> str:
-        """The id this model gives the `position`-th tool call of script step `step` when the
-        script gave it none."""
+        """The id of tool call `position` of script step `step`, when the script gave none."""
         return f"{self._id_prefix}_{step}_{position}"
 
     @property

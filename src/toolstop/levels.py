@@ -1,0 +1,216 @@
+"""Agents at several levels: a sub-agent's stop travels up; its record stays at its level.
+
+A sub-agent with toolstop's router that stopped on a tool's signal (`completed`, `fatal`,
+`policy_block`) ended its run on the tool's text, without a restating model call. Its parent,
+with a toolstop router of its own, can end on that same text without restating it either, when
+the sub-agent's result carries the stop as an artifact: `forwarded_stop` builds it from the
+sub-agent's `stop_record`. Two ways in:
+
+- `subagent_tool(agent, name=..., description=...)`: any compiled agent (with `messages` in its
+  state) as a `content_and_artifact` tool of the parent.
+- Deep Agents' `task` tool (and any tool that returns a sub-agent's state update in a `Command`):
+  `StopOnArtifact` in the parent forwards the stop in the `stop_record` that the update carries,
+  and removes that record from the update, so it never enters the parent's state.
+
+A sub-agent that answered through its model, or ended on a budget (`retry_budget`,
+`step_budget`), a limit or an interruption, forwards no stop: its answer goes back to the
+parent's model (`stop: false`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
+from pydantic import BaseModel, Field
+
+from toolstop._relay import model_text
+from toolstop.decision import content_text
+from toolstop.errors import ToolstopConfigError
+from toolstop.outcome import Outcome, signal
+
+__all__ = ["forward_in_update", "forwarded_stop", "subagent_tool"]
+
+FORWARDED = frozenset({Outcome.COMPLETED.value, Outcome.FATAL.value, Outcome.POLICY_BLOCK.value})
+"""The rules a sub-agent's stop is forwarded on: the stops a tool signalled."""
+
+
+def forwarded_stop(record: Any, *, name: str | None = None) -> dict[str, Any]:
+    """The artifact a sub-agent's result carries to its parent's router.
+
+    Args:
+        record: The sub-agent's `stop_record` (anything else, or a malformed record, forwards
+            no stop: the parent's model goes on).
+        name: The sub-agent's name, kept in the artifact for the application (`subagent`).
+
+    Returns:
+        `signal(rule)` when the sub-agent's run stopped on a tool's signal (`FORWARDED`);
+        otherwise `{"stop": False, "reason": "completed"}` when its model answered, or
+        `{"stop": False, "reason": "fatal"}` when a budget, a limit or an interruption ended
+        it (it could not finish; the parent's model decides what to tell the user). The
+        sub-agent's rule is kept as `subagent_rule` (never read for routing); the record itself
+        is never copied.
+    """
+    rule = record.get("rule") if isinstance(record, Mapping) else None
+    stopped = isinstance(record, Mapping) and record.get("stopped") is True
+    extra: dict[str, Any] = {"subagent_rule": rule if isinstance(rule, str) else None}
+    if name is not None:
+        extra["subagent"] = name
+    if stopped and rule in FORWARDED:
+        return signal(str(rule), **extra)
+    if not isinstance(record, Mapping) or (rule == "none" and not record.get("ended_by")):
+        return signal(Outcome.COMPLETED, stop=False, **extra)
+    return signal(Outcome.FATAL, stop=False, **extra)
+
+
+def final_text(messages: Sequence[Any]) -> tuple[str, Any]:
+    """`(text for the parent's model, answer for the user or None)` of a sub-agent's run.
+
+    The text is the last AIMessage with text (as Deep Agents' `task` reads it). When that
+    message is a relay that showed a tool's `answer`, the parent's model gets the tool's
+    content instead, and the answer travels in the artifact (`signal(answer=...)`).
+    """
+    for message in reversed(messages):
+        if not isinstance(message, AIMessage):
+            continue
+        text = content_text(message.content).strip()
+        if not text:
+            continue
+        kept = model_text(message.response_metadata)
+        if kept is not None:
+            return content_text(kept), message.content
+        return text, None
+    return "", None
+
+
+class _Request(BaseModel):
+    request: str = Field(
+        description="The task for the sub-agent, with everything it needs to know: it sees "
+        "nothing else of this conversation."
+    )
+    tool_call_id: Annotated[str, InjectedToolCallId]
+
+
+def _config(agent: Any, name: str, tool_call_id: str) -> RunnableConfig | None:
+    """A thread of its own for a sub-agent compiled with its own checkpointer; else None (the
+    sub-agent runs as a subgraph of the call: a new conversation each time)."""
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    if not isinstance(getattr(agent, "checkpointer", None), BaseCheckpointSaver):
+        return None
+    from langgraph.config import get_config
+
+    try:
+        parent = get_config().get("configurable", {}).get("thread_id")
+    except RuntimeError:  # called outside a graph run
+        parent = None
+    return {"configurable": {"thread_id": f"{parent}/{name}/{tool_call_id}"}}
+
+
+def _result(state: Any, name: str) -> tuple[str, dict[str, Any]]:
+    if not isinstance(state, Mapping) or not isinstance(state.get("messages"), Sequence):
+        msg = f"sub-agent {name!r} returned no `messages` (got {type(state).__name__})"
+        raise ToolstopConfigError(msg)
+    text, answer = final_text(state["messages"])
+    artifact = forwarded_stop(state.get("stop_record"), name=name)
+    if answer is not None and artifact["stop"]:
+        artifact["answer"] = answer
+    return text, artifact
+
+
+def subagent_tool(agent: Any, *, name: str, description: str) -> BaseTool:
+    """A compiled agent as a `content_and_artifact` tool of a parent agent (sync and async).
+
+    The tool takes one argument, `request` (the task), and invokes the agent with it as the
+    only message. Its content is the sub-agent's final text; its artifact forwards the
+    sub-agent's stop (`forwarded_stop`): a parent with toolstop's router (`StopOnArtifact`,
+    `build_react_graph`, the legacy drop-in) ends on a sub-agent's `completed` / `fatal` /
+    `policy_block` stop with the text unchanged and no restating model call; a sub-agent that
+    answered through its model, or ended on a budget or a limit, returns its answer with
+    `stop: false` and the parent's model goes on.
+
+    Scoping: stateless. Each call is a new conversation with the sub-agent, which sees only
+    the request. A sub-agent compiled without a checkpointer runs as a subgraph of the call
+    (checkpointed under the parent's thread, in the call's own namespace); one compiled with
+    its own checkpointer gets a thread of its own per call, `<parent thread>/<name>/<call id>`.
+    Its `stop_record` stays in its own state: the parent's state gets the text and the
+    artifact only (which names the sub-agent's rule, `subagent_rule`).
+
+    Deliberately not handled: a sub-agent that pauses on a human review (`interrupt`) pauses
+    the parent (LangGraph raises the interrupt through the call); a sub-agent without
+    `messages` in its state is refused with `ToolstopConfigError` when called.
+
+    Args:
+        agent: A compiled agent: `create_agent`, `build_react_graph`, Deep Agents, or any
+            runnable taking and returning a state with `messages`.
+        name: The tool's name (what the parent's model calls).
+        description: What the sub-agent does, for the parent's model.
+
+    Raises:
+        TypeError: `agent` is not a runnable (no `invoke` and `ainvoke`), or `name` or
+            `description` is not a non-empty str.
+    """
+    if not callable(getattr(agent, "invoke", None)) or not callable(
+        getattr(agent, "ainvoke", None)
+    ):
+        msg = (
+            f"subagent_tool(agent) takes a compiled agent (a runnable), got {type(agent).__name__}"
+        )
+        raise TypeError(msg)
+    for field, value in (("name", name), ("description", description)):
+        if not isinstance(value, str) or not value.strip():
+            msg = f"subagent_tool({field}=...) takes a non-empty str, got {value!r}"
+            raise TypeError(msg)
+
+    def run(request: str, tool_call_id: str) -> tuple[str, dict[str, Any]]:
+        state = agent.invoke(_input(request), _config(agent, name, tool_call_id))
+        return _result(state, name)
+
+    async def arun(request: str, tool_call_id: str) -> tuple[str, dict[str, Any]]:
+        state = await agent.ainvoke(_input(request), _config(agent, name, tool_call_id))
+        return _result(state, name)
+
+    return StructuredTool.from_function(
+        func=run,
+        coroutine=arun,
+        name=name,
+        description=description,
+        args_schema=_Request,
+        response_format="content_and_artifact",
+    )
+
+
+def _input(request: str) -> dict[str, list[BaseMessage]]:
+    return {"messages": [HumanMessage(request)]}
+
+
+def forward_in_update(result: Any) -> Any:
+    """A tool's `Command` with the sub-agent's `stop_record` taken out of its state update.
+
+    Deep Agents' `task` tool returns the sub-agent's state keys in a `Command` update; its
+    `stop_record` would overwrite the parent's. It is removed, and its stop is forwarded as the
+    artifact of the update's ToolMessage (`forwarded_stop`), unless that message has an
+    artifact of its own. Anything else is returned as it is.
+    """
+    from langgraph.types import Command
+
+    if not isinstance(result, Command) or not isinstance(result.update, Mapping):
+        return result
+    update = dict(result.update)
+    if "stop_record" not in update:
+        return result
+    record = update.pop("stop_record")
+    messages = update.get("messages")
+    if isinstance(messages, Sequence) and not isinstance(messages, str):
+        tool_messages = [m for m in messages if isinstance(m, ToolMessage)]
+        if len(tool_messages) == 1 and tool_messages[0].artifact is None:
+            message = tool_messages[0]
+            artifact = forwarded_stop(record)
+            update["messages"] = [
+                message.model_copy(update={"artifact": artifact}) if m is message else m
+                for m in messages
+            ]
+    return Command(graph=result.graph, update=update, resume=result.resume, goto=result.goto)
