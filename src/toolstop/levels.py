@@ -32,7 +32,7 @@ from toolstop.decision import content_text
 from toolstop.errors import ToolstopConfigError
 from toolstop.outcome import Outcome, signal
 
-__all__ = ["forward_in_update", "forwarded_stop", "subagent_tool"]
+__all__ = ["forward_in_update", "forwarded_stop", "subagent_tool", "without_record"]
 
 FORWARDED = frozenset({Outcome.COMPLETED.value, Outcome.FATAL.value, Outcome.POLICY_BLOCK.value})
 """The rules a sub-agent's stop is forwarded on: the stops a tool signalled."""
@@ -214,3 +214,15 @@ def forward_in_update(result: Any) -> Any:
                 for m in messages
             ]
     return Command(graph=result.graph, update=update, resume=result.resume, goto=result.goto)
+
+
+def without_record(request: Any) -> Any:
+    """A tool call's request whose state has no `stop_record` (the same request when it has none).
+
+    Deep Agents' `task` gives its sub-agent the state its tool is given, minus the keys it
+    excludes; the level's record is not one of them.
+    """
+    state = getattr(request, "state", None)
+    if not isinstance(state, Mapping) or "stop_record" not in state:
+        return request
+    return request.override(state={k: v for k, v in state.items() if k != "stop_record"})

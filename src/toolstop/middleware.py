@@ -54,6 +54,7 @@ from toolstop._lifecycle import (
 from toolstop._relay import to_model
 from toolstop.decision import Decision, Turn, current_turn
 from toolstop.errors import ToolstopConfigError
+from toolstop.levels import forward_in_update, without_record
 from toolstop.observe import agent_name as _agent_name
 from toolstop.observe import apublish_run_end, logger, publish_run_end
 from toolstop.policy import StopPolicy, resolve_policy
@@ -575,14 +576,18 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         """Claim the thread before a tool runs, then run it.
 
         A resume after a human review starts at the tools, and a second resume of the same
-        review must not run them twice."""
+        review must not run them twice. No record crosses a level: a tool does not see this
+        level's `stop_record` in the state it is given (Deep Agents' `task` copies that state
+        into its sub-agent), and a tool that returns a sub-agent's state update has the
+        sub-agent's record taken out and its stop forwarded
+        (`toolstop.levels.forward_in_update`)."""
         _invocation.current(_config())
-        return handler(request)
+        return forward_in_update(handler(without_record(request)))
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """Async twin of `wrap_tool_call`."""
         await _invocation.aclaim(_config())
-        return await handler(request)
+        return forward_in_update(await handler(without_record(request)))
 
     def _ending(
         self, state: Any, config: Any
