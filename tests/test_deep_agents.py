@@ -6,13 +6,14 @@ import asyncio
 from typing import Any
 
 import pytest
+
+pytest.importorskip("deepagents", reason="needs the `deepagents` extra (multi-agent stack)")
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from toolstop import StopOnArtifact, StopPolicy, signal
 from toolstop.testing import ScriptedChatModel, call, forced_tool, history_problems
 
-pytest.importorskip("deepagents", reason="needs the `deepagents` extra (multi-agent stack)")
 pytestmark = pytest.mark.multiagent
 
 ANSWER = "Refunds take 5 days."

@@ -14,6 +14,8 @@ from toolstop import StopPolicy, forwarded_stop, signal, subagent_tool
 from toolstop.errors import ToolstopConfigError
 from toolstop.testing import ScriptedChatModel, call, forced_tool, history_problems
 
+pytestmark = pytest.mark.multiagent
+
 ANSWER = "Refunds take 5 days."
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
+pytest.importorskip("langgraph_supervisor", reason="needs the `langgraph-supervisor` extra")
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
 
 from toolstop import StopOnArtifact, StopPolicy, signal, subagent_tool
 from toolstop.testing import ScriptedChatModel, call, forced_tool, history_problems, turn
 
-pytest.importorskip("langgraph_supervisor", reason="needs the `langgraph-supervisor` extra")
 pytestmark = pytest.mark.multiagent
 
 REFUND = "Refunds take 5 days."
