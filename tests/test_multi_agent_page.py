@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("deepagents", reason="needs the `deepagents` extra (multi-agent stack)")
 pytest.importorskip("langgraph_supervisor", reason="needs the `langgraph-supervisor` extra")
+pytest.importorskip("langgraph_swarm", reason="needs the `swarm` extra (langgraph-swarm)")
 
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
@@ -126,6 +127,19 @@ def two_workers(hard: bool) -> list[ScriptedChatModel]:
     return [top, one, two]
 
 
+def swarm(hard: bool) -> list[ScriptedChatModel]:
+    from langgraph_swarm import create_handoff_tool, create_swarm
+
+    policy = StopPolicy(mode="hard" if hard else "never", parallel="any")
+    alice = ScriptedChatModel([turn(call("transfer_to_bob"), call("search"))])
+    bob = ScriptedChatModel([] if hard else ["Bob here."])
+    tools = [_search(), create_handoff_tool(agent_name="bob")]
+    first = create_agent(alice, tools, middleware=[StopOnArtifact(policy)], name="alice")
+    second = create_agent(bob, [], middleware=[StopOnArtifact(policy)], name="bob")
+    create_swarm([first, second], default_active_agent="alice").compile().invoke(QUESTION)
+    return [alice, bob]
+
+
 PATTERNS: dict[str, Callable[[bool], list[ScriptedChatModel]]] = {
     "sub-agent as a plain tool of a `create_agent` parent (before)": plain_tool,
     "`subagent_tool` in a `create_agent` parent": as_subagent_tool,
@@ -133,6 +147,7 @@ PATTERNS: dict[str, Callable[[bool], list[ScriptedChatModel]]] = {
     "`create_supervisor` (langgraph-supervisor)": create_supervisor,
     "`create_agent` supervisor, workers as `subagent_tool`": supervisor_of_tools,
     "the same, two workers called in one turn": two_workers,
+    'swarm: a hand-off and a stopping call in one turn (`parallel="any"`)': swarm,
 }
 
 

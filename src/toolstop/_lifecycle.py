@@ -309,8 +309,9 @@ def open_run(
     """
     if run is not None and run["open"]:
         return run
-    ours = run is not None and isinstance(previous, dict)
-    number = previous["run"] + 1 if ours and isinstance(previous.get("run"), int) else 1
+    number = 1
+    if run is not None and isinstance(previous, dict) and isinstance(previous.get("run"), int):
+        number = previous["run"] + 1
     return RunState(
         open=True,
         record=new_record(policy, run=number),

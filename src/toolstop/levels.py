@@ -27,12 +27,28 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, InjectedToolCallId, StructuredTool
 from pydantic import BaseModel, Field
 
+from toolstop._lifecycle import RUN_KEY
 from toolstop._relay import model_text
 from toolstop.decision import content_text
 from toolstop.errors import ToolstopConfigError
 from toolstop.outcome import Outcome, signal
+from toolstop.record import StopRecord
 
-__all__ = ["forward_in_update", "forwarded_stop", "subagent_tool", "without_record"]
+__all__ = [
+    "HANDOFF_KEY",
+    "defer_handoff",
+    "forward_in_update",
+    "forwarded_stop",
+    "hand_off",
+    "handoff_overridden",
+    "handoff_record",
+    "settle_handoff",
+    "subagent_tool",
+    "without_record",
+]
+
+HANDOFF_KEY = "toolstop_handoff"
+"""The private state key of a hand-off held until its turn is answered (see `defer_handoff`)."""
 
 FORWARDED = frozenset({Outcome.COMPLETED.value, Outcome.FATAL.value, Outcome.POLICY_BLOCK.value})
 """The rules a sub-agent's stop is forwarded on: the stops a tool signalled."""
@@ -226,3 +242,116 @@ def without_record(request: Any) -> Any:
     if not isinstance(state, Mapping) or "stop_record" not in state:
         return request
     return request.override(state={k: v for k, v in state.items() if k != "stop_record"})
+
+
+def _handoff(result: Any) -> Any:
+    """`result` when it is a hand-off (a `Command` to the parent graph with a `goto`), else None."""
+    from langgraph.types import Command
+
+    if isinstance(result, Command) and result.graph == Command.PARENT and result.goto:
+        return result
+    return None
+
+
+def defer_handoff(request: Any, result: Any) -> Any:
+    """A hand-off in a turn with other calls, held until every call of the turn is answered.
+
+    langgraph-swarm's hand-off tool returns a `Command` to the swarm carrying the history up to
+    its own result: a call of the same turn that runs beside it goes unanswered and its result
+    is lost. Held instead: the hand-off's result is written like any tool result, the hand-off
+    itself into `HANDOFF_KEY`, and the next model call decides (`hand_off`,
+    `handoff_overridden`). A hand-off alone in its turn, and anything else, is returned as it
+    is.
+    """
+    command = _handoff(result)
+    state = getattr(request, "state", None)
+    if command is None or not isinstance(state, Mapping):
+        return result
+    messages = state.get("messages") or []
+    asking = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+    update = command.update if isinstance(command.update, Mapping) else None
+    if asking is None or len(asking.tool_calls) < 2 or update is None:
+        return result
+    call_id = (getattr(request, "tool_call", None) or {}).get("id")
+    answers = [
+        m
+        for m in update.get("messages") or []
+        if isinstance(m, ToolMessage) and m.tool_call_id == call_id
+    ]
+    if len(answers) != 1 or not isinstance(command.goto, str):
+        return result
+    from langgraph.types import Command
+
+    held = {
+        "goto": command.goto,
+        "update": {k: v for k, v in update.items() if k != "messages"},
+        "tool_call_id": call_id,
+    }
+    return Command(update={"messages": answers, HANDOFF_KEY: held})
+
+
+def hand_off(held: Mapping[str, Any], messages: Sequence[BaseMessage]) -> Exception:
+    """The exception that carries out a held hand-off with the whole answered turn.
+
+    Raised from the model node, it hands the conversation over as the hand-off tool would
+    have, with `messages` (every call of the turn answered) in place of its truncated history.
+    """
+    from langgraph.errors import ParentCommand
+    from langgraph.types import Command
+
+    update = {**held.get("update", {}), "messages": list(messages)}
+    return ParentCommand(Command(graph=Command.PARENT, goto=held["goto"], update=update))
+
+
+def handoff_overridden(held: Mapping[str, Any], messages: Sequence[BaseMessage]) -> list[Any]:
+    """The hand-off's result rewritten for a turn whose stop was honoured, as an update.
+
+    The conversation stays with this agent; empty when the result is not found."""
+    call_id = held.get("tool_call_id")
+    for message in messages:
+        if isinstance(message, ToolMessage) and message.tool_call_id == call_id and message.id:
+            text = f"Not transferred to {held.get('goto')}: a result of the same turn ended it."
+            return [message.model_copy(update={"content": text})]
+    return []
+
+
+def handoff_record(state: Any, result: Any) -> Any:
+    """The record to publish for a run that a hand-off alone in its turn ends right away.
+
+    The run's record so far with `handed_off_to`; None when `result` is no such hand-off."""
+    command = _handoff(result)
+    run = state.get(RUN_KEY) if isinstance(state, Mapping) else None
+    if command is None or not isinstance(run, Mapping) or not isinstance(command.goto, str):
+        return None
+    record = run.get("record")
+    return {**record, "handed_off_to": command.goto} if isinstance(record, Mapping) else None
+
+
+def settle_handoff(
+    held: Mapping[str, Any],
+    record: StopRecord,
+    stops: bool,
+    messages: Sequence[BaseMessage],
+) -> tuple[StopRecord, dict[str, Any] | Exception]:
+    """What the model call after a held hand-off does (see `defer_handoff`).
+
+    Args:
+        held: The hand-off (`HANDOFF_KEY`).
+        record: The run's record, with the answered turn folded in.
+        stops: Whether the turn's decision ends the run now (a relay).
+        messages: The agent's messages, every call of the turn answered.
+
+    Returns:
+        When the turn stops, the stop is honoured: the record with `handoff_overridden`, and
+        the state update that clears the hand-off and rewrites its result. Otherwise the
+        hand-off is carried out: the record with `handed_off_to` (to publish: the run ends
+        here) and the exception to raise (`hand_off`).
+    """
+    goto = str(held.get("goto"))
+    if stops:
+        rewritten = handoff_overridden(held, messages)
+        update: dict[str, Any] = {HANDOFF_KEY: None}
+        if rewritten:
+            update["messages"] = rewritten
+        return StopRecord(**{**record, "handoff_overridden": goto}), update
+    return StopRecord(**{**record, "handed_off_to": goto}), hand_off(held, messages)

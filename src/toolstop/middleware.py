@@ -54,7 +54,14 @@ from toolstop._lifecycle import (
 from toolstop._relay import to_model
 from toolstop.decision import Decision, Turn, current_turn
 from toolstop.errors import ToolstopConfigError
-from toolstop.levels import forward_in_update, without_record
+from toolstop.levels import (
+    HANDOFF_KEY,
+    defer_handoff,
+    forward_in_update,
+    handoff_record,
+    settle_handoff,
+    without_record,
+)
 from toolstop.observe import agent_name as _agent_name
 from toolstop.observe import apublish_run_end, logger, publish_run_end
 from toolstop.policy import StopPolicy, resolve_policy
@@ -96,6 +103,7 @@ class StopOnArtifactState(AgentState[Any]):
 
     stop_record: NotRequired[StopRecord]
     toolstop_run: NotRequired[Annotated[RunState, PrivateStateAttr]]
+    toolstop_handoff: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
 
 
 def _config() -> Any:
@@ -442,12 +450,19 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         messages = repair_history(list(request.messages))
         return request if messages is None else request.override(messages=messages)
 
-    def _relay(self, request: ModelRequest, begun: Begun, decision: Decision, config: Any) -> Any:
+    def _relay(
+        self,
+        request: ModelRequest,
+        begun: Begun,
+        decision: Decision,
+        config: Any,
+        extra: dict[str, Any] | None = None,
+    ) -> Any:
         turn_event(decision, begun.turn, begun.run)
         relay = relay_message(
             decision.relay, decision.rule, name=_agent_name(config), for_model=decision.for_model
         )
-        update: dict[str, Any] = {RUN_KEY: begun.run}
+        update: dict[str, Any] = {RUN_KEY: begun.run, **(extra or {})}
         state: Any = request.state
         if _has_limit(state):
             # ModelCallLimitMiddleware counts every answer of the model node in `after_model`;
@@ -539,8 +554,17 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         decision = begun.decision
         if begun.aborted is not None:
             publish_run_end(begun.aborted.record, config)
+        extra: dict[str, Any] | None = None
+        held = cast(Mapping[str, Any], request.state).get(HANDOFF_KEY)
+        if held:  # a hand-off held until its turn was answered: stop, or carry it out
+            stops = decision is not None and decision.stop and not decision.narrate
+            record, settled = settle_handoff(held, begun.run["record"], stops, begun.messages)
+            if isinstance(settled, Exception):
+                publish_run_end(record, config)
+                raise settled
+            begun, extra = begun._replace(run={**begun.run, "record": record}), settled
         if decision is not None and decision.stop and not decision.narrate:
-            return self._relay(request, begun, decision, config)
+            return self._relay(request, begun, decision, config, extra)
         narrated = decision is not None and decision.narrate
         if begun.aborted is not None:
             request = self._repaired(request, begun)
@@ -559,8 +583,17 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         decision = begun.decision
         if begun.aborted is not None:
             await apublish_run_end(begun.aborted.record, config)
+        extra: dict[str, Any] | None = None
+        held = cast(Mapping[str, Any], request.state).get(HANDOFF_KEY)
+        if held:  # a hand-off held until its turn was answered: stop, or carry it out
+            stops = decision is not None and decision.stop and not decision.narrate
+            record, settled = settle_handoff(held, begun.run["record"], stops, begun.messages)
+            if isinstance(settled, Exception):
+                await apublish_run_end(record, config)
+                raise settled
+            begun, extra = begun._replace(run={**begun.run, "record": record}), settled
         if decision is not None and decision.stop and not decision.narrate:
-            return self._relay(request, begun, decision, config)
+            return self._relay(request, begun, decision, config, extra)
         narrated = decision is not None and decision.narrate
         if begun.aborted is not None:
             request = self._repaired(request, begun)
@@ -581,13 +614,25 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         into its sub-agent), and a tool that returns a sub-agent's state update has the
         sub-agent's record taken out and its stop forwarded
         (`toolstop.levels.forward_in_update`)."""
-        _invocation.current(_config())
-        return forward_in_update(handler(without_record(request)))
+        config = _config()
+        _invocation.current(config)
+        result = forward_in_update(handler(without_record(request)))
+        deferred = defer_handoff(request, result)
+        record = handoff_record(request.state, deferred)
+        if record is not None:
+            publish_run_end(record, config)
+        return deferred
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """Async twin of `wrap_tool_call`."""
-        await _invocation.aclaim(_config())
-        return forward_in_update(await handler(without_record(request)))
+        config = _config()
+        await _invocation.aclaim(config)
+        result = forward_in_update(await handler(without_record(request)))
+        deferred = defer_handoff(request, result)
+        record = handoff_record(request.state, deferred)
+        if record is not None:
+            await apublish_run_end(record, config)
+        return deferred
 
     def _ending(
         self, state: Any, config: Any
