@@ -450,6 +450,21 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         messages = repair_history(list(request.messages))
         return request if messages is None else request.override(messages=messages)
 
+    @staticmethod
+    def _settle(
+        request: ModelRequest, begun: Begun, decision: Decision | None
+    ) -> tuple[Begun, dict[str, Any] | None, tuple[StopRecord, Exception] | None]:
+        """`(begun, relay update, None)`, or `(begun, None, (record, exception))` when a hand-off
+        held until its turn was answered (`toolstop.levels.defer_handoff`) is carried out."""
+        held = cast(Mapping[str, Any], request.state).get(HANDOFF_KEY)
+        if not held:
+            return begun, None, None
+        stops = decision is not None and decision.stop and not decision.narrate
+        record, settled = settle_handoff(held, begun.run["record"], stops, begun.messages)
+        if isinstance(settled, Exception):
+            return begun, None, (record, settled)
+        return begun._replace(run={**begun.run, "record": record}), settled, None
+
     def _relay(
         self,
         request: ModelRequest,
@@ -554,15 +569,10 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         decision = begun.decision
         if begun.aborted is not None:
             publish_run_end(begun.aborted.record, config)
-        extra: dict[str, Any] | None = None
-        held = cast(Mapping[str, Any], request.state).get(HANDOFF_KEY)
-        if held:  # a hand-off held until its turn was answered: stop, or carry it out
-            stops = decision is not None and decision.stop and not decision.narrate
-            record, settled = settle_handoff(held, begun.run["record"], stops, begun.messages)
-            if isinstance(settled, Exception):
-                publish_run_end(record, config)
-                raise settled
-            begun, extra = begun._replace(run={**begun.run, "record": record}), settled
+        begun, extra, ended = self._settle(request, begun, decision)
+        if ended is not None:  # a held hand-off is carried out: this agent's run ends here
+            publish_run_end(ended[0], config)
+            raise ended[1]
         if decision is not None and decision.stop and not decision.narrate:
             return self._relay(request, begun, decision, config, extra)
         narrated = decision is not None and decision.narrate
@@ -583,15 +593,10 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         decision = begun.decision
         if begun.aborted is not None:
             await apublish_run_end(begun.aborted.record, config)
-        extra: dict[str, Any] | None = None
-        held = cast(Mapping[str, Any], request.state).get(HANDOFF_KEY)
-        if held:  # a hand-off held until its turn was answered: stop, or carry it out
-            stops = decision is not None and decision.stop and not decision.narrate
-            record, settled = settle_handoff(held, begun.run["record"], stops, begun.messages)
-            if isinstance(settled, Exception):
-                await apublish_run_end(record, config)
-                raise settled
-            begun, extra = begun._replace(run={**begun.run, "record": record}), settled
+        begun, extra, ended = self._settle(request, begun, decision)
+        if ended is not None:  # a held hand-off is carried out: this agent's run ends here
+            await apublish_run_end(ended[0], config)
+            raise ended[1]
         if decision is not None and decision.stop and not decision.narrate:
             return self._relay(request, begun, decision, config, extra)
         narrated = decision is not None and decision.narrate
