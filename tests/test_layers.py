@@ -36,6 +36,7 @@ LIBRARY = [
     "toolstop.graph",
     "toolstop.middleware",
     "toolstop.legacy",
+    "toolstop.levels",
     "toolstop.tools",
     "toolstop.convert",
     "toolstop._convert_function",

@@ -39,7 +39,9 @@ def test_toolstop_all() -> None:
             "build_react_graph",
             "convert",
             "decide",
+            "forwarded_stop",
             "signal",
+            "subagent_tool",
             "with_timeout",
         ]
     )

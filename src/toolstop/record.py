@@ -196,6 +196,12 @@ class StopRecord(TypedDict):
     would_skip: NotRequired[list[str]]
     """In `never` mode: the tools called after the turn that would have stopped the run, which
     hard mode would never have run (since schema version 5). Not empty: a cut-short run."""
+    handed_off_to: NotRequired[str]
+    """The agent a hand-off (langgraph-swarm) gave the conversation to: the run ended there,
+    without an answer of its own. Absent when the run did not end on a hand-off."""
+    handoff_overridden: NotRequired[str]
+    """The agent a hand-off asked for in the turn whose stop ended the run: the stop was
+    honoured and the conversation stayed with this agent. Absent otherwise."""
 
 
 _OUTCOME_KEYS = {o: o.value for o in Outcome}

@@ -270,7 +270,8 @@ def run_scenario(
     `run_config`: your own run config (`configurable`, `tags`, `metadata`) merged into the
     run's (`toolstop._check.run_config.merged_config`).
     """
-    scripted = ScriptedChatModel(scenario.script) if model is None else None
+    # one model per scenario: its plain call ids (`call_<step>_<position>`) are the goldens'
+    scripted = ScriptedChatModel(scenario.script, id_prefix="call") if model is None else None
     thread = f"toolstop-check-{scenario.key}-{uuid.uuid4().hex[:8]}"
     config: dict[str, Any] = {"configurable": {"thread_id": thread}}
     if callbacks:
