@@ -27,6 +27,7 @@ from toolstop import Outcome, build_react_graph, signal
 from toolstop.cli import main
 from toolstop.report.levels import grouped, level_of, thread_runs
 from toolstop.report.reader import RunEnd
+from toolstop.report.records import NAME_LIMIT
 from toolstop.testing import ScriptedChatModel, call, forced_tool
 
 sqlite_saver = pytest.importorskip("langgraph.checkpoint.sqlite", reason="needs the `sqlite` extra")
@@ -209,6 +210,7 @@ def test_levels_of_namespaces_and_threads_grouped() -> None:
     assert level_of("") == ""
     assert level_of("billing:1f5b-99") == "billing"
     assert level_of("team:ab|billing:cd") == "team/billing"
+    assert level_of("n" * 10_000 + ":1") == "n" * (NAME_LIMIT - 1) + "…"  # read from a database
     pairs = [("a", ""), ("a", "x:1"), ("b", ""), ("c", "y:2"), ("c", "y:3")]
     assert list(grouped(pairs)) == [("a", ["", "x:1"]), ("b", [""]), ("c", ["y:2", "y:3"])]
     assert list(grouped([])) == []

@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import Any
 
 from toolstop.report.reader import RunEnd, database_error
+from toolstop.report.records import cut
 
 __all__ = ["HANDED_OFF", "ThreadRuns", "grouped", "level_of", "thread_runs"]
 
@@ -60,10 +61,11 @@ class ThreadRuns:
 
 def level_of(namespace: str) -> str:
     """The level a checkpoint namespace is, by node names: `""` for the top level,
-    `billing` for `billing:1f5b…`, `team/billing` for `team:…|billing:…`."""
+    `billing` for `billing:1f5b…`, `team/billing` for `team:…|billing:…`; cut to
+    `NAME_LIMIT` characters (a namespace is read from the database)."""
     if not namespace:
         return ""
-    return "/".join(part.partition(":")[0] for part in namespace.split("|"))
+    return cut("/".join(part.partition(":")[0] for part in namespace.split("|")))
 
 
 def grouped(pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, list[str]]]:
