@@ -343,6 +343,12 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
             "namespace(s) " + ", ".join(repr(ns) for ns in explanation["unreadable_namespaces"]),
             file=out,
         )
+    if explanation.get("copied_records"):
+        print(
+            f"\n{explanation['copied_records']} copy(ies) of a record written at another level "
+            "(a parent graph with a stop_record key) not shown as runs",
+            file=out,
+        )
     if explanation.get("unreadable_runs"):
         print(
             f"\n{explanation['unreadable_runs']} run record(s) left out: a number out of range "

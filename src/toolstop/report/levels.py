@@ -107,14 +107,23 @@ def _latest(database: Any, thread_id: str, namespace: str) -> tuple[datetime | N
 
 
 def _left(
-    database: Any, thread_id: str, namespace: str, record: dict[str, Any], namespaces: list[str]
+    database: Any,
+    thread_id: str,
+    namespace: str,
+    record: dict[str, Any],
+    parents: dict[str, datetime | None],
 ) -> RunEnd | None:
-    """The open run of a child namespace closed, when its parent level went on without it."""
+    """The open run of a child namespace closed, when its parent level went on without it.
+
+    `parents`: the newest checkpoint time of each namespace of the thread read so far (`None`
+    before it is read), so a parent of many children is read once."""
     parent = namespace.rpartition("|")[0]
-    if not namespace or parent not in namespaces:
+    if not namespace or parent not in parents:
         return None
     child_at, checkpoint_id = _latest(database, thread_id, namespace)
-    parent_at, _ = _latest(database, thread_id, parent)
+    if parents[parent] is None:
+        parents[parent] = _latest(database, thread_id, parent)[0]
+    parent_at = parents[parent]
     if child_at is None or parent_at is None or parent_at <= child_at:
         return None  # the parent waits on it (an interrupt inside it): still in progress
     asked = record.get("asked")
@@ -142,6 +151,7 @@ def thread_runs(
     keyed: list[tuple[datetime | None, int, RunEnd]] = []
     in_progress: list[tuple[str, dict[str, Any]]] = []
     unreadable: list[str] = []
+    parents: dict[str, datetime | None] = dict.fromkeys(namespaces)
     for namespace in namespaces:
         before = database.unreadable
         if since is None:
@@ -151,7 +161,7 @@ def thread_runs(
         if database.unreadable > before:
             unreadable.append(namespace)
         if current is not None:
-            closed = _left(database, thread_id, namespace, current, namespaces)
+            closed = _left(database, thread_id, namespace, current, parents)
             if closed is None:
                 in_progress.append((namespace, current))
             elif since is None or closed.ended_at is None or closed.ended_at >= since:
