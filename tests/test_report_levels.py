@@ -257,3 +257,29 @@ def test_equal_records_are_copies_only_across_levels() -> None:
         ("", 7),  # its time unknown: right behind the run before it at its level
     ]
     assert read.copies == 3
+
+
+def test_a_thread_unreadable_at_two_levels_is_one_unreadable_thread(tmp_path: Path) -> None:
+    class Custom:  # a serializer toolstop does not read
+        def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+            return "custom", b"\x00"
+
+        def loads_typed(self, data: Any) -> Any:
+            raise AssertionError
+
+    path = tmp_path / "bad.db"
+    conn = sqlite3.connect(str(path), check_same_thread=False)
+    saver = sqlite_saver.SqliteSaver(conn, serde=Custom())
+    saver.setup()
+    for number, namespace in enumerate(["", "worker:1", "worker:2"]):
+        checkpoint = {
+            "v": 1, "id": f"cp-{number}", "ts": "2026-12-01T10:00:00+00:00",
+            "channel_values": {"stop_record": {"run": 1}},
+            "channel_versions": {"stop_record": "1"}, "versions_seen": {}, "pending_sends": [],
+        }  # fmt: skip
+        config = {"configurable": {"thread_id": "t1", "checkpoint_ns": namespace}}
+        saver.put(config, checkpoint, {"source": "loop", "step": number}, {})  # type: ignore[arg-type]
+    conn.close()
+    document = report(str(path), tmp_path / "out")
+    assert document["unreadable_threads"] == 1  # one thread, three namespaces
+    assert (document["threads"], document["runs"]) == (0, 0)

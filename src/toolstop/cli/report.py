@@ -210,7 +210,7 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
         with ExitStack() as stack:
             if args.db:
                 database = stack.enter_context(open_database(args.db))
-                threads = open_runs = seen = copies = 0
+                threads = open_runs = seen = copies = unreadable = 0
                 for thread_id, namespaces in grouped(database.threads()):
                     # every level of a multi-level agent, each record once (report.levels)
                     read = thread_runs(database, thread_id, namespaces, since=since)
@@ -218,6 +218,7 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                     threads += bool(read.ends)
                     open_runs += len(read.in_progress)
                     copies += read.copies
+                    unreadable += bool(read.unreadable)  # a thread once, however many levels
                     for _, current in read.in_progress:  # its pending calls count toward them
                         summary.candidates.add_open(current, thread_id)
                     for end in read.ends:
@@ -244,10 +245,10 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                     pairs = read_examples(
                         database, {t: e for t, e in sampled.items() if t not in signalling}
                     )
-                if database.unreadable:
-                    extra["unreadable_threads"] = database.unreadable
+                if unreadable:
+                    extra["unreadable_threads"] = unreadable
                     print(
-                        f"toolstop report: {database.unreadable} thread(s) could not be read "
+                        f"toolstop report: {unreadable} thread(s) could not be read "
                         "(checkpoints written with a serializer toolstop cannot decode, "
                         "undecodable, or not of a checkpoint's shape); their runs are not counted",
                         file=sys.stderr,
