@@ -175,6 +175,7 @@ def test_hand_off_runs_are_closed_and_listed_in_the_order_they_ended(
     ]  # fmt: skip
     assert json.loads(explain(path, "t1", "--json", "--run", "4")[1])["runs"] == [runs[3]]
     code, text = explain(path, "t1")
+    assert code == 0, text
     assert "run 3 (level front, its run 1; namespace 'front:" in text
     assert "rule handed_off (handed off: left open on a call its parent graph answered)" in text
     assert "  turn 1: transfer_to_billing h2 handed off: answered by the parent graph" in text
@@ -283,3 +284,54 @@ def test_a_thread_unreadable_at_two_levels_is_one_unreadable_thread(tmp_path: Pa
     document = report(str(path), tmp_path / "out")
     assert document["unreadable_threads"] == 1  # one thread, three namespaces
     assert (document["threads"], document["runs"]) == (0, 0)
+
+
+def test_deep_agents_records_copied_between_levels_are_counted_once(
+    db: tuple[str, Any], tmp_path: Path
+) -> None:
+    deepagents = pytest.importorskip("deepagents", reason="needs the `deepagents` package")
+    from toolstop import StopOnArtifact
+
+    path, saver = db
+    # the main agent asks its subagent (Deep Agents' `task` tool), then answers; twice
+    main_model = ScriptedChatModel(
+        [
+            call("task", id="t1", description="pay it", subagent_type="payer"),
+            "Done: paid.",
+            call("task", id="t2", description="pay again", subagent_type="payer"),
+            "Done again.",
+        ]
+    )
+    sub_model = ScriptedChatModel([call("pay", id="p1"), call("pay", id="p2")])
+    payer = {
+        "name": "payer", "description": "pays", "system_prompt": "pay", "model": sub_model,
+        "tools": [forced_tool("pay", DONE, DONE)], "middleware": [StopOnArtifact()],
+    }  # fmt: skip
+    agent = deepagents.create_deep_agent(
+        model=main_model,
+        tools=[],
+        middleware=[StopOnArtifact()],
+        subagents=[payer],
+        checkpointer=saver,
+    )
+    config = {"configurable": {"thread_id": "d1"}}
+    for question in ("pay", "pay again"):
+        agent.invoke({"messages": [HumanMessage(question)]}, config)
+    made = len(main_model.calls) + len(sub_model.calls)
+    assert (len(main_model.calls), len(sub_model.calls)) == (4, 2)
+
+    document = report(path, tmp_path / "out")
+    # Deep Agents copies `stop_record` both ways (into the subagent's input, back into the
+    # main agent's state): before, 3 threads, 7 runs and 10 model calls were counted
+    assert document["threads"] == 1
+    assert document["runs"] == 4  # two main-agent runs, two subagent runs
+    assert document["model_calls"] == made
+    code, text = explain(path, "d1", "--json")
+    assert code == 0, text
+    runs = json.loads(text)["runs"]
+    assert [(r["run"], r["level"], r["rule"]) for r in runs] == [
+        (1, "tools", "completed"),  # the subagent stopped on its tool's result
+        (2, "", "none"),  # the main agent answered
+        (3, "tools", "completed"),
+        (4, "", "none"),
+    ]
