@@ -60,17 +60,21 @@ class ThreadRuns:
 
 
 def level_of(namespace: str) -> str:
-    """The level a checkpoint namespace is, by node names: `""` for the top level,
-    `billing` for `billing:1f5b…`, `team/billing` for `team:…|billing:…`; cut to
-    `NAME_LIMIT` characters (a namespace is read from the database)."""
+    """The level a checkpoint namespace is, by its node names.
+
+    `""` for the top level, `billing` for `billing:1f5b…`, `team/billing` for
+    `team:…|billing:…`; cut to `NAME_LIMIT` characters (a namespace is read from the
+    database)."""
     if not namespace:
         return ""
     return cut("/".join(part.partition(":")[0] for part in namespace.split("|")))
 
 
 def grouped(pairs: Iterable[tuple[str, str]]) -> Iterator[tuple[str, list[str]]]:
-    """`(thread_id, checkpoint_ns)` pairs ordered by thread (as `Database.threads` yields
-    them) -> `(thread_id, its namespaces)`, one thread at a time."""
+    """Each thread with its namespaces, one thread at a time.
+
+    `pairs` are `(thread_id, checkpoint_ns)` ordered by thread, as `Database.threads` yields
+    them."""
     current: str | None = None
     namespaces: list[str] = []
     for thread_id, namespace in pairs:
