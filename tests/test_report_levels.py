@@ -335,3 +335,38 @@ def test_deep_agents_records_copied_between_levels_are_counted_once(
         (3, "tools", "completed"),
         (4, "", "none"),
     ]
+
+
+def test_a_langgraph_swarm_hand_off_is_a_closed_run(db: tuple[str, Any], tmp_path: Path) -> None:
+    swarm = pytest.importorskip("langgraph_swarm", reason="needs the `langgraph-swarm` package")
+    agents = pytest.importorskip("langchain.agents", reason="needs langchain's create_agent")
+    from toolstop import StopOnArtifact
+
+    path, saver = db
+    hand_offs = [call("transfer_to_billing", id=f"h{i}") for i in (1, 2, 3)]
+    front_model = ScriptedChatModel(hand_offs)
+    billing_model = ScriptedChatModel([call("refund", id=f"r{i}") for i in (1, 2, 3)])
+    handoff = swarm.create_handoff_tool(agent_name="billing")
+    front = agents.create_agent(front_model, [handoff], middleware=[StopOnArtifact()], name="front")
+    refund = forced_tool("refund", REFUNDED, REFUNDED, REFUNDED)
+    billing = agents.create_agent(
+        billing_model, [refund], middleware=[StopOnArtifact()], name="billing"
+    )
+    app = swarm.create_swarm([front, billing], default_active_agent="front")
+    app = app.compile(checkpointer=saver)
+    for thread, questions in (("s1", 2), ("s2", 1)):
+        for index in range(questions):
+            message = {"messages": [HumanMessage(f"refund {index}")], "active_agent": "front"}
+            app.invoke(message, {"configurable": {"thread_id": thread}})
+    made = len(front_model.calls) + len(billing_model.calls)
+    assert made == 6  # each question: one hand-off call, one refund call (a hard stop)
+
+    document = report(path, tmp_path / "out")
+    # before: threads 3, runs 3, model calls 3, open runs 3 (every hand-off left open)
+    assert (document["threads"], document["open_runs"]) == (2, 0)
+    assert document["runs"] == 6
+    assert document["rules"] == {"completed": 3, "handed_off": 3}
+    assert document["model_calls"] == made
+    code, text = explain(path, "s1", "--run", "2")
+    assert code == 0, text
+    assert "run 2 (level billing, its run 1; namespace 'billing:" in text
