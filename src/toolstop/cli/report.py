@@ -202,6 +202,7 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
     """Run `toolstop report` with parsed `args`; return the exit code."""
     from toolstop import __version__
     from toolstop.report.examples import read_examples
+    from toolstop.report.levels import grouped, thread_runs
     from toolstop.report.reader import log_run_ends, open_database, parse_time, redact
     from toolstop.report.render import render_chart, render_html, render_summary, write_json
     from toolstop.report.summary import REPORT_VERSION, Summary, with_prices
@@ -235,17 +236,22 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
         with ExitStack() as stack:
             if args.db:
                 database = stack.enter_context(open_database(args.db))
-                threads = open_runs = seen = 0
-                for thread_id, namespace in database.threads():
-                    ends, current = database.run_ends(thread_id, namespace, since=since)
+                threads = open_runs = seen = copies = unreadable = 0
+                for thread_id, namespaces in grouped(database.threads()):
+                    # every level of a multi-level agent, each record once (report.levels)
+                    read = thread_runs(database, thread_id, namespaces, since=since)
                     seen += 1
-                    threads += bool(ends)
-                    open_runs += current is not None
-                    if current is not None:  # its pending calls (a hand-off) count toward them
+                    threads += bool(read.ends)
+                    open_runs += len(read.in_progress)
+                    copies += read.copies
+                    unreadable += bool(read.unreadable)  # a thread once, however many levels
+                    for _, current in read.in_progress:  # its pending calls count toward them
                         summary.candidates.add_open(current, thread_id)
-                    for end in ends:
+                    for end in read.ends:
                         summary.add(end)
                 extra = {"threads": threads, "open_runs": open_runs}
+                if copies:
+                    extra["copied_records"] = copies
                 if seen and not threads and not open_runs and since is None:
                     print(
                         f"toolstop report: {seen} thread(s) and no toolstop run record: an agent "
@@ -265,10 +271,10 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                     pairs = read_examples(
                         database, {t: e for t, e in sampled.items() if t not in signalling}
                     )
-                if database.unreadable:
-                    extra["unreadable_threads"] = database.unreadable
+                if unreadable:
+                    extra["unreadable_threads"] = unreadable
                     print(
-                        f"toolstop report: {database.unreadable} thread(s) could not be read "
+                        f"toolstop report: {unreadable} thread(s) could not be read "
                         "(checkpoints written with a serializer toolstop cannot decode, "
                         "undecodable, or not of a checkpoint's shape); their runs are not counted",
                         file=sys.stderr,
