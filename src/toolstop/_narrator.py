@@ -65,8 +65,9 @@ def answer_of(response: Any) -> AIMessage:
 
 
 def count_narrator_call(record: StopRecord, answer: AIMessage) -> StopRecord:
-    """`record` with one narrator call and its `usage_metadata` tokens added (apart from the
-    agent's model calls)."""
+    """`record` with one narrator call and its `usage_metadata` tokens added.
+
+    Counted apart from the agent's model calls."""
     usage = answer.usage_metadata
     updated = record.copy()
     updated["narrator_calls"] = record.get("narrator_calls", 0) + 1

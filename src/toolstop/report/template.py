@@ -75,8 +75,9 @@ _UNSAFE_KEY = re.compile(r"[\[\]{}.:!]|^\d+$|^$")
 
 @dataclass(frozen=True)
 class Pair:
-    """One recorded answer right after the tool: its result, the answer, the run's earlier
-    results (tool name -> latest content)."""
+    """One recorded answer right after the tool.
+
+    Its result, the answer, and the run's earlier results (tool name -> latest content)."""
 
     result: Any
     answer: str
