@@ -199,8 +199,9 @@ _USAGE_KEYS = ("prompt_tokens", "completion_tokens", "input_tokens", "output_tok
 def compact_run(run: Mapping[str, Any]) -> dict[str, Any]:
     """What `trace_conversation` reads of a run, no more.
 
-    Its place in the trace and thread; an `llm` run's messages, outputs and token counts; a `tool` run's output. A run of another type
-    (a chain, a retriever: `_weigh` lets it go) keeps only its place and thread."""
+    Its place in the trace and thread; an `llm` run's messages, outputs and token counts; a
+    `tool` run's output. A run of another type (a chain, a retriever: `_weigh` lets it go)
+    keeps only its place and thread."""
     kept: dict[str, Any] = {key: run[key] for key in _ORDER_KEYS if key in run}
     thread = _thread(run)
     if thread is not None:

@@ -340,8 +340,9 @@ _KEPT = frozenset((*_CHAT, "execute_tool"))
 def compact_span(span: Mapping[str, Any]) -> dict[str, Any]:
     """What `trace_conversation` reads of a span, no more.
 
-    Its trace, start, status, and its `gen_ai.*` attributes and events; only the trace and start of a span of another operation
-    (an HTTP or database span: `_weigh` lets it go), and its conversation id when it has one."""
+    Its trace, start, status, and its `gen_ai.*` attributes and events; only the trace and
+    start of a span of another operation (an HTTP or database span: `_weigh` lets it go), and
+    its conversation id when it has one."""
     raw = span.get("attributes")
     attributes = [
         item
