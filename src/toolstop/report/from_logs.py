@@ -229,7 +229,10 @@ def _join(parts: list[Conversation]) -> Conversation:
             new = new[len(messages) :]
         messages.extend(new)
     first = parts[0]
-    return conversation(first.thread or first.id, messages, line=first.line, thread=first.thread)
+    tools = next((list(part.tools) for part in parts if part.tools), None)
+    return conversation(
+        first.thread or first.id, messages, line=first.line, thread=first.thread, tools=tools
+    )
 
 
 def join_threads(
@@ -297,10 +300,10 @@ def read_from(
         )
     for count, item in enumerate(stream, 1):
         try:
-            records = shadow_records(item.messages)
+            records = shadow_records(item.messages, tools=item.tools)
             runs = runs_of(item.messages) if keep_messages else []
             if what_if is not None:
-                what_if.add(item.thread or item.id, item.messages, records)
+                what_if.add(item.thread or item.id, item.messages, records, item.tools)
         except ValueError as error:  # Unreadable, or a message of no shape
             found.problems.conversation_problem(item.line, str(error))
             continue

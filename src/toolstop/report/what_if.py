@@ -24,13 +24,14 @@ from __future__ import annotations
 import html
 import re
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from toolstop._lifecycle import RunState, relay_message
+from toolstop._tokens import RunningCount
 from toolstop.outcome import Outcome, signal
 from toolstop.policy import StopPolicy
 from toolstop.record import StopRecord, reads_as_error
@@ -110,8 +111,12 @@ def converted_records(
     *,
     success: re.Pattern[str] | None = None,
     policy: StopPolicy | None = None,
+    definitions: Sequence[Mapping[str, Any]] = (),
 ) -> Converted:
     """The records hard mode writes for a recorded conversation with `tools` signalling.
+
+    `definitions` are the tool definitions the log gives (`Conversation.tools`), counted in
+    each estimated model call as `shadow_records` counts them.
 
     Raises:
         Unreadable: the conversation's shape cannot be replayed (see `runs_of`).
@@ -126,6 +131,7 @@ def converted_records(
     run: RunState | None = None
     previous: StopRecord | None = None
     found = Converted(records=[], relays=[], skipped_tools=[], answers=[])
+    tokens = RunningCount(definitions)
     count = 0
     for invocation, recorded in enumerate(runs):
         relay: str | None = None
@@ -151,7 +157,7 @@ def converted_records(
                     for c in m.tool_calls
                 ]
                 break
-            answer, run = replay_answer(begun, copy, policy)
+            answer, run = replay_answer(begun, copy, policy, tokens)
             history.append(answer)
         record = _ending(run, previous, history, policy)
         found.records.append(record)
@@ -194,9 +200,19 @@ class WhatIf:
         self.seen: set[str] = set()
         self.examples: list[dict[str, Any]] = []
 
-    def add(self, thread: str, messages: Sequence[BaseMessage], baseline: Sequence[Any]) -> None:
-        """Fold one conversation in, beside its shadow-mode records `baseline`."""
-        converted = converted_records(messages, self.tools, success=self.success)
+    def add(
+        self,
+        thread: str,
+        messages: Sequence[BaseMessage],
+        baseline: Sequence[Any],
+        definitions: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        """Fold one conversation in, beside its shadow-mode records `baseline`.
+
+        `definitions` are the tool definitions the log gives, counted in estimates."""
+        converted = converted_records(
+            messages, self.tools, success=self.success, definitions=definitions
+        )
         if len(self.seen) < len(self.tools):
             called = {c.get("name") for m in messages for c in getattr(m, "tool_calls", None) or ()}
             self.seen.update(tool for tool in self.tools if tool in called)

@@ -29,6 +29,7 @@ __all__ = [
     "json_records",
     "non_negative_int",
     "tokens_of",
+    "tool_definitions",
     "usage",
 ]
 
@@ -72,6 +73,10 @@ class Conversation:
             says: LangSmith's `extra.metadata.thread_id` (or `session_id`,
             `conversation_id`), OpenTelemetry's `gen_ai.conversation.id`. Several traces (runs)
             of one thread are separate conversations with the same `thread`. None otherwise.
+        tools: The tool definitions the model was offered, where the log records them (an
+            OpenAI chat line's `tools`, a LangSmith model run's `extra.invocation_params.tools`),
+            as plain JSON objects: counted in the token estimate of each model call without
+            recorded usage. Empty otherwise.
     """
 
     id: str
@@ -79,6 +84,7 @@ class Conversation:
     tokens: Tokens
     line: int
     thread: str | None = None
+    tools: tuple[Mapping[str, Any], ...] = ()
 
 
 def conversation(
@@ -87,18 +93,34 @@ def conversation(
     *,
     line: int,
     thread: str | None = None,
+    tools: Any = None,
 ) -> Conversation:
     """A `Conversation` of `messages`, each tool result named after the call it answers.
 
     LangChain's tool node names each result after its tool, so an estimate of the tokens a
-    model saw counts the names too."""
+    model saw counts the names too. `tools` is the log's list of tool definitions (see
+    `tool_definitions`)."""
     names = {c["id"]: c["name"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
     for message in messages:
         if isinstance(message, ToolMessage) and message.name is None:
             message.name = names.get(message.tool_call_id)
     return Conversation(
-        id=id, messages=tuple(messages), tokens=tokens_of(messages), line=line, thread=thread
+        id=id,
+        messages=tuple(messages),
+        tokens=tokens_of(messages),
+        line=line,
+        thread=thread,
+        tools=tool_definitions(tools),
     )
+
+
+def tool_definitions(raw: Any) -> tuple[Mapping[str, Any], ...]:
+    """The tool definitions of a log's `tools` list: its JSON objects.
+
+    Anything else in the list is left out; a value that is not a list gives none."""
+    if not isinstance(raw, list):
+        return ()
+    return tuple(tool for tool in raw if isinstance(tool, Mapping))
 
 
 def tokens_of(messages: Sequence[BaseMessage]) -> Tokens:
