@@ -304,8 +304,8 @@ def read_from(
             runs = runs_of(item.messages) if keep_messages else []
             if what_if is not None:
                 what_if.add(item.thread or item.id, item.messages, records, item.tools)
-        except ValueError as error:  # Unreadable, or a message of no shape
-            found.problems.conversation_problem(item.line, str(error))
+        except (ValueError, RecursionError) as error:  # Unreadable, a message of no shape,
+            found.problems.conversation_problem(item.line, str(error))  # or nested too deeply
             continue
         found.conversations += 1
         found.tokens[item.tokens] += 1
