@@ -41,7 +41,7 @@ from toolstop.report.sources import (
     detect_format,
     read_conversations,
 )
-from toolstop.report.sources._base import Conversation, conversation
+from toolstop.report.sources._base import Conversation, conversation, open_regular
 from toolstop.report.sources.shadow import runs_of, shadow_records
 from toolstop.report.summary import Summary
 from toolstop.report.what_if import WhatIf
@@ -164,7 +164,7 @@ def is_checkpoints(source: str) -> bool:
     if is_postgres(source):
         return True
     try:
-        with open(source, "rb") as stream:
+        with open_regular(source) as stream:
             return stream.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
     except OSError:
         return False
