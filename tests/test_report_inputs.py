@@ -133,3 +133,22 @@ def test_out_replaces_a_symlink_and_leaves_its_target(
         assert (out / name).stat().st_mode & 0o777 == 0o644
     assert json.loads((out / "report.json").read_text())["runs"] == 1
     assert sorted(p.name for p in out.iterdir()) == ["chart.png", "report.html", "report.json"]
+
+
+def test_the_limits_table_quotes_the_constants() -> None:
+    """docs/security.md's table of limits says what the code's constants are."""
+    from toolstop.cli.report import THREADS_COUNTED
+    from toolstop.report.records import LIMIT, NAME_LIMIT
+    from toolstop.report.tally import INNER, SHOWN, TRACKED
+
+    page = (Path(__file__).parents[1] / "docs" / "security.md").read_text(encoding="utf-8")
+    table = page.split("## Limits, command by command", 1)[1].split("\n## ", 1)[0]
+    assert f"at most {base.MAX_LINE_BYTES // 2**20} MiB is read at once" in table
+    assert f"drained in {base._PIECE // 2**20} MiB pieces" in table
+    assert f"cut to {NAME_LIMIT} characters" in table
+    assert f"{TRACKED:,} counted one by one, {SHOWN} shown" in table
+    assert f"{INNER} inner keys" in table
+    assert f"cut to {NAME_LIMIT} characters; {SHOWN} shown" in table
+    assert f"above 10^{len(str(LIMIT)) - 1}" in table
+    assert 10 ** (len(str(LIMIT)) - 1) == LIMIT
+    assert f"exactly up to {THREADS_COUNTED:,}" in table
