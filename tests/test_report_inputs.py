@@ -99,11 +99,17 @@ def test_a_folder_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "not a regular file" in err
 
 
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    """A log of one finished run."""
+    path = tmp_path / "log.jsonl"
+    path.write_text(run_end(1))
+    return path
+
+
 def test_a_symlink_to_a_regular_log_is_read(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, log: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    log = tmp_path / "log.jsonl"
-    log.write_text(run_end(1))
     link = tmp_path / "link.jsonl"
     link.symlink_to(log)
     code, err = report("--log", str(link), "--out", str(tmp_path / "out"), capsys=capsys)
@@ -111,10 +117,8 @@ def test_a_symlink_to_a_regular_log_is_read(
 
 
 def test_out_replaces_a_symlink_and_leaves_its_target(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, log: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    log = tmp_path / "log.jsonl"
-    log.write_text(run_end(1))
     out = tmp_path / "out"
     out.mkdir()
     victims: dict[str, Any] = {}
