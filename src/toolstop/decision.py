@@ -602,10 +602,14 @@ def _stopping(signals: tuple[CallSignal, ...], policy: StopPolicy) -> tuple[Call
 
 
 def _call_key(call: Any) -> str:
-    """What makes two calls the same question: the tool's name and its arguments."""
+    """What makes two calls the same question: the tool's name and its arguments.
+
+    Arguments that cannot be written as JSON (unsortable keys, or nested deeper than the
+    interpreter's recursion limit allows: a model chooses them) make the call stand on its own.
+    """
     try:
         return json.dumps([call.get("name"), call.get("args")], sort_keys=True, default=str)
-    except (TypeError, ValueError):  # unsortable keys: the call stands on its own
+    except (TypeError, ValueError, RecursionError):  # the call stands on its own
         return f"id:{call.get('id')}"
 
 

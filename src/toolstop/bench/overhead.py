@@ -441,8 +441,9 @@ def calls_per_run(runs: int) -> dict[str, Any]:
 
 
 _OWN = os.sep + "toolstop" + os.sep
-_NOT_OWN = (_OWN + "testing" + os.sep, _OWN + "bench" + os.sep)
-"""The test doubles, and the bench's own tool and empty hooks, are not toolstop's work."""
+_NOT_OWN = (_OWN + "testing" + os.sep, _OWN + "bench" + os.sep, _OWN + "_tokens.py")
+"""The test doubles (and the token estimate their model answers with, `toolstop._tokens`: no
+router calls it), and the bench's own tool and empty hooks, are not toolstop's work."""
 
 
 def calls_figures(runs: int, counts: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -6,14 +6,24 @@ shows an error (passwords masked, controls escaped)."""
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from toolstop._printable import printable
 from toolstop._redact import mask_sources
 
-__all__ = ["chart_or_none", "failure", "progress", "shown", "versions", "write_outputs"]
+__all__ = [
+    "chart_or_none",
+    "failure",
+    "progress",
+    "replace_file",
+    "shown",
+    "versions",
+    "write_outputs",
+]
 
 
 def shown(text: str, *sources: str | None) -> str:
@@ -84,6 +94,25 @@ def chart_or_none(render: Callable[[Path], None], path: Path) -> Path | None:
     return path
 
 
+def replace_file(path: Path, write: Callable[[Path], None]) -> None:
+    """`write` a new file beside `path`, then rename it to `path` (readable by all, 0644).
+
+    The rename replaces what stands at `path` (a symlink included: the link is replaced, the
+    file it points to is left as it is); nothing is left behind when `write` raises."""
+    descriptor, name = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.stem}-", suffix=path.suffix
+    )
+    os.close(descriptor)
+    temporary = Path(name)
+    try:
+        write(temporary)
+        temporary.chmod(0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
 def write_outputs(
     command: str,
     folder: Path,
@@ -95,15 +124,18 @@ def write_outputs(
 ) -> list[Path] | None:
     """Write `json_name`, `chart.png` (skipped without matplotlib) and `report.html` into `folder`.
 
+    Each file is written as a new file, then renamed over its name (`replace_file`): a symlink
+    standing there is replaced by the file, never followed onto the file it points to.
+
     Returns:
         The files written (JSON, HTML, then the chart when there is one); None, after one line on
         stderr naming `command` and the folder, when the folder cannot be written.
     """
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        chart = chart_or_none(render_chart, folder / "chart.png")
-        write_json(folder / json_name)
-        render_html(chart, folder / "report.html")
+        chart = chart_or_none(lambda path: replace_file(path, render_chart), folder / "chart.png")
+        replace_file(folder / json_name, write_json)
+        replace_file(folder / "report.html", lambda path: render_html(chart, path))
     except OSError as error:
         print(f"{command}: cannot write to {folder}: {error.strerror}", file=sys.stderr)
         return None

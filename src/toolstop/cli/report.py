@@ -10,7 +10,7 @@ import sys
 from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import IO, Any, BinaryIO, TextIO
 
 from toolstop._redact import without_password
 from toolstop.cli._output import failure, shown, write_outputs
@@ -287,7 +287,11 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                 )
                 rejected = [0]
             else:
-                stream = sys.stdin if args.log == "-" else _open_log(args.log, stack)
+                stream: IO[bytes] | IO[str] = (
+                    getattr(sys.stdin, "buffer", sys.stdin)
+                    if args.log == "-"
+                    else _open_log(args.log, stack)
+                )
                 skipped, rejected = [0], [0]
                 thread_ids = Distinct(THREADS_COUNTED)  # bounded: hashes, up to a cap
                 for end in log_run_ends(stream, since=since, skipped=skipped, rejected=rejected):
@@ -302,7 +306,8 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                 if skipped[0]:
                     print(
                         f"toolstop report: {skipped[0]} line(s) of {args.log} are not run records "
-                        "(other log lines, toolstop's warnings, or not JSON) and were skipped",
+                        "(other log lines, toolstop's warnings, not JSON, JSON nested too deeply "
+                        "or lines over 64 MiB) and were skipped",
                         file=sys.stderr,
                     )
         if rejected[0]:
@@ -402,9 +407,13 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
-def _open_log(path: str, stack: ExitStack) -> TextIO:
+def _open_log(path: str, stack: ExitStack) -> BinaryIO:
+    """`--log PATH` opened as `--from` opens a log: a regular file only (never a FIFO or a
+    device, which would hang or never end), read as bytes, line by line with a cap."""
+    from toolstop.report.sources._base import open_regular
+
     try:
-        return stack.enter_context(open(path, encoding="utf-8", errors="replace"))
+        return stack.enter_context(open_regular(path))
     except OSError as error:
         msg = f"cannot read {path}: {error.strerror}"
         raise ToolstopConfigError(msg) from None

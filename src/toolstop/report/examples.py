@@ -125,8 +125,9 @@ def messages_at(database: Any, end: Any) -> list[BaseMessage] | None:
 def cut_short_pair(messages: Sequence[BaseMessage], tool: str) -> dict[str, Any] | None:
     """The last run's first result of `tool`, the tools called after it and the final answer.
 
-    `{"tool_result": text, "final_answer": text, "later_tools": [names]}` (cleaned): a run a
-    stop on `tool` would have cut short. The last run starts after the last human message.
+    `{"tool_result": text, "final_answer": text, "later_tools": [names]}` (cleaned, each name
+    cut to `NAME_LIMIT`): a run a stop on `tool` would have cut short. The last run starts
+    after the last human message.
     `None` when the messages do not end with a model answer or `tool` has no result in it."""
     if not messages or not isinstance(messages[-1], AIMessage) or messages[-1].tool_calls:
         return None
@@ -139,7 +140,7 @@ def cut_short_pair(messages: Sequence[BaseMessage], tool: str) -> dict[str, Any]
     return {
         "tool_result": clean(_text(run[at].content)),
         "final_answer": clean(_text(messages[-1].content)),
-        "later_tools": list(dict.fromkeys(later))[:10],
+        "later_tools": [cut(name) for name in dict.fromkeys(later)][:10],
     }
 
 

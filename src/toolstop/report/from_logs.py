@@ -41,7 +41,7 @@ from toolstop.report.sources import (
     detect_format,
     read_conversations,
 )
-from toolstop.report.sources._base import Conversation, conversation
+from toolstop.report.sources._base import Conversation, conversation, open_regular
 from toolstop.report.sources.shadow import runs_of, shadow_records
 from toolstop.report.summary import Summary
 from toolstop.report.what_if import WhatIf
@@ -164,7 +164,7 @@ def is_checkpoints(source: str) -> bool:
     if is_postgres(source):
         return True
     try:
-        with open(source, "rb") as stream:
+        with open_regular(source) as stream:
             return stream.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
     except OSError:
         return False
@@ -229,7 +229,10 @@ def _join(parts: list[Conversation]) -> Conversation:
             new = new[len(messages) :]
         messages.extend(new)
     first = parts[0]
-    return conversation(first.thread or first.id, messages, line=first.line, thread=first.thread)
+    tools = next((list(part.tools) for part in parts if part.tools), None)
+    return conversation(
+        first.thread or first.id, messages, line=first.line, thread=first.thread, tools=tools
+    )
 
 
 def join_threads(
@@ -297,12 +300,12 @@ def read_from(
         )
     for count, item in enumerate(stream, 1):
         try:
-            records = shadow_records(item.messages)
+            records = shadow_records(item.messages, tools=item.tools)
             runs = runs_of(item.messages) if keep_messages else []
             if what_if is not None:
-                what_if.add(item.thread or item.id, item.messages, records)
-        except ValueError as error:  # Unreadable, or a message of no shape
-            found.problems.conversation_problem(item.line, str(error))
+                what_if.add(item.thread or item.id, item.messages, records, item.tools)
+        except (ValueError, RecursionError) as error:  # Unreadable, a message of no shape,
+            found.problems.conversation_problem(item.line, str(error))  # or nested too deeply
             continue
         found.conversations += 1
         found.tokens[item.tokens] += 1

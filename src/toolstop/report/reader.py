@@ -25,13 +25,14 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import IO, Any, cast
 from urllib.parse import quote
 
 from toolstop._redact import connection_string, driver_error, is_postgres, redact
 from toolstop.errors import ToolstopConfigError
 from toolstop.report.decode import SafeDecoder, install
 from toolstop.report.records import capped, cut, out_of_range
+from toolstop.report.sources._base import bounded_lines
 
 __all__ = [
     "Database",
@@ -458,7 +459,7 @@ def _postgres(db: str) -> Iterator[Database]:
 
 
 def log_run_ends(
-    stream: TextIO,
+    stream: IO[bytes] | IO[str],
     *,
     since: datetime | None = None,
     skipped: list[int] | None = None,
@@ -467,21 +468,29 @@ def log_run_ends(
     """Finished runs from JSON lines written by `toolstop.logs.JsonLines`, one line at a time.
 
     Lines that are not JSON objects, or not a `run_end` event with a record, are skipped and
-    counted in `skipped[0]` when a list is given (other loggers' lines may share the file).
-    A record holding a number out of range is left out and counted in `rejected[0]`.
+    counted in `skipped[0]` when a list is given (other loggers' lines may share the file), and
+    so are lines as `--from` skips them: longer than `MAX_LINE_BYTES` (never held whole), JSON
+    nested too deeply to read. Bytes that are not UTF-8 are read as U+FFFD. A record holding a
+    number out of range is left out and counted in `rejected[0]`.
     """
-    for line in stream:
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            entry = None
+    lines: Iterator[tuple[int, Any]] = bounded_lines(cast("IO[Any]", stream))
+    for _, line in lines:
+        entry: Any = None
+        if line is not None:
+            text = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
+            if not text.strip():
+                continue
+            try:
+                entry = json.loads(text)
+            except (ValueError, RecursionError):
+                entry = None
         record = entry.get("record") if isinstance(entry, dict) else None
         if (
             not isinstance(entry, dict)
             or entry.get("event") != "run_end"
             or not isinstance(record, dict)
         ):
-            if skipped is not None and line.strip():
+            if skipped is not None:
                 skipped[0] += 1
             continue
         if out_of_range(record) is not None:

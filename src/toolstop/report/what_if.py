@@ -24,20 +24,23 @@ from __future__ import annotations
 import html
 import re
 from collections import Counter
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from toolstop._lifecycle import RunState, relay_message
+from toolstop._tokens import RunningCount
 from toolstop.outcome import Outcome, signal
 from toolstop.policy import StopPolicy
 from toolstop.record import StopRecord, reads_as_error
 from toolstop.report.candidates import writes
 from toolstop.report.examples import _text, clean
+from toolstop.report.records import cut, out_of_range
 from toolstop.report.sources.shadow import _ending, replay_answer, replay_begin, runs_of
 from toolstop.report.sources.shadow import prepared as recorded_copy
+from toolstop.report.tally import SHOWN, Tally, top
 
 __all__ = [
     "Converted",
@@ -110,8 +113,12 @@ def converted_records(
     *,
     success: re.Pattern[str] | None = None,
     policy: StopPolicy | None = None,
+    definitions: Sequence[Mapping[str, Any]] = (),
 ) -> Converted:
     """The records hard mode writes for a recorded conversation with `tools` signalling.
+
+    `definitions` are the tool definitions the log gives (`Conversation.tools`), counted in
+    each estimated model call as `shadow_records` counts them.
 
     Raises:
         Unreadable: the conversation's shape cannot be replayed (see `runs_of`).
@@ -126,6 +133,7 @@ def converted_records(
     run: RunState | None = None
     previous: StopRecord | None = None
     found = Converted(records=[], relays=[], skipped_tools=[], answers=[])
+    tokens = RunningCount(definitions)
     count = 0
     for invocation, recorded in enumerate(runs):
         relay: str | None = None
@@ -151,7 +159,7 @@ def converted_records(
                     for c in m.tool_calls
                 ]
                 break
-            answer, run = replay_answer(begun, copy, policy)
+            answer, run = replay_answer(begun, copy, policy, tokens)
             history.append(answer)
         record = _ending(run, previous, history, policy)
         found.records.append(record)
@@ -185,22 +193,36 @@ class WhatIf:
         self.declared_writes = frozenset(declared_writes)
         self.keep = examples
         self.runs = 0
+        self.rejected = 0
         self.stopped = 0
         self.cut_short = 0
         self.before: Counter[str] = Counter()
         self.after: Counter[str] = Counter()
-        self.skipped: Counter[str] = Counter()
+        self.skipped = Tally()
         self.cut_saved: Counter[str] = Counter()
         self.seen: set[str] = set()
         self.examples: list[dict[str, Any]] = []
 
-    def add(self, thread: str, messages: Sequence[BaseMessage], baseline: Sequence[Any]) -> None:
-        """Fold one conversation in, beside its shadow-mode records `baseline`."""
-        converted = converted_records(messages, self.tools, success=self.success)
+    def add(
+        self,
+        thread: str,
+        messages: Sequence[BaseMessage],
+        baseline: Sequence[Any],
+        definitions: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        """Fold one conversation in, beside its shadow-mode records `baseline`.
+
+        `definitions` are the tool definitions the log gives, counted in estimates."""
+        converted = converted_records(
+            messages, self.tools, success=self.success, definitions=definitions
+        )
         if len(self.seen) < len(self.tools):
             called = {c.get("name") for m in messages for c in getattr(m, "tool_calls", None) or ()}
             self.seen.update(tool for tool in self.tools if tool in called)
         for number, (old, new) in enumerate(zip(baseline, converted.records, strict=True)):
+            if out_of_range(old) is not None or out_of_range(new) is not None:
+                self.rejected += 1  # refused as the report refuses it (records.out_of_range)
+                continue
             self.runs += 1
             for key in _TOKENS:
                 self.before[key] += _int(old.get(key))
@@ -209,7 +231,7 @@ class WhatIf:
             if relay is None:
                 continue
             self.stopped += 1
-            skipped = converted.skipped_tools[number]
+            skipped = [cut(name) for name in converted.skipped_tools[number]]
             self.cut_short += bool(skipped)
             if skipped:  # saved by skipping later work: counted apart, never a gain
                 for key in _TOKENS:
@@ -218,9 +240,9 @@ class WhatIf:
             if len(self.examples) < self.keep:
                 self.examples.append(
                     {
-                        "thread_id": thread,
+                        "thread_id": cut(thread),
                         "run": new.get("run"),
-                        "tools": list(new.get("tools") or []),
+                        "tools": [cut(str(tool)) for tool in new.get("tools") or []][:SHOWN],
                         "relay": clean(relay),
                         "recorded_answer": clean(converted.answers[number]),
                         "not_run": skipped[:20],
@@ -240,10 +262,14 @@ class WhatIf:
                 / 1_000_000,
                 6,
             )
+        not_run = dict(self.skipped.most_common())
+        folded: dict[str, Any] = {}
+        not_run = top(not_run, self.skipped, folded, "not_run")
         return {
             "tools": self.tools,
             "success": self.success.pattern if self.success is not None else None,
             "runs": self.runs,
+            "rejected_runs": self.rejected,
             "stopped_runs": self.stopped,
             "cut_short_runs": self.cut_short,
             "before": {key: self.before[key] for key in _TOKENS},
@@ -258,8 +284,9 @@ class WhatIf:
                     "calls": count,
                     "writes": writes(tool, self.declared_writes),
                 }
-                for tool, count in self.skipped.most_common()
+                for tool, count in not_run.items()
             ],
+            "folded": folded,
             "examples": self.examples,
         }
 
@@ -287,9 +314,13 @@ def what_if_lines(document: dict[str, Any]) -> list[str]:
         )
     flagged = [e for e in document["not_run"] if e["writes"]]
     if document["not_run"]:
+        shown = document["not_run"][:10]
+        more = len(document["not_run"]) - len(shown)
         lines.append(
             "  would not have run: "
-            + ", ".join(f"{e['tool']} {e['calls']}" for e in document["not_run"][:10])
+            + ", ".join(f"{e['tool']} {e['calls']}" for e in shown)
+            + (f" and {more} more" if more else "")
+            + _other(document)
         )
     if flagged:
         lines.append(
@@ -297,6 +328,15 @@ def what_if_lines(document: dict[str, Any]) -> list[str]:
             + ", ".join(f"{e['tool']} {e['calls']}" for e in flagged)
         )
     return lines
+
+
+def _other(document: dict[str, Any]) -> str:
+    """ ", other N tools (K calls)" for the skipped tools the what-if folded, else ""."""
+    entry = (document.get("folded") or {}).get("not_run")
+    if not entry:
+        return ""
+    names = f"{entry['names']:,}{'+' if entry.get('at_least') else ''}"
+    return f", other {names} tools ({entry['count']:,} calls)"
 
 
 def what_if_html(document: dict[str, Any] | None) -> str:
@@ -308,8 +348,11 @@ def what_if_html(document: dict[str, Any] | None) -> str:
     rows = "".join(
         f"<tr><td>{html.escape(e['tool'])}</td><td>{e['calls']}</td>"
         f"<td>{'writes' if e['writes'] else ''}</td></tr>"
-        for e in document["not_run"][:20]
+        for e in document["not_run"]
     )
+    other = _other(document)
+    if rows and other:
+        rows += f'<tr><td colspan="3">{html.escape(other.removeprefix(", "))}</td></tr>'
     examples = "".join(
         f"<li>thread {html.escape(str(e['thread_id']))}, run {html.escape(str(e['run']))}: "
         f"the user would have seen <pre>{html.escape(e['relay'])}</pre> instead of "

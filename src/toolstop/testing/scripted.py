@@ -13,14 +13,14 @@ from typing import Any
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LangSmithParams, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, ToolCall
-from langchain_core.messages.ai import UsageMetadata
-from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ConfigDict, PrivateAttr
 
+from toolstop._tokens import approximate_usage
+from toolstop._tokens import malformed as _malformed
 from toolstop.testing._chunks import message_chunks, truncate_at_stop
 
 __all__ = [
@@ -174,44 +174,6 @@ class _Script:
     position: int = 0
     calls: list[ModelCall] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-def approximate_usage(messages: Sequence[BaseMessage], response: AIMessage) -> UsageMetadata:
-    """`usage_metadata` for a simulated answer, from langchain-core's approximate counter.
-
-    A malformed content block (a text block whose `text` is not a string, a block whose `type`
-    is not one) is counted as empty text, where the counter would raise: the messages may be a
-    tool's result or a recorded thread."""
-    input_tokens = count_tokens_approximately([_countable(m) for m in messages])
-    output_tokens = count_tokens_approximately([_countable(response)])
-    return UsageMetadata(
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        total_tokens=input_tokens + output_tokens,
-    )
-
-
-def _malformed(block: Any) -> bool:
-    """A content block no provider sends: a `type` that is not a string, or a text block whose
-    `text` is not a string (a text block without `text` is read as empty)."""
-    if not isinstance(block, dict):
-        return False
-    kind = block.get("type", "")
-    return not isinstance(kind, str) or (
-        kind == "text" and not isinstance(block.get("text", ""), str)
-    )
-
-
-_EMPTY_TEXT = {"type": "text", "text": ""}
-
-
-def _countable(message: BaseMessage) -> BaseMessage:
-    """`message` with each malformed content block (`_malformed`) as an empty text block."""
-    content = message.content
-    if not isinstance(content, list) or not any(_malformed(b) for b in content):
-        return message
-    blocks = [dict(_EMPTY_TEXT) if _malformed(b) else b for b in content]
-    return message.model_copy(update={"content": blocks})
 
 
 def _as_message(step: ScriptStep, index: int, prefix: str = "call") -> AIMessage:

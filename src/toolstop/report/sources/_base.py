@@ -6,11 +6,14 @@ escaped (`printable`) and masked (`mask_secrets`) when a problem is put into wor
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, AnyStr, BinaryIO, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.messages.ai import UsageMetadata
@@ -22,13 +25,17 @@ __all__ = [
     "BAD_INPUT",
     "MAX_LINE_BYTES",
     "Conversation",
+    "NotARegularFileError",
     "ReadProblems",
     "Tokens",
     "Unreadable",
+    "bounded_lines",
     "conversation",
     "json_records",
     "non_negative_int",
+    "open_regular",
     "tokens_of",
+    "tool_definitions",
     "usage",
 ]
 
@@ -72,6 +79,10 @@ class Conversation:
             says: LangSmith's `extra.metadata.thread_id` (or `session_id`,
             `conversation_id`), OpenTelemetry's `gen_ai.conversation.id`. Several traces (runs)
             of one thread are separate conversations with the same `thread`. None otherwise.
+        tools: The tool definitions the model was offered, where the log records them (an
+            OpenAI chat line's `tools`, a LangSmith model run's `extra.invocation_params.tools`),
+            as plain JSON objects: counted in the token estimate of each model call without
+            recorded usage. Empty otherwise.
     """
 
     id: str
@@ -79,6 +90,7 @@ class Conversation:
     tokens: Tokens
     line: int
     thread: str | None = None
+    tools: tuple[Mapping[str, Any], ...] = ()
 
 
 def conversation(
@@ -87,18 +99,34 @@ def conversation(
     *,
     line: int,
     thread: str | None = None,
+    tools: Any = None,
 ) -> Conversation:
     """A `Conversation` of `messages`, each tool result named after the call it answers.
 
     LangChain's tool node names each result after its tool, so an estimate of the tokens a
-    model saw counts the names too."""
+    model saw counts the names too. `tools` is the log's list of tool definitions (see
+    `tool_definitions`)."""
     names = {c["id"]: c["name"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
     for message in messages:
         if isinstance(message, ToolMessage) and message.name is None:
             message.name = names.get(message.tool_call_id)
     return Conversation(
-        id=id, messages=tuple(messages), tokens=tokens_of(messages), line=line, thread=thread
+        id=id,
+        messages=tuple(messages),
+        tokens=tokens_of(messages),
+        line=line,
+        thread=thread,
+        tools=tool_definitions(tools),
     )
+
+
+def tool_definitions(raw: Any) -> tuple[Mapping[str, Any], ...]:
+    """The tool definitions of a log's `tools` list: its JSON objects.
+
+    Anything else in the list is left out; a value that is not a list gives none."""
+    if not isinstance(raw, list):
+        return ()
+    return tuple(tool for tool in raw if isinstance(tool, Mapping))
 
 
 def tokens_of(messages: Sequence[BaseMessage]) -> Tokens:
@@ -162,22 +190,51 @@ class ReadProblems:
         return f"{'; '.join(parts)}; first: {printable(mask_secrets(self.first))}"
 
 
-def _lines(stream: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:
-    """(number, line) for each line; `None` for a line over `MAX_LINE_BYTES` (drained)."""
+def bounded_lines(stream: IO[AnyStr]) -> Iterator[tuple[int, AnyStr | None]]:
+    """(number, line) for each line of `stream`; `None` for a line over `MAX_LINE_BYTES`.
+
+    A line is read up to the cap and no further: the rest of a longer one is drained in pieces
+    of `_PIECE`, never held whole (on a text stream the cap counts characters)."""
     number = 0
     while True:
         line = stream.readline(MAX_LINE_BYTES + 1)
         if not line:
             return
         number += 1
-        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+        end = b"\n" if isinstance(line, bytes) else "\n"
+        if len(line) > MAX_LINE_BYTES and not line.endswith(end):  # type: ignore[arg-type]
             while True:  # drain the rest of the line in pieces
                 piece = stream.readline(_PIECE)
-                if not piece or piece.endswith(b"\n"):
+                if not piece or piece.endswith(end):  # type: ignore[arg-type]
                     break
             yield number, None
             continue
         yield number, line
+
+
+class NotARegularFileError(OSError):
+    """A path to read that is not a regular file: a FIFO, a device, a socket or a folder."""
+
+
+def open_regular(path: Path | str) -> BinaryIO:
+    """`path` opened to read bytes, when it is a regular file (a symlink to one is followed).
+
+    It is opened without blocking (a FIFO without a writer would hang the open) and checked on
+    the open file, so nothing is read from a FIFO or a device (`/dev/zero` never ends).
+
+    Raises:
+        NotARegularFileError: not a regular file.
+        OSError: it cannot be opened.
+    """
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            msg = "not a regular file (a FIFO, a device or a folder is not read)"
+            raise NotARegularFileError(errno.EINVAL, msg, str(path))
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
 
 
 def json_records(path: Path, problems: ReadProblems) -> Iterator[tuple[int, Any]]:
@@ -186,10 +243,11 @@ def json_records(path: Path, problems: ReadProblems) -> Iterator[tuple[int, Any]
     A line that is too long, not UTF-8 or not JSON is counted in `problems` and skipped.
 
     Raises:
+        NotARegularFileError: `path` is not a regular file (see `open_regular`).
         OSError: the file cannot be opened.
     """
-    with path.open("rb") as stream:
-        for number, raw in _lines(stream):
+    with open_regular(path) as stream:
+        for number, raw in bounded_lines(stream):
             if raw is None:
                 problems.lines += 1
                 problems.line_problem(number, f"longer than {MAX_LINE_BYTES:,} bytes")

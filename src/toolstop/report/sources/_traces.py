@@ -262,6 +262,8 @@ class TraceParts:
     """The first result recorded per tool call id."""
     thread: str | None = None
     """The first thread (conversation) id a record names."""
+    tools: Any = None
+    """The first list of tool definitions a model call records (see `tool_definitions`)."""
 
     def add_result(self, result: ToolMessage | None) -> None:
         """Keep a tool's recorded result, unless one was kept for its call id already."""
@@ -280,7 +282,7 @@ class TraceParts:
         if not messages:
             msg = f"trace {trace[:64]!r} has no {missing}"
             raise Unreadable(msg)
-        return conversation(trace, messages, line=first_line, thread=self.thread)
+        return conversation(trace, messages, line=first_line, thread=self.thread, tools=self.tools)
 
 
 def conversations(

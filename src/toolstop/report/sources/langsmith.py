@@ -12,7 +12,9 @@ runs of one trace (`trace_id`, else the run's own `id` for a root) form one conv
 - each answer's usage is its message's `usage_metadata`, else the run's
   `prompt_tokens` / `completion_tokens`, else `outputs.llm_output.token_usage`;
 - a `tool` run whose output is a tool message (`outputs.output` with a `tool_call_id`) gives
-  the result of a call no later history shows.
+  the result of a call no later history shows;
+- the first model run's `extra.invocation_params.tools` (the tool definitions it was offered,
+  when the export has them) are counted in the token estimate of each call without usage.
 
 Runs are grouped by trace with a bound (`max_open` traces at once; see `_traces`): an export
 sorted by trace, as LangSmith's bulk export writes it per trace, needs one.
@@ -127,6 +129,14 @@ def _thread(run: Mapping[str, Any]) -> str | None:
     return first_str(*(metadata.get(k) for k in keys))
 
 
+def _tools(run: Mapping[str, Any]) -> Any:
+    """The tool definitions a model run was invoked with (`extra.invocation_params.tools`)."""
+    extra = run.get("extra")
+    params = extra.get("invocation_params") if isinstance(extra, Mapping) else None
+    found = params.get("tools") if isinstance(params, Mapping) else None
+    return found if isinstance(found, list) else None
+
+
 def _order(item: tuple[int, Any]) -> tuple[str, str, int]:
     line, run = item
     dotted = run.get("dotted_order")
@@ -151,6 +161,8 @@ def trace_conversation(
         where = f"line {line}"
         parts.thread = parts.thread or _thread(run)
         if run.get("run_type") == "llm":
+            if parts.tools is None:
+                parts.tools = _tools(run)
             parts.calls.append(ModelCall(_history(run.get("inputs"), where), _answer(run, where)))
         elif run.get("run_type") == "tool":
             parts.add_result(_tool_result(run, where))

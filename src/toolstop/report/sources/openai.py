@@ -5,7 +5,9 @@ Each message is a chat-completions message: `role` (`system`, `developer`, `user
 `tool_calls` on assistant messages (`{"id", "type": "function", "function": {"name",
 "arguments"}}`, the arguments a JSON string) and `tool_call_id` on tool messages. An assistant
 message's `usage` (`prompt_tokens` / `completion_tokens`, as the response that produced it
-reported) becomes its `usage_metadata`.
+reported) becomes its `usage_metadata`. A line's `tools` (the tool definitions the model was
+offered, as a chat-completions request sends them) are counted in the token estimate of each
+model call without usage.
 
 Deliberately not handled: the legacy `function_call` / `function` role (a line using them is
 skipped and counted), images and audio (non-text parts are dropped). Arguments that are not a
@@ -197,7 +199,8 @@ def read_openai(path: Path, problems: ReadProblems) -> Iterator[Conversation]:
         except BAD_INPUT as error:
             problems.line_problem(number, str(error))
             continue
-        yield conversation(_id(value, number), built, line=number)
+        tools = value.get("tools") if isinstance(value, Mapping) else None
+        yield conversation(_id(value, number), built, line=number, tools=tools)
 
 
 def _id(value: Any, number: int) -> str:

@@ -8,8 +8,9 @@ records are the ones the middleware writes when the recording is replayed throug
 stand-in tools of `toolstop.testing.replay` (tests/test_sources_shadow.py compares them field
 for field), at a fraction of the cost.
 
-Each user message starts a run, as in shadow mode. An answer without recorded usage gets the
-scripted model's estimate (`approximate_usage` of the messages the model saw and the answer).
+Each user message starts a run, as in shadow mode. An answer without recorded usage gets an
+estimate (`toolstop._tokens`: the messages the model saw, the tool definitions the log gives,
+and the answer), each message counted once, so a replay takes time linear in its length.
 
 Deliberately not handled: system messages (the replayed agent has its own prompt, so they are
 neither replayed nor counted in an estimate), the step budget (runs are taken as LangGraph ran
@@ -19,7 +20,7 @@ call limits, summarization).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -35,12 +36,11 @@ from toolstop._lifecycle import (
     pending,
     run_start,
 )
-from toolstop._relay import to_model
+from toolstop._tokens import RunningCount
 from toolstop.decision import current_turn
 from toolstop.policy import StopPolicy
 from toolstop.record import StopRecord
 from toolstop.report.sources._base import Unreadable
-from toolstop.testing.scripted import approximate_usage
 
 __all__ = ["replay_answer", "replay_begin", "runs_of", "shadow_records"]
 
@@ -128,12 +128,15 @@ def replay_begin(
     )
 
 
-def replay_answer(begun: Begun, answer: AIMessage, policy: StopPolicy) -> tuple[Any, RunState]:
+def replay_answer(
+    begun: Begun, answer: AIMessage, policy: StopPolicy, count: RunningCount
+) -> tuple[Any, RunState]:
     """`answered` for a recorded model answer, its usage estimated when none was recorded.
 
-    The estimate is the test kit's model's, from what the model was sent."""
+    The estimate is `count`'s, from what the model was sent (`count` holds the replay's
+    running sum: one per conversation)."""
     if answer.usage_metadata is None:
-        answer.usage_metadata = approximate_usage(to_model(begun.messages), answer)
+        answer.usage_metadata = count.usage(begun.messages, answer)
     return answered(
         begun.run,
         answer,
@@ -149,6 +152,7 @@ def shadow_records(
     policy: StopPolicy | None = None,
     *,
     artifacts: bool = False,
+    tools: Sequence[Mapping[str, Any]] = (),
 ) -> list[StopRecord]:
     """The record of each run of a recorded conversation, as shadow mode writes them.
 
@@ -158,6 +162,8 @@ def shadow_records(
         artifacts: Keep the tool results' recorded artifacts (a signal in one is decided on),
             as `replay(..., content_and_artifact=True)`'s stand-ins return them; by default
             they are dropped, as plain stand-ins (an agent without toolstop) return none.
+        tools: The tool definitions each model call was sent, where the log has them
+            (`Conversation.tools`): counted in the estimate of each call without usage.
 
     Returns:
         One record per user message, in order.
@@ -174,6 +180,7 @@ def shadow_records(
     run: RunState | None = None
     previous: StopRecord | None = None
     records: list[StopRecord] = []
+    tokens = RunningCount(tools)
     count = 0
     for invocation, recorded in enumerate(runs):
         for message in recorded:
@@ -183,7 +190,7 @@ def shadow_records(
                 history.append(copy)
                 continue
             answer, run = replay_answer(
-                replay_begin(run, previous, history, policy, invocation), copy, policy
+                replay_begin(run, previous, history, policy, invocation), copy, policy, tokens
             )
             history.append(answer)
         record = _ending(run, previous, history, policy)

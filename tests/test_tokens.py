@@ -1,0 +1,202 @@
+"""`toolstop._tokens`: the estimate of a model call without usage, linear in a conversation.
+
+Each message is counted once (a model call's input is the running sum), so replaying a
+conversation of n tool turns counts O(n) messages, not O(n^2): the tests count the messages the
+counter is given for n and 4n turns. Tool definitions a log gives are counted in each call, as
+langchain-core's `count_tokens_approximately(..., tools=...)` counts them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages.utils import count_tokens_approximately
+
+import toolstop._tokens as tokens
+from toolstop._tokens import RunningCount, approximate_usage
+from toolstop.report.sources import read_conversations
+from toolstop.report.sources.shadow import shadow_records
+from toolstop.report.what_if import converted_records
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "search",
+            "description": "Search the knowledge index for a query and return the best hit.",
+            "parameters": {
+                "type": "object",
+                "properties": {"q": {"type": "string", "description": "the query"}},
+                "required": ["q"],
+            },
+        },
+    }
+]
+
+
+def conversation(turns: int) -> list[BaseMessage]:
+    """One run of `turns` tool turns, then an answer."""
+    messages: list[BaseMessage] = [HumanMessage("find it")]
+    for i in range(turns):
+        messages.append(
+            AIMessage("", tool_calls=[{"name": "search", "args": {"q": f"q{i}"}, "id": f"c{i}"}])
+        )
+        messages.append(ToolMessage(f"hit {i}", tool_call_id=f"c{i}", name="search"))
+    messages.append(AIMessage("found"))
+    return messages
+
+
+def openai_line(turns: int, *, tools: list[Any] | None = None) -> dict[str, Any]:
+    """The same conversation as an OpenAI chat JSONL line."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "find it"}]
+    for i in range(turns):
+        call = {"id": f"c{i}", "type": "function"}
+        call["function"] = {"name": "search", "arguments": json.dumps({"q": f"q{i}"})}
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"hit {i}"})
+    messages.append({"role": "assistant", "content": "found"})
+    line: dict[str, Any] = {"messages": messages}
+    if tools is not None:
+        line["tools"] = tools
+    return line
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of messages given to the counter, and to `to_model`, as they are counted."""
+    seen = [0, 0]
+    count, to_model = tokens.count_tokens_approximately, tokens.to_model
+
+    def counting(messages: Any, **kwargs: Any) -> int:
+        messages = list(messages)
+        seen[0] += len(messages)
+        return count(messages, **kwargs)
+
+    def converting(messages: Any) -> Any:
+        seen[1] += len(messages)
+        return to_model(messages)
+
+    monkeypatch.setattr(tokens, "count_tokens_approximately", counting)
+    monkeypatch.setattr(tokens, "to_model", converting)
+    return seen
+
+
+def _work(counted: list[int], run: Any, turns: int) -> tuple[int, int]:
+    counted[:] = [0, 0]
+    run(turns)
+    return counted[0], counted[1]
+
+
+@pytest.mark.parametrize(
+    "replay",
+    [
+        pytest.param(lambda n: shadow_records(conversation(n)), id="shadow_records"),
+        pytest.param(lambda n: converted_records(conversation(n), ["other"]), id="what-if"),
+    ],
+)
+def test_a_replay_counts_each_message_once(counted: list[int], replay: Any) -> None:
+    small = _work(counted, replay, 50)
+    large = _work(counted, replay, 200)
+    # 2n + 2 messages, each counted once (plus each answer once as an output): linear
+    assert small[0] <= 2 * (2 * 50 + 2)
+    for before, after in zip(small, large, strict=True):
+        assert before > 0
+        assert after <= 4.5 * before  # quadratic growth would be 16 times
+
+
+def test_the_openai_reader_and_the_report_are_linear(tmp_path: Path, counted: list[int]) -> None:
+    from toolstop.report.from_logs import read_from
+    from toolstop.report.summary import Summary
+
+    def report(turns: int) -> None:
+        path = tmp_path / f"log{turns}.jsonl"
+        path.write_text(json.dumps(openai_line(turns)) + "\n")
+        found = read_from(str(path), Summary(), format="openai")
+        assert found.conversations == 1
+
+    small = _work(counted, report, 50)
+    large = _work(counted, report, 200)
+    assert 0 < large[0] <= 4.5 * small[0]
+
+
+def test_the_running_sum_equals_counting_the_whole_history_each_time() -> None:
+    messages = conversation(6)
+    count = RunningCount()
+    for end in range(len(messages)):
+        seen = messages[:end]
+        assert count.input_tokens(seen) == count_tokens_approximately(seen)
+    again = [HumanMessage("a different history")]  # not an extension: counted from its start
+    assert count.input_tokens(again) == count_tokens_approximately(again)
+
+
+def test_the_estimate_is_todays_without_tools() -> None:
+    messages = conversation(3)
+    usage = approximate_usage(messages[:-1], messages[-1])
+    assert usage["input_tokens"] == count_tokens_approximately(messages[:-1])
+    assert usage["output_tokens"] == count_tokens_approximately(messages[-1:])
+
+
+def test_tool_definitions_are_counted_in_each_estimated_call(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    path.write_text(
+        json.dumps(openai_line(2, tools=TOOLS)) + "\n" + json.dumps(openai_line(2)) + "\n"
+    )
+    with_tools, without = read_conversations(path, format="openai")
+    assert with_tools.tools == tuple(TOOLS)
+    assert without.tools == ()
+    messages = list(with_tools.messages)
+    # the model was called with the user message, then after each tool turn
+    seen = [messages[: 1 + 2 * turn] for turn in range(3)]
+    expected = sum(count_tokens_approximately(s, tools=TOOLS) for s in seen)
+    plain = sum(count_tokens_approximately(s) for s in seen)
+    assert expected > plain + 3 * 40  # the definition is worth about 70 tokens a call
+    (record,) = shadow_records(with_tools.messages, tools=with_tools.tools)
+    assert record["input_tokens"] == expected
+    (record,) = shadow_records(without.messages, tools=without.tools)
+    assert record["input_tokens"] == plain
+    hard = converted_records(with_tools.messages, ["other"], definitions=with_tools.tools)
+    assert hard.records[0]["input_tokens"] == expected
+
+
+def test_a_langsmith_runs_invocation_tools_are_counted(tmp_path: Path) -> None:
+    def llm(number: int, history: list[dict[str, Any]], answer: dict[str, Any]) -> str:
+        return json.dumps(
+            {
+                "id": f"r{number}",
+                "trace_id": "t1",
+                "run_type": "llm",
+                "dotted_order": f"{number}",
+                "inputs": {"messages": history},
+                "outputs": {"generations": [[{"message": answer}]]},
+                "extra": {"invocation_params": {"tools": TOOLS}},
+            }
+        )
+
+    user = {"role": "user", "content": "find it"}
+    asks = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": "c1", "name": "search", "args": {"q": "x"}}],
+    }
+    result = {"role": "tool", "tool_call_id": "c1", "content": "hit"}
+    answer = {"role": "assistant", "content": "found"}
+    path = tmp_path / "runs.jsonl"
+    path.write_text(llm(1, [user], asks) + "\n" + llm(2, [user, asks, result], answer) + "\n")
+    (found,) = read_conversations(path, format="langsmith")
+    assert found.tools == tuple(TOOLS)
+    messages = list(found.messages)
+    expected = sum(count_tokens_approximately(s, tools=TOOLS) for s in (messages[:1], messages[:3]))
+    (record,) = shadow_records(found.messages, tools=found.tools)
+    assert record["input_tokens"] == expected
+
+
+def test_tool_definitions_that_are_not_objects_are_left_out(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    line = openai_line(1, tools=["search", 3, None, *TOOLS])
+    path.write_text(json.dumps(line) + "\n" + json.dumps(openai_line(1, tools="all")) + "\n")  # type: ignore[arg-type]
+    listed, named = read_conversations(path, format="openai")
+    assert listed.tools == tuple(TOOLS)
+    assert named.tools == ()
