@@ -8,8 +8,11 @@ records are the ones the middleware writes when the recording is replayed throug
 stand-in tools of `toolstop.testing.replay` (tests/test_sources_shadow.py compares them field
 for field), at a fraction of the cost.
 
-Each user message starts a run, as in shadow mode. An answer without recorded usage gets the
-scripted model's estimate (`approximate_usage` of the messages the model saw and the answer).
+The conversation is cut into runs by the rule every reader shares
+(`toolstop.report.sources._runs.segment`): a user message starts a run, as in shadow mode; a run
+left open on a tool call or on tool results is closed as the thread's next run closes it in
+shadow mode (`left_open`). An answer without recorded usage gets the scripted model's estimate
+(`approximate_usage` of the messages the model saw and the answer).
 
 Deliberately not handled: system messages (the replayed agent has its own prompt, so they are
 neither replayed nor counted in an estimate), the step budget (runs are taken as LangGraph ran
@@ -22,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from toolstop._lifecycle import (
     Begun,
@@ -30,6 +33,7 @@ from toolstop._lifecycle import (
     answered,
     begin,
     begin_turn,
+    close_aborted,
     ended_after,
     open_run,
     pending,
@@ -40,43 +44,18 @@ from toolstop.decision import current_turn
 from toolstop.policy import StopPolicy
 from toolstop.record import StopRecord
 from toolstop.report.sources._base import Unreadable
+from toolstop.report.sources._runs import Segments, runs_of, segment
 from toolstop.testing.scripted import approximate_usage
 
-__all__ = ["replay_answer", "replay_begin", "runs_of", "shadow_records"]
-
-
-def runs_of(messages: Sequence[BaseMessage]) -> list[list[BaseMessage]]:
-    """The conversation cut into runs: a user message, then what the agent did until it answered.
-
-    System messages are left out.
-
-    Raises:
-        Unreadable: a shape a replay cannot reproduce: a message before the first user
-            message, a run that does not end with an answer without tool calls, or tool
-            results that do not answer the run's tool calls one to one.
-    """
-    runs: list[list[BaseMessage]] = []
-    for message in messages:
-        if isinstance(message, SystemMessage):
-            continue
-        if isinstance(message, HumanMessage):
-            runs.append([message])
-        elif not runs:
-            msg = f"a {message.type} message comes before the first user message"
-            raise Unreadable(msg)
-        else:
-            runs[-1].append(message)
-    for number, run in enumerate(runs, 1):
-        last = run[-1]
-        if not isinstance(last, AIMessage) or last.tool_calls:
-            msg = f"run {number} does not end with an answer without tool calls"
-            raise Unreadable(msg)
-        called = sorted(str(c["id"]) for m in run if isinstance(m, AIMessage) for c in m.tool_calls)
-        results = sorted(m.tool_call_id for m in run if isinstance(m, ToolMessage))
-        if called != results:
-            msg = f"run {number}: the tool results do not answer the tool calls one to one"
-            raise Unreadable(msg)
-    return runs
+__all__ = [
+    "Replayed",
+    "left_open",
+    "replay_answer",
+    "replay_begin",
+    "replay_records",
+    "runs_of",
+    "shadow_records",
+]
 
 
 def _ending(
@@ -144,6 +123,108 @@ def replay_answer(begun: Begun, answer: AIMessage, policy: StopPolicy) -> tuple[
     )
 
 
+class Replayed:
+    """The state a replay carries from one recorded message to the next (see `shadow_records`).
+
+    Attributes:
+        history: The thread's messages as the agent's state holds them.
+        run: The run state (`None` before the first model call).
+        previous: The thread's last finished record.
+        records: The records written so far, one per run.
+        count: Messages prepared so far (their ids are `m0`, `m1`, ...).
+    """
+
+    def __init__(self) -> None:
+        """An empty thread."""
+        self.history: list[Any] = []
+        self.run: RunState | None = None
+        self.previous: StopRecord | None = None
+        self.records: list[StopRecord] = []
+        self.count = 0
+
+    def prepared(self, message: BaseMessage, names: dict[str, str], **kwargs: Any) -> BaseMessage:
+        """The next recorded message as the state holds it (see `prepared`)."""
+        copy = prepared(message, self.count, names, **kwargs)
+        self.count += 1
+        return copy
+
+    def begin(self, policy: StopPolicy, invocation: int) -> Begun:
+        """`replay_begin` for the next model call; a run left open before it is closed first,
+        its record written, as the thread's next run closes it (`close_aborted`)."""
+        begun = replay_begin(self.run, self.previous, self.history, policy, invocation)
+        if begun.aborted is not None:
+            self.finished(begun.aborted.record)
+            if begun.aborted.messages is not None:  # the calls it left open, answered
+                self.history = self._with_ids(begun.messages)
+                begun = begun._replace(messages=self.history)
+        return begun
+
+    def _with_ids(self, messages: Sequence[Any]) -> list[Any]:
+        """`messages` with an id on each message that has none (as LangGraph's reducer gives)."""
+        out = []
+        for message in messages:
+            if message.id is None:
+                message = message.model_copy()
+                message.id = f"r{self.count}"
+                self.count += 1
+            out.append(message)
+        return out
+
+    def finished(self, record: StopRecord) -> None:
+        """A run's record is written: it numbers the next run."""
+        self.records.append(record)
+        self.previous = record
+        if self.run is not None:
+            self.run = {**self.run, "open": False}
+
+    def close(self, policy: StopPolicy, invocation: int) -> None:
+        """Close the run the conversation leaves open on a tool call or result, if any."""
+        if self.run is not None and self.run["open"]:
+            self.finished(left_open(self.run, self.history, policy, invocation))
+
+
+def left_open(run: RunState, history: list[Any], policy: StopPolicy, invocation: int) -> StopRecord:
+    """The record of a run a recording leaves open on a tool call or on tool results.
+
+    It is the record shadow mode writes when the thread's next run closes such a run
+    (`close_aborted`): rule `interrupted`, the calls left open in `tools`, results no model
+    call read folded in (their tools `ended_on_it`). `invocation` is the next run's."""
+    closing = close_aborted(run, [*history, HumanMessage("", id="next")], invocation, policy)
+    if closing is None:  # not a run left open: a replay never gets here
+        msg = "the run is not left open on a tool call or result"
+        raise Unreadable(msg)
+    return closing.record
+
+
+def replay_records(
+    segments: Segments, policy: StopPolicy | None = None, *, artifacts: bool = False
+) -> list[StopRecord]:
+    """The record of each replayable run of a segmented conversation (see `shadow_records`)."""
+    policy = policy if policy is not None else StopPolicy(mode="never")
+    names = {
+        str(c["id"]): c["name"]
+        for run in segments.runs
+        for m in run
+        if isinstance(m, AIMessage)
+        for c in m.tool_calls
+    }
+    thread = Replayed()
+    thread.history = [thread.prepared(m, names) for m in segments.context]
+    for invocation, recorded in enumerate(segments.runs):
+        for message in recorded:
+            copy = thread.prepared(message, names, artifacts=artifacts)
+            if not isinstance(copy, AIMessage):
+                thread.history.append(copy)
+                continue
+            answer, thread.run = replay_answer(thread.begin(policy, invocation), copy, policy)
+            thread.history.append(answer)
+        if isinstance(recorded[-1], AIMessage) and not recorded[-1].tool_calls:
+            thread.finished(_ending(thread.run, thread.previous, thread.history, policy))
+        # else left open: the next run's first model call closes it, or `close` below
+    thread.close(policy, len(segments.runs))
+    return thread.records
+
+
 def shadow_records(
     messages: Sequence[BaseMessage],
     policy: StopPolicy | None = None,
@@ -151,6 +232,11 @@ def shadow_records(
     artifacts: bool = False,
 ) -> list[StopRecord]:
     """The record of each run of a recorded conversation, as shadow mode writes them.
+
+    A run left open on a tool call or on tool results (a hand-off, a step limit) gets the
+    record shadow mode writes when the thread's next run closes it (rule `interrupted`); user
+    messages at the end nobody answered, and runs a replay cannot reproduce, get none (see
+    `toolstop.report.sources._runs`: `segment` says how many).
 
     Args:
         messages: The recorded conversation (a `Conversation`'s `messages`); not changed.
@@ -160,35 +246,6 @@ def shadow_records(
             they are dropped, as plain stand-ins (an agent without toolstop) return none.
 
     Returns:
-        One record per user message, in order.
-
-    Raises:
-        Unreadable: the conversation's shape cannot be replayed (see `runs_of`).
+        One record per replayable run, in order.
     """
-    policy = policy if policy is not None else StopPolicy(mode="never")
-    runs = runs_of(messages)
-    names = {
-        str(c["id"]): c["name"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls
-    }
-    history: list[Any] = []
-    run: RunState | None = None
-    previous: StopRecord | None = None
-    records: list[StopRecord] = []
-    count = 0
-    for invocation, recorded in enumerate(runs):
-        for message in recorded:
-            copy = prepared(message, count, names, artifacts=artifacts)
-            count += 1
-            if not isinstance(copy, AIMessage):
-                history.append(copy)
-                continue
-            answer, run = replay_answer(
-                replay_begin(run, previous, history, policy, invocation), copy, policy
-            )
-            history.append(answer)
-        record = _ending(run, previous, history, policy)
-        records.append(record)
-        previous = record
-        if run is not None:
-            run = {**run, "open": False}
-    return records
+    return replay_records(segment(messages), policy, artifacts=artifacts)
