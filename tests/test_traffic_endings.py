@@ -147,3 +147,91 @@ def test_the_cut_keeps_a_conversation_as_it_ends() -> None:
     assert [m["role"] for m in kept] == ["user", "assistant", "tool", "user"]
     assert convert_simulation(simulation) is None  # the fixture's first cut: no final answer
     assert count(kept) == Counter(runs=1, model_calls=1, tool_calls=1, open=1)
+
+
+HAND_OFFS = ("escalate_to_human", "transfer_to_human_agents")
+
+
+def _hand_off_cut(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The conversation cut right after its first hand-off's results (None: no hand-off)."""
+    names = [[c["function"]["name"] for c in m.get("tool_calls") or ()] for m in messages]
+    at = next((i for i, called in enumerate(names) if set(called) & set(HAND_OFFS)), None)
+    if at is None:
+        return None
+    end = at + 1
+    while end < len(messages) and messages[end]["role"] == "tool":
+        end += 1
+    return messages[:end]
+
+
+def test_the_docs_table_of_logs_as_they_end(tmp_path: Path) -> None:
+    items = lines()
+    logs = {
+        "as recorded": [i["messages"] for i in items],
+        "cut right after the first tool call": [c[0] for i in items if (c := _cuts(i["messages"]))],
+        "cut right after that call's results": [c[1] for i in items if (c := _cuts(i["messages"]))],
+        "cut after the first": [c for i in items if (c := _hand_off_cut(i["messages"]))],
+    }
+    page = (Path(__file__).parent.parent / "docs" / "advisor-validation.md").read_text()
+    section = page[page.index("## Logs as they end") : page.index("## The judgement")]
+    rows = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        name = next((key for key in logs if cells[0].startswith(key)), None)
+        if name is not None and len(cells) == 7:
+            rows[name] = [int(c.split()[-1].replace(",", "")) for c in cells[1:2]] + [
+                int(c.split()[0].replace(",", "")) for c in cells[2:6]
+            ]
+    assert rows.keys() == logs.keys()
+    for number, (name, conversations) in enumerate(logs.items()):
+        expected: Counter[str] = Counter()
+        for messages in conversations:
+            expected += count(messages)
+        counted = [len(conversations), *(expected[k] for k in ("runs", "model_calls"))]
+        counted += [expected["tool_calls"], expected["open"]]
+        assert rows[name] == counted, name
+        log = tmp_path / f"{number}.jsonl"
+        log.write_text("".join(json.dumps({"messages": m}) + "\n" for m in conversations))
+        out = tmp_path / str(number)
+        assert main(["report", "--from", str(log), "--out", str(out)]) == 0
+        document = json.loads((out / "report.json").read_text())
+        found = [document["conversations"], document["runs"], document["model_calls"]]
+        assert found == counted[:3], name
+        assert document["open_runs"] == expected["open"]
+
+
+def test_the_docs_quote_the_conversion_of_the_hand_offs(tmp_path: Path) -> None:
+    import re
+
+    items = lines()
+    cut = [c for i in items if (c := _hand_off_cut(i["messages"]))]
+    log = tmp_path / "hand_offs.jsonl"
+    log.write_text("".join(json.dumps({"messages": m}) + "\n" for m in cut))
+    found = []
+    for source in (log, TRAFFIC):
+        out = tmp_path / source.stem
+        argv = ["report", "--from", str(source), "--convert", ",".join(HAND_OFFS), "--out"]
+        assert main([*argv, str(out)]) == 0
+        what_if = json.loads((out / "report.json").read_text())["what_if"]
+        assert what_if["unseen"] == []
+        found.append(what_if)
+    page = (Path(__file__).parent.parent / "docs" / "advisor-validation.md").read_text()
+    text = " ".join(page[page.index("On the hand-off log") :].split())
+    quoted = re.search(
+        r"now (\d+) of (\d+) runs stop .*? stops (\d+) of (\d+) runs and saves (\d+) model calls "
+        r"\(([\d,]+) input tokens\)",
+        text,
+    )
+    assert quoted is not None
+    hand_offs, whole = found
+    assert [int(x.replace(",", "")) for x in quoted.groups()] == [
+        hand_offs["stopped_runs"],
+        hand_offs["runs"],
+        whole["stopped_runs"],
+        whole["runs"],
+        whole["saved"]["model_calls"],
+        whole["saved"]["input_tokens"],
+    ]
+    assert hand_offs["saved"]["model_calls"] == 0  # nothing followed a hand-off in the log
+    # each conversation's first hand-off is its last call: one stop per conversation
+    assert hand_offs["stopped_runs"] == len(cut)
