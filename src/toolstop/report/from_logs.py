@@ -85,8 +85,8 @@ class FromLogs:
         tokens: Conversations by where their token counts come from (`recorded`,
             `estimated`, `partly`).
         conversations: Conversations whose records were made.
-        threads: Threads read (a trace without a thread is its own; a thread closed to
-            keep `MAX_OPEN_THREADS` open and seen again counts twice).
+        threads: Threads read with at least one run (a trace without a thread is its own; a
+            thread closed to keep `MAX_OPEN_THREADS` open and seen again counts twice).
         open_runs: Conversations that end with user messages no model call answered (an open
             run with no model call: not in the runs).
         rejected: Runs whose record holds a number out of range (absurd recorded usage).
