@@ -121,20 +121,12 @@ def converted_records(
     """
     policy = policy if policy is not None else StopPolicy(mode="hard")
     segments = segment(signalled(messages, tools, success))
-    names = {
-        str(c["id"]): c["name"]
-        for run in segments.runs
-        for m in run
-        if isinstance(m, AIMessage)
-        for c in m.tool_calls
-    }
-    thread = Replayed()
-    thread.history = [thread.prepared(m, names) for m in segments.context]
+    thread = Replayed(segments)
     relays: list[str | None] = []
     skipped_tools: list[list[str]] = []
     answers: list[str] = []
     for invocation, recorded in enumerate(segments.runs):
-        relay, skipped = _replay_run(thread, recorded, names, policy, invocation)
+        relay, skipped = _replay_run(thread, recorded, policy, invocation)
         if relay is not None or ending(recorded) == "answer":
             thread.finished(_ending(thread.run, thread.previous, thread.history, policy))
         # else left open: closed by the next run's first model call, or by `close` below
@@ -150,7 +142,6 @@ def converted_records(
 def _replay_run(
     thread: Replayed,
     recorded: Sequence[BaseMessage],
-    names: dict[str, str],
     policy: StopPolicy,
     invocation: int,
 ) -> tuple[str | None, list[str]]:
@@ -165,7 +156,7 @@ def _replay_run(
             thread.count += 1
             copy: AIMessage | None = None
         else:
-            prepared = thread.prepared(message, names)
+            prepared = thread.prepared(message)
             if not isinstance(prepared, AIMessage):
                 thread.history.append(prepared)
                 continue

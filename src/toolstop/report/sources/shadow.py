@@ -127,6 +127,7 @@ class Replayed:
     """The state a replay carries from one recorded message to the next (see `shadow_records`).
 
     Attributes:
+        names: Call id to tool name, over the conversation's runs (to name tool results).
         history: The thread's messages as the agent's state holds them.
         run: The run state (`None` before the first model call).
         previous: The thread's last finished record.
@@ -134,17 +135,24 @@ class Replayed:
         count: Messages prepared so far (their ids are `m0`, `m1`, ...).
     """
 
-    def __init__(self) -> None:
-        """An empty thread."""
-        self.history: list[Any] = []
+    def __init__(self, segments: Segments) -> None:
+        """A thread about to replay `segments`: its history holds their context."""
+        self.names = {
+            str(c["id"]): c["name"]
+            for run in segments.runs
+            for m in run
+            if isinstance(m, AIMessage)
+            for c in m.tool_calls
+        }
         self.run: RunState | None = None
         self.previous: StopRecord | None = None
         self.records: list[StopRecord] = []
         self.count = 0
+        self.history: list[Any] = [self.prepared(m) for m in segments.context]
 
-    def prepared(self, message: BaseMessage, names: dict[str, str], **kwargs: Any) -> BaseMessage:
+    def prepared(self, message: BaseMessage, **kwargs: Any) -> BaseMessage:
         """The next recorded message as the state holds it (see `prepared`)."""
-        copy = prepared(message, self.count, names, **kwargs)
+        copy = prepared(message, self.count, self.names, **kwargs)
         self.count += 1
         return copy
 
@@ -201,18 +209,10 @@ def replay_records(
 ) -> list[StopRecord]:
     """The record of each replayable run of a segmented conversation (see `shadow_records`)."""
     policy = policy if policy is not None else StopPolicy(mode="never")
-    names = {
-        str(c["id"]): c["name"]
-        for run in segments.runs
-        for m in run
-        if isinstance(m, AIMessage)
-        for c in m.tool_calls
-    }
-    thread = Replayed()
-    thread.history = [thread.prepared(m, names) for m in segments.context]
+    thread = Replayed(segments)
     for invocation, recorded in enumerate(segments.runs):
         for message in recorded:
-            copy = thread.prepared(message, names, artifacts=artifacts)
+            copy = thread.prepared(message, artifacts=artifacts)
             if not isinstance(copy, AIMessage):
                 thread.history.append(copy)
                 continue
