@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ended_replay import ended_replay
-from log_endings import ENDINGS, HAND_OFF, TRANSFERRED
+from log_endings import ENDINGS, HAND_OFF, TRANSFERRED, asks
 from routers import MIDDLEWARE_UNAVAILABLE
 
 if MIDDLEWARE_UNAVAILABLE:  # these compare with a real create_agent + StopOnArtifact
@@ -243,3 +243,52 @@ def test_a_hand_off_called_last_is_stopped_with_nothing_saved() -> None:
     on_lookup = converted_records(on_result, {"lookup"})
     assert on_lookup.skipped_tools[1] == ["transfer_to_human_agents"]
     assert [r["model_calls"] for r in on_lookup.records] == [1, 1]
+
+
+def _limited(
+    policy: StopPolicy, db: Path, messages: Sequence[BaseMessage] | None = None
+) -> tuple[list[Any], list[BaseMessage]]:
+    """Two runs of a real agent whose `ModelCallLimitMiddleware(run_limit=2,
+    exit_behavior="end")` ends the second after the hand-off's result: its records (read as
+    `report --db` reads them) and its messages (what a log written from its state holds).
+    With `messages`, the tools return their recorded results and artifacts."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import ModelCallLimitMiddleware
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from toolstop.report.reader import open_database
+
+    script = [asks("c1", "lookup"), AIMessage("It shipped."), *HAND_OFF[5::2]]
+    recorded = messages or [*HAND_OFF, TRANSFERRED]
+    tools = replay(recorded, content_and_artifact=messages is not None).tools
+    config: Any = {"configurable": {"thread_id": "t"}}
+    with SqliteSaver.from_conn_string(str(db)) as saver:
+        for question, answers in ((HAND_OFF[0], script[:2]), (HAND_OFF[4], script[2:])):
+            agent = create_agent(
+                ScriptedChatModel(answers),
+                list(tools),
+                middleware=[
+                    StopOnArtifact(policy),
+                    ModelCallLimitMiddleware(run_limit=2, exit_behavior="end"),
+                ],
+                checkpointer=saver,
+            )
+            state = agent.invoke({"messages": [question]}, config)
+    with open_database(str(db)) as database:
+        ends, _ = database.run_ends("t", "")
+    return [dict(end.record) for end in ends], list(state["messages"])
+
+
+def test_a_run_a_call_limit_ended_is_read_as_shadow_mode_records_it(tmp_path: Path) -> None:
+    from toolstop.report.sources.shadow import shadow_records
+
+    records, messages = _limited(StopPolicy(mode="never"), tmp_path / "never.sqlite")
+    assert records[1]["ended_by"] == "ModelCallLimitMiddleware"  # the agent's own record
+    assert shadow_records(messages) == records
+    # what hard mode would have done: the hand-off's stop delivered in the limit's place
+    converted = converted_records(messages, {"transfer_to_human_agents"})
+    prepared = signalled(messages, {"transfer_to_human_agents"})
+    hard, _ = _limited(StopPolicy(mode="hard"), tmp_path / "hard.sqlite", prepared)
+    assert converted.records == hard
+    assert converted.records[1]["rule"] == "completed"
+    assert converted.relays == [None, "Transfer successful"]

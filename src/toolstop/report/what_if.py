@@ -37,7 +37,7 @@ from toolstop.record import StopRecord, reads_as_error
 from toolstop.report.candidates import writes
 from toolstop.report.examples import _text, clean
 from toolstop.report.sources._runs import ending, segment
-from toolstop.report.sources.shadow import Replayed, _ending, replay_answer
+from toolstop.report.sources.shadow import Replayed, _ending, limit_ending, replay_answer
 
 __all__ = [
     "Converted",
@@ -126,8 +126,21 @@ def converted_records(
     skipped_tools: list[list[str]] = []
     answers: list[str] = []
     for invocation, recorded in enumerate(segments.runs):
-        relay, skipped = _replay_run(thread, recorded, policy, invocation)
-        if relay is not None or ending(recorded) == "answer":
+        end = ending(recorded)
+        played = recorded[:-1] if end == "limit" else recorded
+        relay, skipped = _replay_run(
+            thread, played, policy, invocation, at_end=end == "tool_result"
+        )
+        if relay is None and end == "limit":  # as after_agent delivers a stop the limit swallowed
+            thread.history.append(thread.prepared(recorded[-1]))
+            record, decision = limit_ending(thread.run, thread.previous, thread.history, policy)
+            if decision is not None:
+                shown = relay_message(decision.relay, decision.rule, for_model=decision.for_model)
+                shown.id = thread.history[-1].id
+                thread.history[-1] = shown
+                relay = _text(shown.content)
+            thread.finished(record)
+        elif relay is not None or end == "answer":
             thread.finished(_ending(thread.run, thread.previous, thread.history, policy))
         # else left open: closed by the next run's first model call, or by `close` below
         relays.append(relay)
@@ -144,12 +157,15 @@ def _replay_run(
     recorded: Sequence[BaseMessage],
     policy: StopPolicy,
     invocation: int,
+    *,
+    at_end: bool,
 ) -> tuple[str | None, list[str]]:
     """Replay one recorded run into `thread`, cut at a hard stop: (the relay, the tools the
-    stop left uncalled); `(None, [])` when nothing stopped it."""
+    stop left uncalled); `(None, [])` when nothing stopped it. With `at_end`, the model is due
+    once more after the recorded messages (its results were left unread)."""
     for position, message in enumerate([*recorded, None]):
         if message is None:  # the recording ends the run: would hard mode stop on its results?
-            if ending(recorded) != "tool_result":
+            if not at_end:
                 return None, []
             begun = thread.begin(policy, invocation)
             copy_id: str | None = f"m{thread.count}"

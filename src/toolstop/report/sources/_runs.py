@@ -8,6 +8,8 @@ what-if (`toolstop.report.what_if`), so a reader added later gets the same rule.
 
 - A run starts at a user message (several user messages in a row start one run) and takes what
   the agent did until the next user message.
+- A run that `ModelCallLimitMiddleware` ended with its message is finished as `StopOnArtifact`
+  finishes it (`ended_by`); the message is not a model call.
 - A run ends on an answer (an assistant message without tool calls), or is left open on a tool
   call or on tool results: such a run is replayed, and closed as shadow mode closes a run left
   open when the thread's next run starts (`toolstop._lifecycle.close_aborted`: rule
@@ -34,15 +36,21 @@ from typing import Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-__all__ = ["Ending", "Segments", "ending", "runs_of", "segment"]
+__all__ = ["LIMIT_TEXT", "Ending", "Segments", "ending", "runs_of", "segment"]
 
-Ending = Literal["answer", "tool_call", "tool_result"]
+LIMIT_TEXT = "Model call limits exceeded"
+"""How the message `ModelCallLimitMiddleware(exit_behavior="end")` ends a run with begins (the
+text `toolstop.middleware` recognises it by): written by the middleware, not by a model call."""
+
+Ending = Literal["answer", "tool_call", "tool_result", "limit"]
 """How a replayable run ends.
 
 - `"answer"`: an assistant message without tool calls.
 - `"tool_call"`: an assistant message's tool calls, some left without a result (a hand-off that
   paused the run, a process that ended).
 - `"tool_result"`: tool results no model call read (a hand-off that ended the graph, a limit).
+- `"limit"`: the message `ModelCallLimitMiddleware` ends a run with, in the model's place (a log
+  written from the agent's state, such as its checkpoints, holds it).
 """
 
 
@@ -78,7 +86,8 @@ def ending(run: Sequence[BaseMessage]) -> Ending:
             answered.add(message.tool_call_id)
         elif isinstance(message, AIMessage):
             if not message.tool_calls:
-                return "answer"
+                limit = isinstance(message.content, str) and message.content.startswith(LIMIT_TEXT)
+                return "limit" if limit and message is run[-1] else "answer"
             left_open = any(str(c["id"]) not in answered for c in message.tool_calls)
             return "tool_call" if left_open else "tool_result"
     return "tool_call"  # unreachable for a run of `segment`: it holds a model call

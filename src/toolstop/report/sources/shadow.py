@@ -40,16 +40,17 @@ from toolstop._lifecycle import (
     run_start,
 )
 from toolstop._relay import to_model
-from toolstop.decision import current_turn
+from toolstop.decision import Decision, current_turn
 from toolstop.policy import StopPolicy
 from toolstop.record import StopRecord
 from toolstop.report.sources._base import Unreadable
-from toolstop.report.sources._runs import Segments, runs_of, segment
+from toolstop.report.sources._runs import Segments, ending, runs_of, segment
 from toolstop.testing.scripted import approximate_usage
 
 __all__ = [
     "Replayed",
     "left_open",
+    "limit_ending",
     "replay_answer",
     "replay_begin",
     "replay_records",
@@ -75,6 +76,34 @@ def _ending(
         run = open_run(run, previous, policy, turn)
     _, run = begin_turn(run, turn, policy, remaining_steps=None, loop_steps=0, delivered=False)
     return ended_after(run, turn, last)["record"]
+
+
+def limit_ending(
+    run: RunState | None,
+    previous: StopRecord | None,
+    history: list[BaseMessage],
+    policy: StopPolicy,
+) -> tuple[StopRecord, Decision | None]:
+    """The end of a run `ModelCallLimitMiddleware` ended (its message last in `history`), as
+    `StopOnArtifact.after_agent` makes it: the turn no model call read decided and delivered;
+    a stop replaces the message with its relay (the decision is returned), otherwise the record
+    says `ended_by`."""
+    last = history[-1]
+    since = run_start(run)
+    end = len(history) - 1
+    turn = current_turn(history, since=since, end=end, earlier=False)
+    if pending(turn, run):
+        turn = current_turn(history, since=since, end=end)
+    if run is None or not run["open"]:
+        run = open_run(run, previous, policy, turn)
+    decision, run = begin_turn(run, turn, policy, remaining_steps=None, loop_steps=0)
+    record = run["record"]
+    if decision is not None and decision.stop:
+        return StopRecord(**{**record, "relayed": list(decision.relayed)}), decision
+    limited = StopRecord(
+        **{**record, "ended_by": "ModelCallLimitMiddleware", "ended_by_message": str(last.content)}
+    )
+    return limited, None
 
 
 def prepared(
@@ -211,14 +240,18 @@ def replay_records(
     policy = policy if policy is not None else StopPolicy(mode="never")
     thread = Replayed(segments)
     for invocation, recorded in enumerate(segments.runs):
+        end = ending(recorded)
         for message in recorded:
             copy = thread.prepared(message, artifacts=artifacts)
-            if not isinstance(copy, AIMessage):
+            if not isinstance(copy, AIMessage) or (end == "limit" and message is recorded[-1]):
                 thread.history.append(copy)
                 continue
             answer, thread.run = replay_answer(thread.begin(policy, invocation), copy, policy)
             thread.history.append(answer)
-        if isinstance(recorded[-1], AIMessage) and not recorded[-1].tool_calls:
+        if end == "limit":
+            record, _ = limit_ending(thread.run, thread.previous, thread.history, policy)
+            thread.finished(record)
+        elif end == "answer":
             thread.finished(_ending(thread.run, thread.previous, thread.history, policy))
         # else left open: the next run's first model call closes it, or `close` below
     thread.close(policy, len(segments.runs))
