@@ -40,7 +40,7 @@ from toolstop._lifecycle import (
     run_start,
 )
 from toolstop._relay import to_model
-from toolstop.decision import Decision, current_turn
+from toolstop.decision import Decision, Turn, current_turn
 from toolstop.policy import StopPolicy
 from toolstop.record import StopRecord
 from toolstop.report.sources._base import Unreadable
@@ -59,14 +59,16 @@ __all__ = [
 ]
 
 
-def _ending(
+def _ended(
     run: RunState | None,
     previous: StopRecord | None,
     history: list[BaseMessage],
     policy: StopPolicy,
-) -> StopRecord:
-    """The run's end, as `StopOnArtifact.after_agent` makes it when the model answered."""
-    last = history[-1]
+    *,
+    delivered: bool,
+) -> tuple[Decision | None, RunState, Turn | None]:
+    """What `StopOnArtifact.after_agent` does first at a run's end (its last message last in
+    `history`): the turn before it decided and folded in once (a stop `delivered` or not)."""
     since = run_start(run)
     end = len(history) - 1
     turn = current_turn(history, since=since, end=end, earlier=False)
@@ -74,8 +76,21 @@ def _ending(
         turn = current_turn(history, since=since, end=end)
     if run is None or not run["open"]:
         run = open_run(run, previous, policy, turn)
-    _, run = begin_turn(run, turn, policy, remaining_steps=None, loop_steps=0, delivered=False)
-    return ended_after(run, turn, last)["record"]
+    decision, run = begin_turn(
+        run, turn, policy, remaining_steps=None, loop_steps=0, delivered=delivered
+    )
+    return decision, run, turn
+
+
+def _ending(
+    run: RunState | None,
+    previous: StopRecord | None,
+    history: list[BaseMessage],
+    policy: StopPolicy,
+) -> StopRecord:
+    """The run's end, as `StopOnArtifact.after_agent` makes it when the model answered."""
+    _, run, turn = _ended(run, previous, history, policy, delivered=False)
+    return ended_after(run, turn, history[-1])["record"]
 
 
 def limit_ending(
@@ -88,20 +103,16 @@ def limit_ending(
     `StopOnArtifact.after_agent` makes it: the turn no model call read decided and delivered;
     a stop replaces the message with its relay (the decision is returned), otherwise the record
     says `ended_by`."""
-    last = history[-1]
-    since = run_start(run)
-    end = len(history) - 1
-    turn = current_turn(history, since=since, end=end, earlier=False)
-    if pending(turn, run):
-        turn = current_turn(history, since=since, end=end)
-    if run is None or not run["open"]:
-        run = open_run(run, previous, policy, turn)
-    decision, run = begin_turn(run, turn, policy, remaining_steps=None, loop_steps=0)
+    decision, run, _ = _ended(run, previous, history, policy, delivered=True)
     record = run["record"]
     if decision is not None and decision.stop:
         return StopRecord(**{**record, "relayed": list(decision.relayed)}), decision
     limited = StopRecord(
-        **{**record, "ended_by": "ModelCallLimitMiddleware", "ended_by_message": str(last.content)}
+        **{
+            **record,
+            "ended_by": "ModelCallLimitMiddleware",
+            "ended_by_message": str(history[-1].content),
+        }
     )
     return limited, None
 
