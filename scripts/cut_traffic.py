@@ -17,6 +17,11 @@ recorded `usage`), and `tool` (`tool_call_id`, `content`). How a conversation is
 - with `--max-bytes N`, a conversation whose line is longer than N bytes is left out (to keep
   the fixture small).
 
+With `--as-recorded`, a conversation is kept as it ends, as a log holds it: the simulated user's
+closing message that nobody answers, a last tool call (a transfer to a human) or tool result, a
+conversation without tool calls, and calls without results are kept; only the greeting, user-side
+tool calls and conversations without an assistant message are left out.
+
 The source files are not in this repository; the fixture's README says where they came from.
 """
 
@@ -45,8 +50,12 @@ def _usage(raw: Any) -> dict[str, int] | None:
     }
 
 
-def convert_simulation(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """One simulation's messages in OpenAI chat format, or None when it is left out."""
+def convert_simulation(
+    messages: Sequence[dict[str, Any]], *, as_recorded: bool = False
+) -> list[dict[str, Any]] | None:
+    """One simulation's messages in OpenAI chat format, or None when it is left out.
+
+    With `as_recorded`, the conversation is kept as it ends (see the module docstring)."""
     out: list[dict[str, Any]] = []
     calls: list[str] = []
     results: list[str] = []
@@ -86,6 +95,8 @@ def convert_simulation(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any
             out.append(
                 {"role": "tool", "tool_call_id": message["id"], "content": message["content"]}
             )
+    if as_recorded:
+        return out if any(m["role"] == "assistant" for m in out) else None
     last = max(
         (i for i, m in enumerate(out) if m["role"] == "assistant" and not m.get("tool_calls")),
         default=None,
@@ -102,14 +113,14 @@ def convert_simulation(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any
     return out
 
 
-def conversations(path: Path) -> Iterator[dict[str, Any]]:
+def conversations(path: Path, *, as_recorded: bool = False) -> Iterator[dict[str, Any]]:
     """The fixture lines cut from one τ²-bench results file."""
     document = json.loads(path.read_text())
     info = document.get("info") or {}
     domain = (info.get("environment_info") or {}).get("domain_name") or path.stem
     model = (info.get("agent_info") or {}).get("llm")
     for number, simulation in enumerate(document.get("simulations") or ()):
-        messages = convert_simulation(simulation.get("messages") or ())
+        messages = convert_simulation(simulation.get("messages") or (), as_recorded=as_recorded)
         if messages is None:
             continue
         yield {
@@ -127,12 +138,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("files", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--max-bytes", type=int, help="leave out longer conversations")
+    parser.add_argument(
+        "--as-recorded",
+        action="store_true",
+        help="keep each conversation as it ends (only the greeting and user-side tools cut)",
+    )
     args = parser.parse_args(argv)
     lines: list[str] = []
     for path in args.files:
         kept = [
             c
-            for c in conversations(path)
+            for c in conversations(path, as_recorded=args.as_recorded)
             if args.max_bytes is None
             or len(json.dumps(c, ensure_ascii=False).encode()) <= args.max_bytes
         ]

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from ended_replay import ended_replay
+from log_endings import ENDINGS, HAND_OFF, TRANSFERRED, asks
 from routers import MIDDLEWARE_UNAVAILABLE
 
 if MIDDLEWARE_UNAVAILABLE:  # these compare with a real create_agent + StopOnArtifact
@@ -205,3 +207,88 @@ def test_the_reported_what_if_equals_the_real_replays_figures(tmp_path: Path) ->
     assert what_if["before"] == dict(before)
     assert what_if["after"] == dict(after)
     assert what_if["saved"]["model_calls"] == before["model_calls"] - after["model_calls"] > 0
+
+
+@pytest.mark.parametrize("name", ENDINGS)
+def test_the_what_if_of_a_log_as_it_ends_equals_a_real_hard_mode_replay(
+    name: str, tmp_path: Path
+) -> None:
+    messages = ENDINGS[name]
+    choices = [*({t} for t in sorted(tools_of(messages))), tools_of(messages)]
+    for number, tools in enumerate(choices):
+        found = converted_records(messages, tools)
+        records, _ = ended_replay(
+            messages,
+            tmp_path / f"{number}.sqlite",
+            policy=StopPolicy(mode="hard"),
+            artifacts=True,
+            prepare=lambda m, chosen=tools: signalled(m, chosen),  # type: ignore[misc]
+        )
+        assert found.records == records, tools
+
+
+def test_a_hand_off_called_last_is_stopped_with_nothing_saved() -> None:
+    on_result = [*HAND_OFF, TRANSFERRED]
+    found = converted_records(on_result, {"transfer_to_human_agents"})
+    # hard mode relays the hand-off's result where the model was next due: a stop, no saving
+    assert found.relays == [None, "Transfer successful"]
+    assert [r["rule"] for r in found.records] == ["none", "completed"]
+    assert [r["model_calls"] for r in found.records] == [2, 2]
+    assert found.skipped_tools == [[], []]
+    # called but never answered: nothing to decide on, left open as recorded
+    on_call = converted_records(HAND_OFF, {"transfer_to_human_agents"})
+    assert on_call.relays == [None, None]
+    assert on_call.records[1]["rule"] == "interrupted"
+    # a stop on lookup in run 2 would have left the hand-off uncalled
+    on_lookup = converted_records(on_result, {"lookup"})
+    assert on_lookup.skipped_tools[1] == ["transfer_to_human_agents"]
+    assert [r["model_calls"] for r in on_lookup.records] == [1, 1]
+
+
+def _limited(
+    policy: StopPolicy, db: Path, messages: Sequence[BaseMessage] | None = None
+) -> tuple[list[Any], list[BaseMessage]]:
+    """Two runs of a real agent whose `ModelCallLimitMiddleware(run_limit=2,
+    exit_behavior="end")` ends the second after the hand-off's result: its records (read as
+    `report --db` reads them) and its messages (what a log written from its state holds).
+    With `messages`, the tools return their recorded results and artifacts."""
+    from langchain.agents import create_agent
+    from langchain.agents.middleware import ModelCallLimitMiddleware
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from toolstop.report.reader import open_database
+
+    script = [asks("c1", "lookup"), AIMessage("It shipped."), *HAND_OFF[5::2]]
+    recorded = messages or [*HAND_OFF, TRANSFERRED]
+    tools = replay(recorded, content_and_artifact=messages is not None).tools
+    config: Any = {"configurable": {"thread_id": "t"}}
+    with SqliteSaver.from_conn_string(str(db)) as saver:
+        for question, answers in ((HAND_OFF[0], script[:2]), (HAND_OFF[4], script[2:])):
+            agent = create_agent(
+                ScriptedChatModel(answers),
+                list(tools),
+                middleware=[
+                    StopOnArtifact(policy),
+                    ModelCallLimitMiddleware(run_limit=2, exit_behavior="end"),
+                ],
+                checkpointer=saver,
+            )
+            state = agent.invoke({"messages": [question]}, config)
+    with open_database(str(db)) as database:
+        ends, _ = database.run_ends("t", "")
+    return [dict(end.record) for end in ends], list(state["messages"])
+
+
+def test_a_run_a_call_limit_ended_is_read_as_shadow_mode_records_it(tmp_path: Path) -> None:
+    from toolstop.report.sources.shadow import shadow_records
+
+    records, messages = _limited(StopPolicy(mode="never"), tmp_path / "never.sqlite")
+    assert records[1]["ended_by"] == "ModelCallLimitMiddleware"  # the agent's own record
+    assert shadow_records(messages) == records
+    # what hard mode would have done: the hand-off's stop delivered in the limit's place
+    converted = converted_records(messages, {"transfer_to_human_agents"})
+    prepared = signalled(messages, {"transfer_to_human_agents"})
+    hard, _ = _limited(StopPolicy(mode="hard"), tmp_path / "hard.sqlite", prepared)
+    assert converted.records == hard
+    assert converted.records[1]["rule"] == "completed"
+    assert converted.relays == [None, "Transfer successful"]

@@ -93,3 +93,57 @@ def test_random_and_mutated_lines_never_raise(log_format: str, tmp_path_factory:
             assert "\x1b" not in summary
 
     check()
+
+
+def _message(kind: str, ids: list[str], text: str) -> Any:
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    if kind == "user":
+        return HumanMessage(text)
+    if kind == "system":
+        return SystemMessage(text)
+    if kind == "tool":
+        return ToolMessage(text, tool_call_id=ids[0] if ids else "none")
+    calls = [{"name": f"t{ord(i) % 2}", "args": {}, "id": i} for i in ids]
+    return AIMessage(text, tool_calls=calls)
+
+
+MESSAGES = st.lists(
+    st.builds(
+        _message,
+        st.sampled_from(["user", "assistant", "assistant", "tool", "tool", "system"]),
+        st.lists(st.sampled_from(["a", "b", "c", "d"]), max_size=2, unique=True),
+        st.sampled_from(["", "ok", "Error: no", '{"done": true}']),
+    ),
+    max_size=14,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=MESSAGES)
+def test_any_order_of_messages_gives_a_record_per_replayable_run(messages: list[Any]) -> None:
+    """However a log ends or breaks, the replay and the what-if never raise, and each gives one
+    record per run `segment` keeps (the what-if zips the two)."""
+    from toolstop.report.sources._runs import segment
+    from toolstop.report.sources.shadow import shadow_records
+    from toolstop.report.what_if import converted_records
+
+    found = segment(messages)
+    users = sum(1 for m in messages if m.type == "human")
+    assert len(found.runs) + found.unanswered <= users
+    trailing = 0  # user messages after the conversation's last other message
+    for message in reversed(messages):
+        if message.type == "human":
+            trailing += 1
+        elif message.type != "system":
+            break
+    if not found.dropped:  # a dropped part takes an unanswered end with it
+        assert found.unanswered == (trailing > 0)
+    if found.problem is None:  # every user message is in a run or in the open one at the end
+        kept = sum(1 for run in found.runs for m in run if m.type == "human")
+        assert kept + trailing * found.unanswered == users
+    records = shadow_records(messages)
+    assert len(records) == len(found.runs)
+    assert [r["run"] for r in records] == list(range(1, len(records) + 1))
+    converted = converted_records(messages, {"t0"})
+    assert len(converted.records) == len(converted.relays) == len(found.runs)

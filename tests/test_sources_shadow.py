@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from ended_replay import ended_replay
+from log_endings import ENDINGS, FIRST_RUN, LATER, asks
 from routers import MIDDLEWARE_UNAVAILABLE
 
 if MIDDLEWARE_UNAVAILABLE:  # these compare with a real create_agent + StopOnArtifact
@@ -22,8 +24,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from toolstop import Outcome, StopOnArtifact, StopPolicy, signal
 from toolstop.record import StopRecord
 from toolstop.report.sources import FORMATS, read_conversations
-from toolstop.report.sources._base import Unreadable
-from toolstop.report.sources.shadow import runs_of, shadow_records
+from toolstop.report.sources._runs import segment
+from toolstop.report.sources.shadow import shadow_records
 from toolstop.testing import ScriptedChatModel, replay
 
 pytest.importorskip("langchain.agents")
@@ -88,19 +90,15 @@ def test_the_bench_conversation_gives_the_records_of_a_real_replay(tmp_path: Pat
         assert shadow_records(conversation.messages) == replayed(conversation.messages)
 
 
-def _asks(call_id: str, name: str = "pay") -> AIMessage:
-    return AIMessage("", tool_calls=[{"name": name, "args": {}, "id": call_id}])
-
-
 SIGNALLED = [
     HumanMessage("Pay order 1"),
-    _asks("c1"),
+    asks("c1"),
     ToolMessage("Paid.", tool_call_id="c1", artifact=signal(Outcome.COMPLETED)),
     AIMessage("Your order is paid."),
     HumanMessage("And order 2?"),
-    _asks("c2"),
+    asks("c2"),
     ToolMessage("Declined.", tool_call_id="c2", status="error"),
-    _asks("c3"),
+    asks("c3"),
     ToolMessage("Paid.", tool_call_id="c3", artifact=signal(Outcome.COMPLETED)),
     AIMessage("Order 2 is paid too."),
 ]
@@ -117,10 +115,52 @@ def test_recorded_signals_are_read_only_when_asked() -> None:
     assert signalled[1]["would_save"]["model_calls"] == 1
 
 
-def test_shapes_a_replay_cannot_reproduce_are_refused() -> None:
-    with pytest.raises(Unreadable, match="before the first user message"):
-        runs_of([AIMessage("Hello!"), HumanMessage("hi"), AIMessage("hi")])
-    with pytest.raises(Unreadable, match="run 1 does not end with an answer"):
-        shadow_records([HumanMessage("q"), _asks("c1"), ToolMessage("r", tool_call_id="c1")])
-    with pytest.raises(Unreadable, match="one to one"):
-        shadow_records([HumanMessage("q"), _asks("c1"), AIMessage("done")])
+@pytest.mark.parametrize("name", ENDINGS)
+def test_a_log_as_it_ends_gives_the_records_of_a_real_replay(name: str, tmp_path: Path) -> None:
+    messages = ENDINGS[name]
+    records, _ = ended_replay(messages, tmp_path / "replay.sqlite")
+    assert shadow_records(messages) == records
+
+
+def test_a_run_left_open_is_closed_as_shadow_mode_closes_it() -> None:
+    on_call, on_result, then_later = (
+        shadow_records(ENDINGS[name])
+        for name in (
+            "on a hand-off's call",
+            "on a hand-off's result",
+            "on a call, then a later run",
+        )
+    )
+    # the finished run before it is kept whole
+    assert on_call[0] == on_result[0] == shadow_records(FIRST_RUN)[0]
+    # left open on the call: its calls are the ones left open; the tool ended the run
+    assert (on_call[1]["run"], on_call[1]["rule"]) == (2, "interrupted")
+    assert on_call[1]["tools"] == on_call[1]["asked"] == ["transfer_to_human_agents"]
+    assert on_call[1]["model_calls"] == 2
+    assert on_call[1]["calls_by_tool"] == {"lookup": 1}
+    # left open on the result: the turn is folded in, nothing after it to save
+    assert (on_result[1]["rule"], on_result[1]["tools"]) == ("interrupted", [])
+    assert on_result[1]["calls_by_tool"] == {"lookup": 1, "transfer_to_human_agents": 1}
+    assert on_result[1]["after_first"]["transfer_to_human_agents"]["model_calls"] == 0
+    # a later run is numbered after it
+    assert [r["run"] for r in then_later] == [1, 2, 3]
+
+
+def test_what_cannot_be_replayed_is_left_out_and_counted() -> None:
+    assert segment([AIMessage("Hello!"), HumanMessage("hi"), AIMessage("hi")]).runs == [
+        [HumanMessage("hi"), AIMessage("hi")]
+    ]
+    lead = segment([asks("c0"), ToolMessage("r", tool_call_id="c0"), *FIRST_RUN])
+    assert (len(lead.runs), lead.left_out, lead.dropped) == (1, 2, 0)
+    assert lead.problem == "2 tool message(s) before the first user message left out"
+    # a call left unanswered before the model is called again: run 2 and after are dropped
+    broken = [*FIRST_RUN, HumanMessage("q"), asks("c9"), AIMessage("done"), *LATER]
+    found = segment(broken)
+    assert (len(found.runs), found.dropped, found.unanswered) == (1, 2, 0)
+    assert found.problem == "run 2: a tool call has no result before the model is called again"
+    assert shadow_records(broken) == shadow_records(FIRST_RUN)
+    orphan = segment([*FIRST_RUN, HumanMessage("q"), ToolMessage("r", tool_call_id="zz")])
+    assert (len(orphan.runs), orphan.dropped) == (1, 1)
+    assert orphan.problem == "run 2: a tool result answers no tool call of the turn before it"
+    unanswered = segment([*FIRST_RUN, HumanMessage("###STOP###")])
+    assert (len(unanswered.runs), unanswered.unanswered, unanswered.problem) == (1, 1, None)

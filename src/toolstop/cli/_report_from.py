@@ -66,7 +66,7 @@ def read_from_args(
         pairs = found.pairs({t: e for t, e in sampled.items() if t not in signalling})
     extra = {
         "threads": found.threads,
-        "open_runs": found.open_runs if found.format == "checkpoints" else None,
+        "open_runs": found.open_runs,
         **found.document(),
     }
     if found.rejected:

@@ -14,9 +14,15 @@ are joined, in the order they were read, before their records are made, so a thr
 question is its second run, as in a checkpointed agent. At most `MAX_OPEN_THREADS` threads are
 held open while joining; a thread closed to keep that bound and seen again starts anew.
 
+Conversations end as logs end (`toolstop.report.sources._runs`): a run left open on a tool call
+or on tool results (a hand-off, a step limit) is counted as shadow mode counts it once closed
+(rule `interrupted`; its tools `ended_on_it`); user messages at the end nobody answered are an
+open run (`open_runs`, no model call); a run a replay cannot reproduce is dropped with the runs
+after it (counted, with the first reason), never the runs before it.
+
 Deliberately not handled: subgraph namespaces of a checkpoint database (only the top-level
-graph's messages are read), and a run still open at the latest checkpoint (it is counted in
-`open_runs`, not guessed at).
+graph's messages are read). A run still in progress at a checkpoint database's latest
+checkpoint reads as one that ended there.
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ from toolstop.report.sources import (
     read_conversations,
 )
 from toolstop.report.sources._base import Conversation, conversation, open_regular
-from toolstop.report.sources.shadow import runs_of, shadow_records
+from toolstop.report.sources._runs import segment
+from toolstop.report.sources.shadow import replay_records
 from toolstop.report.summary import Summary
 from toolstop.report.what_if import WhatIf
 
@@ -78,9 +85,10 @@ class FromLogs:
         tokens: Conversations by where their token counts come from (`recorded`,
             `estimated`, `partly`).
         conversations: Conversations whose records were made.
-        threads: Threads read (a trace without a thread is its own; a thread closed to
-            keep `MAX_OPEN_THREADS` open and seen again counts twice).
-        open_runs: Runs still open at a checkpoint database's latest checkpoint (not counted).
+        threads: Threads read with at least one run (a trace without a thread is its own; a
+            thread closed to keep `MAX_OPEN_THREADS` open and seen again counts twice).
+        open_runs: Conversations that end with user messages no model call answered (an open
+            run with no model call: not in the runs).
         rejected: Runs whose record holds a number out of range (absurd recorded usage).
         unreadable_threads: Threads of a checkpoint database that could not be decoded.
     """
@@ -119,6 +127,8 @@ class FromLogs:
                 "lines": self.problems.skipped_lines,
                 "of_lines": self.problems.lines,
                 "conversations": self.problems.skipped_conversations,
+                "partly_read": self.problems.partly_read,
+                "runs": self.problems.dropped_runs,
                 "threads": self.unreadable_threads,
                 "first": printable(mask_secrets(first)) if first else None,
             },
@@ -170,15 +180,6 @@ def is_checkpoints(source: str) -> bool:
         return False
 
 
-def _finished(messages: list[BaseMessage]) -> tuple[list[BaseMessage], bool]:
-    """The messages up to the last answer without tool calls, and whether a run was cut off."""
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if isinstance(message, AIMessage) and not message.tool_calls:
-            return messages[: index + 1], index + 1 < len(messages)
-    return [], bool(messages)
-
-
 def checkpoint_conversations(db: str, found: FromLogs) -> Iterator[Conversation]:
     """Each thread's messages at its latest checkpoint, decoded by toolstop's safe decoder.
 
@@ -204,10 +205,8 @@ def checkpoint_conversations(db: str, found: FromLogs) -> Iterator[Conversation]
             if messages is None:
                 found.unreadable_threads += 1
                 continue
-            kept, cut = _finished(messages)
-            found.open_runs += cut
-            if kept:
-                yield conversation(str(thread_id), kept, line=number, thread=str(thread_id))
+            if messages:
+                yield conversation(str(thread_id), messages, line=number, thread=str(thread_id))
 
 
 def _key(message: BaseMessage) -> tuple[Any, ...]:
@@ -300,16 +299,20 @@ def read_from(
         )
     for count, item in enumerate(stream, 1):
         try:
-            records = shadow_records(item.messages, tools=item.tools)
-            runs = runs_of(item.messages) if keep_messages else []
+            segments = segment(item.messages)
+            records = replay_records(segments, tools=item.tools)
+            runs = segments.runs
             if what_if is not None:
                 what_if.add(item.thread or item.id, item.messages, records, item.tools)
         except (ValueError, RecursionError) as error:  # Unreadable, a message of no shape,
             found.problems.conversation_problem(item.line, str(error))  # or nested too deeply
             continue
+        if segments.problem is not None:
+            found.problems.part_problem(item.line, segments.dropped, segments.problem)
+        found.open_runs += segments.unanswered
         found.conversations += 1
         found.tokens[item.tokens] += 1
-        found.threads += 1
+        found.threads += bool(records)
         thread = item.thread or item.id
         for number, record in enumerate(records):
             plain = dict(record)

@@ -30,7 +30,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from toolstop._lifecycle import RunState, relay_message
+from toolstop._lifecycle import relay_message
 from toolstop._tokens import RunningCount
 from toolstop.outcome import Outcome, signal
 from toolstop.policy import StopPolicy
@@ -38,8 +38,8 @@ from toolstop.record import StopRecord, reads_as_error
 from toolstop.report.candidates import writes
 from toolstop.report.examples import _text, clean
 from toolstop.report.records import cut, out_of_range
-from toolstop.report.sources.shadow import _ending, replay_answer, replay_begin, runs_of
-from toolstop.report.sources.shadow import prepared as recorded_copy
+from toolstop.report.sources._runs import ending, segment
+from toolstop.report.sources.shadow import Replayed, _ending, limit_ending, replay_answer
 from toolstop.report.tally import SHOWN, Tally, top
 
 __all__ = [
@@ -117,59 +117,94 @@ def converted_records(
 ) -> Converted:
     """The records hard mode writes for a recorded conversation with `tools` signalling.
 
-    `definitions` are the tool definitions the log gives (`Conversation.tools`), counted in
-    each estimated model call as `shadow_records` counts them.
-
-    Raises:
-        Unreadable: the conversation's shape cannot be replayed (see `runs_of`).
+    The runs are those of `shadow_records` (`toolstop.report.sources._runs.segment`). A run
+    the recording leaves open on tool results is stopped when they decide a stop, as hard mode
+    would at the model call that was next due (its relay answers; nothing is saved, as no model
+    call followed); otherwise, and on a tool call without a result, it is closed as shadow mode
+    closes it (rule `interrupted`). `definitions` are the tool definitions the log gives
+    (`Conversation.tools`), counted in each estimated model call as `shadow_records` counts
+    them.
     """
     policy = policy if policy is not None else StopPolicy(mode="hard")
-    prepared = signalled(messages, tools, success)
-    runs = runs_of(prepared)
-    names = {
-        str(c["id"]): c["name"] for m in prepared if isinstance(m, AIMessage) for c in m.tool_calls
-    }
-    history: list[Any] = []
-    run: RunState | None = None
-    previous: StopRecord | None = None
-    found = Converted(records=[], relays=[], skipped_tools=[], answers=[])
+    segments = segment(signalled(messages, tools, success))
+    thread = Replayed(segments)
     tokens = RunningCount(definitions)
-    count = 0
-    for invocation, recorded in enumerate(runs):
-        relay: str | None = None
-        skipped: list[str] = []
-        for position, message in enumerate(recorded):
-            copy = recorded_copy(message, count, names)
-            count += 1
-            if not isinstance(copy, AIMessage):
-                history.append(copy)
-                continue
-            begun = replay_begin(run, previous, history, policy, invocation)
-            decision = begun.decision
-            if decision is not None and decision.stop and not decision.narrate:
+    relays: list[str | None] = []
+    skipped_tools: list[list[str]] = []
+    answers: list[str] = []
+    for invocation, recorded in enumerate(segments.runs):
+        end = ending(recorded)
+        played = recorded[:-1] if end == "limit" else recorded
+        relay, skipped = _replay_run(
+            thread, played, policy, invocation, tokens, at_end=end == "tool_result"
+        )
+        if relay is None and end == "limit":  # as after_agent delivers a stop the limit swallowed
+            thread.history.append(thread.prepared(recorded[-1]))
+            record, decision = limit_ending(thread.run, thread.previous, thread.history, policy)
+            if decision is not None:
                 shown = relay_message(decision.relay, decision.rule, for_model=decision.for_model)
-                shown.id = copy.id
-                history.append(shown)
-                run = begun.run
+                shown.id = thread.history[-1].id
+                thread.history[-1] = shown
                 relay = _text(shown.content)
-                skipped = [
-                    c["name"]
-                    for m in recorded[position:]
-                    if isinstance(m, AIMessage)
-                    for c in m.tool_calls
-                ]
-                break
-            answer, run = replay_answer(begun, copy, policy, tokens)
-            history.append(answer)
-        record = _ending(run, previous, history, policy)
-        found.records.append(record)
-        found.relays.append(relay)
-        found.skipped_tools.append(skipped)
-        found.answers.append(_text(recorded[-1].content))
-        previous = record
-        if run is not None:
-            run = {**run, "open": False}
-    return found
+            thread.finished(record)
+        elif relay is not None or end == "answer":
+            thread.finished(_ending(thread.run, thread.previous, thread.history, policy))
+        # else left open: closed by the next run's first model call, or by `close` below
+        relays.append(relay)
+        skipped_tools.append(skipped)
+        answers.append(_text(recorded[-1].content) if ending(recorded) == "answer" else "")
+    thread.close(policy, len(segments.runs))
+    return Converted(
+        records=thread.records, relays=relays, skipped_tools=skipped_tools, answers=answers
+    )
+
+
+def _replay_run(
+    thread: Replayed,
+    recorded: Sequence[BaseMessage],
+    policy: StopPolicy,
+    invocation: int,
+    tokens: RunningCount,
+    *,
+    at_end: bool,
+) -> tuple[str | None, list[str]]:
+    """Replay one recorded run into `thread`, cut at a hard stop: (the relay, the tools the
+    stop left uncalled); `(None, [])` when nothing stopped it. With `at_end`, the model is due
+    once more after the recorded messages (its results were left unread)."""
+    for position, message in enumerate([*recorded, None]):
+        if message is None:  # the recording ends the run: would hard mode stop on its results?
+            if not at_end:
+                return None, []
+            begun = thread.begin(policy, invocation)
+            copy_id: str | None = f"m{thread.count}"
+            thread.count += 1
+            copy: AIMessage | None = None
+        else:
+            prepared = thread.prepared(message)
+            if not isinstance(prepared, AIMessage):
+                thread.history.append(prepared)
+                continue
+            copy = prepared
+            begun = thread.begin(policy, invocation)
+            copy_id = copy.id
+        decision = begun.decision
+        if decision is not None and decision.stop and not decision.narrate:
+            shown = relay_message(decision.relay, decision.rule, for_model=decision.for_model)
+            shown.id = copy_id
+            thread.history.append(shown)
+            thread.run = begun.run
+            skipped = [
+                c["name"]
+                for m in recorded[position:]
+                if isinstance(m, AIMessage)
+                for c in m.tool_calls
+            ]
+            return _text(shown.content), skipped
+        if copy is None:
+            return None, []  # hard mode would have called the model: left open, as recorded
+        answer, thread.run = replay_answer(begun, copy, policy, tokens)
+        thread.history.append(answer)
+    return None, []
 
 
 def _int(value: Any) -> int:

@@ -6,7 +6,9 @@ from an OpenAI chat JSONL file, LangChain message dicts, a LangSmith run export 
 GenAI spans, the format detected from the content when not given. A line that cannot be read is
 skipped and counted in a `ReadProblems`, whose `summary()` says so in one escaped, masked line.
 `shadow_records(conversation.messages)` gives the stop records shadow mode would have written
-for it (a conversation whose shape a replay cannot reproduce raises `Unreadable`).
+for it, its runs cut by the rule every reader's conversations share (`_runs.segment`: runs left
+open on a tool call or its results, an unanswered last message, a part a replay cannot
+reproduce, counted rather than raised).
 
 Memory stays flat in the number of conversations: the line formats are read a line at a time;
 the trace formats are grouped by trace with at most `max_open` traces held open (see

@@ -149,6 +149,9 @@ class ReadProblems:
             made into messages, skipped.
         ignored_traces: Traces of a trace export with no model call at all (not a
             conversation: an HTTP request's spans, a chain without a chat model), left out.
+        partly_read: Conversations read in part: a part a replay cannot reproduce was left out
+            (see `toolstop.report.sources._runs`), the runs before it kept.
+        dropped_runs: The runs left out of those conversations.
         first: The first problem, as `line N: why` (raw: escape and mask it to show it, as
             `summary()` does).
     """
@@ -157,6 +160,8 @@ class ReadProblems:
     skipped_lines: int = 0
     skipped_conversations: int = 0
     ignored_traces: int = 0
+    partly_read: int = 0
+    dropped_runs: int = 0
     first: str | None = None
     _reasons: list[str] = field(default_factory=list, repr=False)
 
@@ -168,6 +173,13 @@ class ReadProblems:
     def conversation_problem(self, line: int, reason: str) -> None:
         """Count a conversation that could not be made into messages."""
         self.skipped_conversations += 1
+        self._note(line, reason)
+
+    def part_problem(self, line: int, runs: int, reason: str) -> None:
+        """Count a conversation read in part: `runs` runs of it (or messages before its first
+        run) could not be replayed and were left out."""
+        self.partly_read += 1
+        self.dropped_runs += runs
         self._note(line, reason)
 
     def _note(self, line: int, reason: str) -> None:
@@ -187,6 +199,13 @@ class ReadProblems:
         if self.skipped_conversations:
             count = self.skipped_conversations
             parts.append(f"{count:,} conversation{'' if count == 1 else 's'} could not be read")
+        if self.partly_read:
+            count, runs = self.partly_read, self.dropped_runs
+            parts.append(
+                f"{count:,} conversation{'' if count == 1 else 's'} read in part "
+                f"({runs:,} run{'' if runs == 1 else 's'} a replay cannot reproduce left out, "
+                "the runs before them counted)"
+            )
         return f"{'; '.join(parts)}; first: {printable(mask_secrets(self.first))}"
 
 

@@ -211,8 +211,8 @@ _USAGE_KEYS = ("prompt_tokens", "completion_tokens", "input_tokens", "output_tok
 def compact_run(run: Mapping[str, Any]) -> dict[str, Any]:
     """What `trace_conversation` reads of a run, no more.
 
-    Its place in the trace and thread; an `llm` run's messages, outputs and token counts; a
-    `tool` run's output. A run of another type (a chain, a retriever: `_weigh` lets it go)
+    Its place in the trace and thread; an `llm` run's messages, outputs, token counts and the
+    tool definitions it was invoked with; a `tool` run's output. A run of another type (a chain, a retriever: `_weigh` lets it go)
     keeps only its place and thread."""
     kept: dict[str, Any] = {key: run[key] for key in _ORDER_KEYS if key in run}
     thread = _thread(run)
@@ -222,6 +222,9 @@ def compact_run(run: Mapping[str, Any]) -> dict[str, Any]:
     inputs, outputs = run.get("inputs"), run.get("outputs")
     if kind == "llm":
         kept.update({key: run[key] for key in _USAGE_KEYS if key in run})
+        tools = _tools(run)
+        if tools is not None:
+            kept.setdefault("extra", {})["invocation_params"] = {"tools": tools}
         if isinstance(inputs, Mapping) and "messages" in inputs:
             kept["inputs"] = {"messages": inputs["messages"]}
         if isinstance(outputs, Mapping):
