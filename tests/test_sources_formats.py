@@ -78,6 +78,45 @@ def test_openai_records_that_are_not_conversations(tmp_path: Path) -> None:
     assert problems.first.startswith("line 1: not a conversation")
 
 
+def test_openai_legacy_function_calls_and_a_line_usage(tmp_path: Path) -> None:
+    call = {"name": "f", "arguments": '{"x": 1}'}
+    read, problems = _read(
+        tmp_path,
+        "openai",
+        {
+            "messages": [
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "function_call": call},
+                {"role": "assistant", "function_call": {"name": "g"}},
+                {"role": "function", "name": "f", "content": "one"},
+                {"role": "assistant", "content": "a"},
+                {"role": "assistant", "content": "b"},
+            ],
+            # two answers without usage: the line's is their total, given to neither
+            "usage": {"prompt_tokens": 9, "completion_tokens": 2},
+        },
+        # a function result answers only a call of its name
+        [
+            {"role": "assistant", "function_call": {"name": "f"}},
+            {"role": "function", "name": "g", "content": "x"},
+        ],
+    )
+    [conversation] = read
+    _, first, second, result, *answers = conversation.messages
+    assert isinstance(first, AIMessage)
+    assert isinstance(second, AIMessage)
+    assert [(c["name"], c["args"], c["id"]) for c in first.tool_calls] == [
+        ("f", {"x": 1}, "message 2-function_call")
+    ]
+    assert [c["args"] for c in second.tool_calls] == [{}]
+    assert isinstance(result, ToolMessage)
+    assert (result.tool_call_id, result.content) == ("message 2-function_call", "one")
+    assert [m.usage_metadata for m in answers if isinstance(m, AIMessage)] == [None, None]
+    assert problems.skipped_lines == 1
+    assert problems.first is not None
+    assert "no function_call of its name" in problems.first
+
+
 # LangChain message dicts
 
 

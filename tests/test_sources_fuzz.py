@@ -15,7 +15,16 @@ from hypothesis import strategies as st  # noqa: E402
 from toolstop.report.sources import FORMATS, ReadProblems, read_conversations  # noqa: E402
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
-LINES = {f: (LOGS / f"{f}.jsonl").read_text().splitlines() for f in FORMATS}
+EXTRA = {"openai": ["openai_legacy.jsonl"]}
+"""More fixtures of a format, whose lines are mutated too."""
+LINES = {
+    f: [
+        line
+        for name in (f"{f}.jsonl", *EXTRA.get(f, ()))
+        for line in (LOGS / name).read_text().splitlines()
+    ]
+    for f in FORMATS
+}
 
 JSON = st.recursive(
     st.none()

@@ -1,0 +1,54 @@
+"""`toolstop report --from` on each format's fixture counts what a hand count of the file gives.
+
+The figures of `COUNTED` were counted by hand from each fixture (its README says what each one
+holds): runs (user messages that start one), model calls (assistant answers), tool calls, and the
+recorded input / output tokens. They are not taken from a run of the readers.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolstop.cli import main
+
+LOGS = Path(__file__).parent / "fixtures" / "logs"
+
+COUNTED: dict[str, tuple[str, dict[str, int]]] = {
+    # 1: a request and its answer, the usage beside the messages (21 / 3); 2: two runs of
+    # legacy function calls (in 50 + 70 + 90 + 105, out 12 + 10 + 12 + 7); 3: a function call
+    # (40 / 9) and an answer whose usage is the line's (60 / 6)
+    "openai_legacy.jsonl": (
+        "openai",
+        {"runs": 4, "model_calls": 7, "tool_calls": 3, "input_tokens": 436, "output_tokens": 59},
+    ),
+}
+
+
+def _report(tmp_path: Path, *argv: str) -> dict[str, Any]:
+    out = tmp_path / "out"
+    assert main(["report", "--from", *argv, "--out", str(out)]) == 0
+    return json.loads((out / "report.json").read_text())
+
+
+@pytest.mark.parametrize("fixture", sorted(COUNTED))
+def test_each_fixture_counts_what_a_hand_count_gives(fixture: str, tmp_path: Path) -> None:
+    log_format, counted = COUNTED[fixture]
+    found = _report(tmp_path, str(LOGS / fixture), "--format", log_format)
+    assert found["unreadable"]["first"] is None
+    assert found["source"]["format"] == log_format
+    assert {
+        "runs": found["runs"],
+        "model_calls": found["model_calls"],
+        "tool_calls": sum(found["tool_calls"].values()),
+        "input_tokens": found["input_tokens"],
+        "output_tokens": found["output_tokens"],
+    } == counted
+    assert found["tokens"]["estimated"] == found["tokens"]["partly"] == 0
+    # the format is told from the content too
+    detected = _report(tmp_path / "detected", str(LOGS / fixture))
+    assert detected["source"]["format"] == log_format
+    assert detected["runs"] == counted["runs"]
