@@ -25,6 +25,12 @@ COUNTED: dict[str, tuple[str, dict[str, int]]] = {
         "openai",
         {"runs": 4, "model_calls": 7, "tool_calls": 3, "input_tokens": 436, "output_tokens": 59},
     ),
+    # parcel 9: a call (80 / 15) and the answer (110 / 9); booking 4: two parallel calls
+    # (95 / 30), one result only in its execute_tool span, and the answer (140 / 12)
+    "otel_semconv.jsonl": (
+        "otel",
+        {"runs": 2, "model_calls": 4, "tool_calls": 3, "input_tokens": 425, "output_tokens": 66},
+    ),
 }
 
 

@@ -8,7 +8,9 @@ one conversation:
   the history the call was given and its answer: the attributes `gen_ai.input.messages` and
   `gen_ai.output.messages` (JSON: `{"role", "parts": [{"type": "text", "content"},
   {"type": "tool_call", "id", "name", "arguments"}, {"type": "tool_call_response", "id",
-  "response"}]}`) with `gen_ai.system_instructions`; or, in the earlier conventions, span events
+  "response"}]}`, a JSON string or the structured value itself) with
+  `gen_ai.system_instructions`, on the span or on its `gen_ai.client.inference.operation.details`
+  event (the newest conventions); or, in the earlier conventions, span events
   `gen_ai.system.message`, `gen_ai.user.message`, `gen_ai.assistant.message`,
   `gen_ai.tool.message` and `gen_ai.choice`, their fields as event attributes (`content`,
   `tool_calls`, `id`, `message`) or as a JSON body in `gen_ai.event.content`;
@@ -232,7 +234,24 @@ def _event_messages(events: Any, where: str) -> tuple[list[BaseMessage], AIMessa
     return history, answer
 
 
+_DETAILS = "gen_ai.client.inference.operation.details"
+
+
+def _details(span: Mapping[str, Any], attributes: dict[str, Any]) -> dict[str, Any]:
+    """The span's attributes, with those of its `_DETAILS` event where the span has no messages.
+
+    The newest conventions may put the messages (and usage) on that event instead of the span."""
+    if "gen_ai.input.messages" in attributes or "gen_ai.output.messages" in attributes:
+        return attributes
+    events = span.get("events")
+    for event in events if isinstance(events, list) else ():
+        if isinstance(event, Mapping) and event.get("name") == _DETAILS:
+            return {**attributes, **_attributes(event.get("attributes"))}
+    return attributes
+
+
 def _model_call(span: Mapping[str, Any], attributes: dict[str, Any], where: str) -> ModelCall:
+    attributes = _details(span, attributes)
     history = _instructions(attributes.get("gen_ai.system_instructions"))
     history += _messages(attributes.get("gen_ai.input.messages"), f"{where} input")
     answers = _messages(attributes.get("gen_ai.output.messages"), f"{where} output")
