@@ -79,7 +79,7 @@ def shadow_database(tmp_path: Path, items: list[Conversation]) -> Path:
     return path
 
 
-@pytest.mark.parametrize("log_format", ["openai", "langchain", "langsmith", "otel"])
+@pytest.mark.parametrize("log_format", ["openai", "langchain", "langsmith", "otel", "langfuse"])
 def test_each_format_gives_the_report_of_shadow_mode(tmp_path: Path, log_format: str) -> None:
     log = LOGS / f"{log_format}.jsonl"
     database = shadow_database(tmp_path, list(read_conversations(log)))

@@ -25,6 +25,15 @@ COUNTED: dict[str, tuple[str, dict[str, int]]] = {
         "openai",
         {"runs": 4, "model_calls": 7, "tool_calls": 3, "input_tokens": 436, "output_tokens": 59},
     ),
+    # the order trace: two generations (120 / 10, 100 + 60 cached / 8), one tool; the refund
+    # trace: two parallel calls, no usage (estimated, so only the counts are checked)
+    "langfuse.jsonl": ("langfuse", {"runs": 2, "model_calls": 4, "tool_calls": 3}),
+    # legacy traces/ rows then observations/ rows: two traces of one session (60 / 14, 88 / 9;
+    # 70 / 14, 101 / 11), then an API trace with its observation inside (usage 40 / 6)
+    "langfuse_legacy.jsonl": (
+        "langfuse",
+        {"runs": 3, "model_calls": 5, "tool_calls": 2, "input_tokens": 359, "output_tokens": 54},
+    ),
     # parcel 9: a call (80 / 15) and the answer (110 / 9); booking 4: two parallel calls
     # (95 / 30), one result only in its execute_tool span, and the answer (140 / 12)
     "otel_semconv.jsonl": (
@@ -46,14 +55,16 @@ def test_each_fixture_counts_what_a_hand_count_gives(fixture: str, tmp_path: Pat
     found = _report(tmp_path, str(LOGS / fixture), "--format", log_format)
     assert found["unreadable"]["first"] is None
     assert found["source"]["format"] == log_format
-    assert {
+    found_counts = {
         "runs": found["runs"],
         "model_calls": found["model_calls"],
         "tool_calls": sum(found["tool_calls"].values()),
         "input_tokens": found["input_tokens"],
         "output_tokens": found["output_tokens"],
-    } == counted
-    assert found["tokens"]["estimated"] == found["tokens"]["partly"] == 0
+    }
+    assert {k: found_counts[k] for k in counted} == counted
+    if "input_tokens" in counted:
+        assert found["tokens"]["estimated"] == found["tokens"]["partly"] == 0
     # the format is told from the content too
     detected = _report(tmp_path / "detected", str(LOGS / fixture))
     assert detected["source"]["format"] == log_format

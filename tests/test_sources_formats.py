@@ -336,3 +336,87 @@ def test_otel_a_line_of_bad_spans_counts_once(tmp_path: Path) -> None:
     assert read == []
     assert (problems.lines, problems.skipped_lines) == (1, 1)
     assert problems.first == "line 1: a record without a trace id"
+
+
+# Langfuse observations
+
+
+def _observation(trace: str, kind: str, start: int, **fields: Any) -> dict[str, Any]:
+    return {
+        "id": f"{trace}-{start}",
+        "trace_id": trace,
+        "type": kind,
+        "start_time": f"2026-11-02 10:00:{start:02d}.000000",
+        **fields,
+    }
+
+
+def test_langfuse_tool_calls_column_errors_and_tool_definitions(tmp_path: Path) -> None:
+    definition = {"role": "tool", "content": {"type": "function", "function": {"name": "f"}}}
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    [read], problems = _read(
+        tmp_path,
+        "langfuse",
+        {
+            "data": [  # an API page
+                _observation(
+                    "t",
+                    "TOOL",
+                    2,
+                    output="",
+                    level="ERROR",
+                    status_message="timed out",
+                    metadata=json.dumps({"tool_call_id": "c"}),
+                ),
+                _observation(
+                    "t",
+                    "GENERATION",
+                    1,
+                    input="go",  # a prompt's text
+                    output=json.dumps({"role": "assistant", "content": ""}),
+                    tool_calls=[json.dumps(call)],
+                    usage_details={"input": 7, "input_cached_tokens": 3, "output": 2, "total": 12},
+                ),
+                _observation("t", "SPAN", 0, input="ignored"),
+            ]
+        },
+        _observation(
+            "t",
+            "GENERATION",
+            3,
+            # the history leaves the call's result out: the TOOL row gives it
+            input=json.dumps(
+                [
+                    {"role": "user", "content": "go"},
+                    {"role": "assistant", "tool_calls": [call]},
+                    definition,
+                ]
+            ),
+            output="sorry",
+            usage={"input": 5, "output": 1, "total": 6, "inputCost": 0.5},
+        ),
+        {"type": "GENERATION"},  # no trace id
+    )
+    human, asked, result, answer = read.messages
+    assert human.content == "go"
+    assert isinstance(asked, AIMessage)
+    assert [(c["name"], c["id"]) for c in asked.tool_calls] == [("f", "c")]  # from tool_calls
+    assert asked.usage_metadata == {"input_tokens": 10, "output_tokens": 2, "total_tokens": 12}
+    assert isinstance(result, ToolMessage)
+    assert (result.content, result.status) == ("timed out", "error")
+    assert isinstance(answer, AIMessage)
+    assert answer.content == "sorry"
+    assert answer.usage_metadata == {"input_tokens": 5, "output_tokens": 1, "total_tokens": 6}
+    assert problems.skipped_lines == 1
+    assert problems.first == "line 3: not a Langfuse observation (a type, a trace id)"
+
+
+def test_langfuse_output_that_is_not_an_answer_is_counted(tmp_path: Path) -> None:
+    read, problems = _read(
+        tmp_path,
+        "langfuse",
+        _observation("t", "GENERATION", 1, input="q", output={"role": "user", "content": "?"}),
+        _observation("u", "TOOL", 1, output="no call id, no model call"),
+    )
+    assert read == []
+    assert (problems.skipped_conversations, problems.ignored_traces) == (1, 1)

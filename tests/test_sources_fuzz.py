@@ -15,7 +15,11 @@ from hypothesis import strategies as st  # noqa: E402
 from toolstop.report.sources import FORMATS, ReadProblems, read_conversations  # noqa: E402
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
-EXTRA = {"openai": ["openai_legacy.jsonl"], "otel": ["otel_semconv.jsonl"]}
+EXTRA = {
+    "openai": ["openai_legacy.jsonl"],
+    "otel": ["otel_semconv.jsonl"],
+    "langfuse": ["langfuse_legacy.jsonl"],
+}
 """More fixtures of a format, whose lines are mutated too."""
 LINES = {
     f: [

@@ -2,9 +2,10 @@
 
 `read_conversations(path)` streams `Conversation`s (LangChain messages built from plain fields,
 recorded usage as `usage_metadata`, and whether the tokens were recorded or must be estimated)
-from an OpenAI chat JSONL file, LangChain message dicts, a LangSmith run export or OTLP JSON
-GenAI spans, the format detected from the content when not given. A line that cannot be read is
-skipped and counted in a `ReadProblems`, whose `summary()` says so in one escaped, masked line.
+from an OpenAI chat JSONL file, LangChain message dicts, a LangSmith run export, OTLP JSON
+GenAI spans or a Langfuse export of observations, the format detected from the content when
+not given. A line that cannot be read is skipped and counted in a `ReadProblems`, whose
+`summary()` says so in one escaped, masked line.
 `shadow_records(conversation.messages)` gives the stop records shadow mode would have written
 for it (a conversation whose shape a replay cannot reproduce raises `Unreadable`).
 
@@ -30,6 +31,7 @@ from toolstop.report.sources._base import (
 )
 from toolstop.report.sources._traces import MAX_OPEN_TRACES
 from toolstop.report.sources.langchain import is_langchain, read_langchain
+from toolstop.report.sources.langfuse import is_langfuse, read_langfuse
 from toolstop.report.sources.langsmith import is_langsmith, read_langsmith
 from toolstop.report.sources.openai import is_openai, read_openai
 from toolstop.report.sources.otel import is_otel, read_otel
@@ -50,13 +52,14 @@ __all__ = [
     "shadow_records",
 ]
 
-Format = Literal["openai", "langchain", "langsmith", "otel"]
+Format = Literal["openai", "langchain", "langsmith", "otel", "langfuse"]
 """A log format toolstop reads.
 
 - `"openai"`: OpenAI chat JSONL, one conversation a line (`{"messages": [...]}` or a list).
 - `"langchain"`: LangChain message dicts (`messages_to_dict`), one conversation a line.
 - `"langsmith"`: a LangSmith run export, JSONL of runs; a trace is a conversation.
 - `"otel"`: OTLP JSON trace exports with OpenTelemetry GenAI spans; a trace is a conversation.
+- `"langfuse"`: a Langfuse export of observations (JSONL); a trace is a conversation.
 """
 
 FORMATS: tuple[Format, ...] = get_args(Format)
@@ -67,6 +70,7 @@ _DETECT_LINES = 50
 # the most specific shape first: a LangChain message dict may also carry a `role`
 _DETECTORS: tuple[tuple[Format, Callable[[Any], bool]], ...] = (
     ("otel", is_otel),
+    ("langfuse", is_langfuse),
     ("langsmith", is_langsmith),
     ("langchain", is_langchain),
     ("openai", is_openai),
@@ -138,4 +142,6 @@ def read_conversations(
         return read_langchain(path, tally)
     if format == "langsmith":
         return read_langsmith(path, tally, max_open=max_open)
+    if format == "langfuse":
+        return read_langfuse(path, tally, max_open=max_open)
     return read_otel(path, tally, max_open=max_open)
