@@ -13,8 +13,11 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from toolstop.report.sources import FORMATS, ReadProblems, read_conversations  # noqa: E402
+from toolstop.report.sources._document import is_document  # noqa: E402
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
+DOCUMENTS = ("openai", "langchain", "langfuse")
+"""The formats also read from one JSON document over many lines."""
 EXTRA = {
     "openai": ["openai_legacy.jsonl"],
     "otel": ["otel_semconv.jsonl"],
@@ -96,7 +99,11 @@ def test_random_and_mutated_lines_never_raise(log_format: str, tmp_path_factory:
         problems = ReadProblems()
         read = list(read_conversations(path, format=log_format, problems=problems))  # type: ignore[arg-type]
         # blank as the reader sees it: ASCII white space only (str.strip() would drop \x1f too)
-        assert problems.lines == sum(1 for line in lines if line.encode().strip())
+        first = next((line.encode() for line in lines if line.encode().strip()), b"")
+        if log_format in DOCUMENTS and is_document(first):
+            pass  # one JSON document: its records are counted, not its lines
+        else:
+            assert problems.lines == sum(1 for line in lines if line.encode().strip())
         if log_format in ("openai", "langchain"):  # one conversation a line: each is accounted for
             assert len(read) + problems.skipped_lines == problems.lines
         summary = problems.summary()
@@ -104,5 +111,46 @@ def test_random_and_mutated_lines_never_raise(log_format: str, tmp_path_factory:
         if summary is not None:
             assert "\n" not in summary
             assert "\x1b" not in summary
+
+    check()
+
+
+@st.composite
+def document(draw: st.DrawFn, log_format: str) -> str:
+    """Records of the format (mutated or not, or random JSON) as one pretty-printed document,
+    an array or `{"conversations": [...]}`, sometimes cut short or followed by junk."""
+    records = draw(
+        st.lists(
+            mutated_line(log_format).map(json.loads)
+            | st.sampled_from(LINES[log_format]).map(json.loads)
+            | JSON,
+            min_size=1,
+            max_size=5,
+        )
+    )
+    value: Any = {"conversations": records} if draw(st.booleans()) else records
+    text = json.dumps(value, indent=draw(st.sampled_from([1, 2, 4])))
+    if draw(st.booleans()):
+        text = text[: draw(st.integers(1, len(text)))] + draw(st.sampled_from(["", "\n}", ",]"]))
+    return text
+
+
+@pytest.mark.parametrize("log_format", DOCUMENTS)
+def test_random_and_mutated_documents_never_raise(log_format: str, tmp_path_factory: Any) -> None:
+    folder = tmp_path_factory.mktemp(f"{log_format}-document")
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(text=document(log_format))
+    def check(text: str) -> None:
+        path = folder / "log.json"
+        path.write_text(text + "\n", encoding="utf-8")
+        problems = ReadProblems()
+        read = list(read_conversations(path, format=log_format, problems=problems))  # type: ignore[arg-type]
+        if log_format != "langfuse":  # a record a conversation: each is accounted for
+            assert len(read) + problems.skipped_lines == problems.lines
+        summary = problems.summary()
+        assert (summary is None) == (problems.first is None)
+        if summary is not None:
+            assert "\n" not in summary
 
     check()

@@ -27,8 +27,8 @@ from toolstop.report.sources._base import (
     ReadProblems,
     Tokens,
     Unreadable,
-    json_records,
 )
+from toolstop.report.sources._document import json_values
 from toolstop.report.sources._traces import MAX_OPEN_TRACES
 from toolstop.report.sources.langchain import is_langchain, read_langchain
 from toolstop.report.sources.langfuse import is_langfuse, read_langfuse
@@ -55,11 +55,14 @@ __all__ = [
 Format = Literal["openai", "langchain", "langsmith", "otel", "langfuse"]
 """A log format toolstop reads.
 
-- `"openai"`: OpenAI chat JSONL, one conversation a line (`{"messages": [...]}` or a list).
-- `"langchain"`: LangChain message dicts (`messages_to_dict`), one conversation a line.
+- `"openai"`: OpenAI chat JSONL, one conversation a line (`{"messages": [...]}` or a list), or
+  one JSON document over many lines (an array of conversations).
+- `"langchain"`: LangChain message dicts (`messages_to_dict`), one conversation a line, or one
+  JSON document over many lines.
 - `"langsmith"`: a LangSmith run export, JSONL of runs; a trace is a conversation.
 - `"otel"`: OTLP JSON trace exports with OpenTelemetry GenAI spans; a trace is a conversation.
-- `"langfuse"`: a Langfuse export of observations (JSONL); a trace is a conversation.
+- `"langfuse"`: a Langfuse export of observations (JSONL or one JSON document); a trace is a
+  conversation.
 """
 
 FORMATS: tuple[Format, ...] = get_args(Format)
@@ -87,7 +90,7 @@ def detect_format(path: Path) -> Format | None:
     Raises:
         OSError: the file cannot be opened.
     """
-    for _, value in islice(json_records(path, ReadProblems()), _DETECT_LINES):
+    for _, value in islice(json_values(path, ReadProblems()), _DETECT_LINES):
         for name, looks_like in _DETECTORS:
             if looks_like(value):
                 return name

@@ -21,9 +21,10 @@ Each record is one observation as Langfuse exports it: the blob storage export's
   (with a `tool_call_id`), or its text with the call id its `metadata` names (`tool_call_id`);
   an `ERROR` level makes it an error result.
 
-`input`, `output`, `metadata` and the usage may be JSON strings (as the blob export writes
-them) or the values themselves. Records are grouped by trace with a bound (`max_open` traces
-at once; see `_traces`).
+The export is JSON lines, or one JSON document over many lines (an array of observations, or an
+API page; see `_document`). `input`, `output`, `metadata` and the usage may be JSON strings (as
+the blob export writes them) or the values themselves. Records are grouped by trace with a bound
+(`max_open` traces at once; see `_traces`).
 
 Deliberately not handled: other observation types (spans, agents, chains: their content is
 not a model call), and a `TOOL` whose result names no call id (its call is answered only where
@@ -46,10 +47,10 @@ from toolstop.report.sources._base import (
     Conversation,
     ReadProblems,
     Unreadable,
-    json_records,
     non_negative_int,
     usage,
 )
+from toolstop.report.sources._document import json_values
 from toolstop.report.sources._traces import (
     MAX_OPEN_TRACES,
     ModelCall,
@@ -279,7 +280,7 @@ def read_langfuse(
     sessions: OrderedDict[str, str] = OrderedDict()
 
     def rows() -> Iterator[tuple[int, Any]]:
-        for line, value in records if records is not None else json_records(path, problems):
+        for line, value in records if records is not None else json_values(path, problems):
             for row in observations(value, sessions):
                 if not _is_observation(row):
                     problems.line_problem(line, "not a Langfuse observation (a type, a trace id)")

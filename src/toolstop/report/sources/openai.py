@@ -1,5 +1,8 @@
 """OpenAI chat logs: JSONL, one conversation a line, `{"messages": [...]}` or a bare list.
 
+Or one JSON document over many lines: an array of conversations, `{"conversations": [...]}`,
+or one conversation (see `_document`).
+
 Each message is a chat-completions message: `role` (`system`, `developer`, `user`,
 `assistant`, `tool`), `content` (a str, null, or a list of parts whose `text` parts are kept),
 `tool_calls` on assistant messages (`{"id", "type": "function", "function": {"name",
@@ -41,9 +44,9 @@ from toolstop.report.sources._base import (
     ReadProblems,
     Unreadable,
     conversation,
-    json_records,
     usage,
 )
+from toolstop.report.sources._document import json_values
 
 __all__ = ["is_openai", "message", "messages", "read_openai", "text", "tool_calls"]
 
@@ -226,7 +229,7 @@ def read_openai(path: Path, problems: ReadProblems) -> Iterator[Conversation]:
     Raises:
         OSError: the file cannot be opened.
     """
-    for number, value in json_records(path, problems):
+    for number, value in json_values(path, problems):
         try:
             built = messages(value)
         except BAD_INPUT as error:
