@@ -34,6 +34,10 @@ COUNTED: dict[str, tuple[str, dict[str, int]]] = {
         "langfuse",
         {"runs": 3, "model_calls": 5, "tool_calls": 2, "input_tokens": 359, "output_tokens": 54},
     ),
+    # LangSmith's bulk export of langsmith.jsonl's runs: the order (two model calls, one
+    # tool) and the refund (two model calls, two parallel tools, no usage)
+    "langsmith.parquet": ("langsmith", {"runs": 2, "model_calls": 4, "tool_calls": 3}),
+    "langfuse.parquet": ("langfuse", {"runs": 2, "model_calls": 4, "tool_calls": 3}),
     # parcel 9: a call (80 / 15) and the answer (110 / 9); booking 4: two parallel calls
     # (95 / 30), one result only in its execute_tool span, and the answer (140 / 12)
     "otel_semconv.jsonl": (
@@ -52,6 +56,8 @@ def _report(tmp_path: Path, *argv: str) -> dict[str, Any]:
 @pytest.mark.parametrize("fixture", sorted(COUNTED))
 def test_each_fixture_counts_what_a_hand_count_gives(fixture: str, tmp_path: Path) -> None:
     log_format, counted = COUNTED[fixture]
+    if fixture.endswith(".parquet"):
+        pytest.importorskip("pyarrow", reason="needs pyarrow (the parquet extra)")
     found = _report(tmp_path, str(LOGS / fixture), "--format", log_format)
     assert found["unreadable"]["first"] is None
     assert found["source"]["format"] == log_format

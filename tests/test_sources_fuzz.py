@@ -154,3 +154,50 @@ def test_random_and_mutated_documents_never_raise(log_format: str, tmp_path_fact
             assert "\n" not in summary
 
     check()
+
+
+@pytest.mark.parametrize("log_format", ["langsmith", "langfuse"])
+def test_random_and_mutated_parquet_rows_never_raise(
+    log_format: str, tmp_path_factory: Any
+) -> None:
+    pq = pytest.importorskip("pyarrow.parquet", reason="needs pyarrow (the parquet extra)")
+    import pyarrow as pa
+
+    folder = tmp_path_factory.mktemp(f"{log_format}-parquet")
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        rows=st.lists(
+            mutated_line(log_format).map(json.loads)
+            | st.sampled_from(LINES[log_format]).map(json.loads)
+            | st.dictionaries(st.sampled_from(["id", "trace_id", "type", "run_type"]), JSON),
+            min_size=1,
+            max_size=5,
+        ),
+        junk=st.binary(max_size=64),
+    )
+    def check(rows: list[Any], junk: bytes) -> None:
+        rows = [r if isinstance(r, dict) else {"value": r} for r in rows]
+        columns = sorted({key for row in rows for key in row})
+        as_text = {  # each cell as the export stores it: text, objects as JSON strings
+            c: [
+                None if c not in row else row[c] if isinstance(row[c], str) else json.dumps(row[c])
+                for row in rows
+            ]
+            for c in columns
+        }
+        path = folder / "log.parquet"
+        pq.write_table(
+            pa.table(as_text, schema=pa.schema([(c, pa.string()) for c in columns])), path
+        )
+        problems = ReadProblems()
+        list(read_conversations(path, format=log_format, problems=problems))  # type: ignore[arg-type]
+        assert problems.lines == pq.ParquetFile(path).metadata.num_rows  # a row, a line
+        # a file that starts as Parquet and is cut or broken: counted, never raised
+        path.write_bytes(path.read_bytes()[: len(junk) * 8] + junk)
+        problems = ReadProblems()
+        list(read_conversations(path, format=log_format, problems=problems))  # type: ignore[arg-type]
+        summary = problems.summary()
+        assert (summary is None) == (problems.first is None)
+
+    check()

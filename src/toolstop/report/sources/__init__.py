@@ -35,6 +35,7 @@ from toolstop.report.sources.langfuse import is_langfuse, read_langfuse
 from toolstop.report.sources.langsmith import is_langsmith, read_langsmith
 from toolstop.report.sources.openai import is_openai, read_openai
 from toolstop.report.sources.otel import is_otel, read_otel
+from toolstop.report.sources.parquet import is_parquet, parquet_format, parquet_records
 from toolstop.report.sources.shadow import shadow_records
 
 __all__ = [
@@ -59,7 +60,8 @@ Format = Literal["openai", "langchain", "langsmith", "otel", "langfuse"]
   one JSON document over many lines (an array of conversations).
 - `"langchain"`: LangChain message dicts (`messages_to_dict`), one conversation a line, or one
   JSON document over many lines.
-- `"langsmith"`: a LangSmith run export, JSONL of runs; a trace is a conversation.
+- `"langsmith"`: a LangSmith run export, JSONL of runs or a Parquet bulk export; a trace is a
+  conversation.
 - `"otel"`: OTLP JSON trace exports with OpenTelemetry GenAI spans; a trace is a conversation.
 - `"langfuse"`: a Langfuse export of observations (JSONL or one JSON document); a trace is a
   conversation.
@@ -87,9 +89,14 @@ class UnknownFormatError(ValueError):
 def detect_format(path: Path) -> Format | None:
     """The format of the first of the first readable lines that has a known shape (None: none).
 
+    A Parquet file is told from its columns (a LangSmith bulk export, a Langfuse export).
+
     Raises:
         OSError: the file cannot be opened.
+        ToolstopConfigError: a Parquet file, and pyarrow is not installed.
     """
+    if is_parquet(path):
+        return parquet_format(path)
     for _, value in islice(json_values(path, ReadProblems()), _DETECT_LINES):
         for name, looks_like in _DETECTORS:
             if looks_like(value):
@@ -139,6 +146,11 @@ def read_conversations(
         msg = f"max_open must be at least 1, got {max_open}"
         raise ValueError(msg)
     path.stat()  # a missing file is an OSError now, not at the first line
+    if format in ("langsmith", "langfuse") and is_parquet(path):
+        rows = parquet_records(path, tally)
+        if format == "langsmith":
+            return read_langsmith(path, tally, max_open=max_open, records=rows)
+        return read_langfuse(path, tally, max_open=max_open, records=rows)
     if format == "openai":
         return read_openai(path, tally)
     if format == "langchain":

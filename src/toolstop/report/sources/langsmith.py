@@ -24,7 +24,7 @@ are runs of one LangGraph thread.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -154,16 +154,23 @@ def trace_conversation(
 
 
 def read_langsmith(
-    path: Path, problems: ReadProblems, *, max_open: int = MAX_OPEN_TRACES
+    path: Path,
+    problems: ReadProblems,
+    *,
+    max_open: int = MAX_OPEN_TRACES,
+    records: Iterable[tuple[int, Any]] | None = None,
 ) -> Iterator[Conversation]:
     """The conversations of a LangSmith run export (JSONL), one per trace, streamed.
+
+    `records` gives the runs decoded some other way (a Parquet bulk export's rows) instead of
+    the file's JSON lines.
 
     Raises:
         OSError: the file cannot be opened.
     """
 
     def runs() -> Iterator[tuple[int, Any]]:
-        for line, value in json_records(path, problems):
+        for line, value in records if records is not None else json_records(path, problems):
             if not isinstance(value, Mapping) or not isinstance(value.get("run_type"), str):
                 problems.line_problem(line, "not a run (an object with a run_type)")
                 continue
