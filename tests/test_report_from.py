@@ -265,7 +265,7 @@ def test_each_documented_command_runs_on_the_fixtures(
 ) -> None:
     commands = documented_commands()
     formats = {argv[argv.index("--format") + 1] for argv in commands if "--format" in argv}
-    assert formats == {"openai", "langchain", "langsmith", "otel"}
+    assert formats == {"openai", "langchain", "langsmith", "otel", "langfuse"}
     assert any("--convert" in argv for argv in commands)
     monkeypatch.chdir(Path(__file__).parent.parent)
     for number, argv in enumerate(commands):
