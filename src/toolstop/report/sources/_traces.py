@@ -11,6 +11,7 @@ one open trace. Memory is bounded by `max_open` traces (and a bounded memory of 
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ __all__ = [
     "ModelCall",
     "TraceParts",
     "conversations",
+    "decoded",
     "group_by_trace",
     "merge",
 ]
@@ -160,6 +162,19 @@ def _fill_results(
             answered.update(m.tool_call_id for m in missing)
     filled.extend(missing)
     return filled
+
+
+def decoded(value: Any) -> Any:
+    """A str that holds a JSON object, array or string, decoded; anything else as it is.
+
+    Exports keep structured fields as JSON text (Langfuse's `input`, a Parquet column); a plain
+    text, even one that reads as a number, stays text."""
+    if not isinstance(value, str) or value[:1] not in ("{", "[", '"'):
+        return value
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError):
+        return value
 
 
 def first_str(*values: Any) -> str | None:

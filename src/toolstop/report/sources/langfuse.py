@@ -56,6 +56,7 @@ from toolstop.report.sources._traces import (
     ModelCall,
     TraceParts,
     conversations,
+    decoded,
     first_str,
     group_by_trace,
 )
@@ -134,15 +135,6 @@ def observations(value: Any, sessions: OrderedDict[str, str]) -> Iterator[Any]:
         yield value
 
 
-def _json(value: Any) -> Any:
-    if isinstance(value, str) and value[:1] in ("{", "[", '"'):
-        try:
-            return json.loads(value)
-        except (ValueError, RecursionError):
-            return value
-    return value
-
-
 def _is_tool_definition(message: Any) -> bool:
     return (
         isinstance(message, Mapping)
@@ -153,7 +145,7 @@ def _is_tool_definition(message: Any) -> bool:
 
 
 def _history(raw: Any, where: str) -> list[BaseMessage]:
-    found = _json(raw)
+    found = decoded(raw)
     if isinstance(found, Mapping) and isinstance(found.get("messages"), list):
         found = found["messages"]
     if isinstance(found, str):
@@ -167,7 +159,7 @@ def _history(raw: Any, where: str) -> list[BaseMessage]:
 
 
 def _answer(row: Mapping[str, Any], where: str) -> AIMessage | None:
-    found = _json(row.get("output"))
+    found = decoded(row.get("output"))
     if isinstance(found, Mapping) and isinstance(found.get("choices"), list) and found["choices"]:
         first = found["choices"][0]
         found = first.get("message") if isinstance(first, Mapping) else None
@@ -184,7 +176,7 @@ def _answer(row: Mapping[str, Any], where: str) -> AIMessage | None:
         raise Unreadable(msg)
     listed = row.get("tool_calls")
     if not answer.tool_calls and not answer.invalid_tool_calls and isinstance(listed, list):
-        valid, invalid = openai.tool_calls([_json(c) for c in listed], where)
+        valid, invalid = openai.tool_calls([decoded(c) for c in listed], where)
         answer = AIMessage(content=answer.content, tool_calls=valid, invalid_tool_calls=invalid)
     answer.usage_metadata = _usage(row)
     return answer
@@ -192,7 +184,7 @@ def _answer(row: Mapping[str, Any], where: str) -> AIMessage | None:
 
 def _usage(row: Mapping[str, Any]) -> UsageMetadata | None:
     """`usage_details` with the `input*` / `output*` keys summed; else `usage` as recorded."""
-    details = _json(_get(row, "usage_details", "usageDetails"))
+    details = decoded(_get(row, "usage_details", "usageDetails"))
     if isinstance(details, Mapping) and "input" in details and "output" in details:
         sums = []
         for side in ("input", "output"):
@@ -206,15 +198,15 @@ def _usage(row: Mapping[str, Any]) -> UsageMetadata | None:
             return UsageMetadata(
                 input_tokens=sums[0], output_tokens=sums[1], total_tokens=sums[0] + sums[1]
             )
-    legacy = _json(row.get("usage"))
+    legacy = decoded(row.get("usage"))
     if isinstance(legacy, Mapping) and "input" in legacy and "output" in legacy:
         legacy = {"input_tokens": legacy["input"], "output_tokens": legacy["output"]}
     return usage(details) or usage(legacy)
 
 
 def _tool_result(row: Mapping[str, Any], where: str) -> ToolMessage | None:
-    found = _json(row.get("output"))
-    metadata = _json(row.get("metadata"))
+    found = decoded(row.get("output"))
+    metadata = decoded(row.get("metadata"))
     call_id = first_str(metadata.get("tool_call_id")) if isinstance(metadata, Mapping) else None
     failed = row.get("level") == "ERROR"
     if isinstance(found, Mapping) and found.get("tool_call_id"):

@@ -17,7 +17,6 @@ Deliberately not handled: a folder of Parquet files (give each file, or join the
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator, Mapping
 from datetime import date, datetime
@@ -28,6 +27,7 @@ from typing import Any, Literal
 from toolstop.errors import ToolstopConfigError
 from toolstop.report.sources import _base
 from toolstop.report.sources._base import ReadProblems
+from toolstop.report.sources._traces import decoded
 
 __all__ = ["is_parquet", "parquet_format", "parquet_records"]
 
@@ -84,12 +84,7 @@ def _plain(value: Any, column: str | None = None, depth: int = 0) -> Any:
         if len(value) > _base.MAX_LINE_BYTES:
             msg = f"a value of {column or 'a column'} longer than {_base.MAX_LINE_BYTES:,} bytes"
             raise _base.Unreadable(msg)
-        if column in _JSON_COLUMNS and value[:1] in ("{", "["):
-            try:
-                return json.loads(value)
-            except (ValueError, RecursionError):
-                return value
-        return value
+        return decoded(value) if column in _JSON_COLUMNS else value
     if isinstance(value, bytes):
         if len(value) == 16:
             return str(uuid.UUID(bytes=value))
