@@ -1,13 +1,13 @@
 """`toolstop report --from`: the advisor on the conversations users already recorded.
 
 A log (OpenAI chat JSONL, LangChain message dicts, a LangSmith run export, OTLP JSON GenAI
-spans) or the checkpoint database of an agent that never ran toolstop is read a conversation
-at a time (`toolstop.report.sources`), each conversation is made into the stop records shadow
-mode would have written for it (`shadow_records`), and those records are folded into the same
-`Summary` as `--db`'s: candidates, advice, the page and `--writes` work the same. The example
-pairs (`--examples`) and the judge's pairs (`--judge`) come from the recorded messages of the
-few runs kept for them (at most K per tool), so memory stays flat in the number of
-conversations.
+spans, a Langfuse export of observations) or the checkpoint database of an agent that never ran
+toolstop is read a conversation at a time (`toolstop.report.sources`), each conversation is made
+into the stop records shadow mode would have written for it (`shadow_records`), and those
+records are folded into the same `Summary` as `--db`'s: candidates, advice, the page and
+`--writes` work the same. The example pairs (`--examples`) and the judge's pairs (`--judge`)
+come from the recorded messages of the few runs kept for them (at most K per tool), so memory
+stays flat in the number of conversations.
 
 The traces of one thread (LangSmith's `thread_id`, OpenTelemetry's `gen_ai.conversation.id`)
 are joined, in the order they were read, before their records are made, so a thread's second
