@@ -8,7 +8,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
-from toolstop.report.sources import Conversation, ReadProblems, read_conversations
+from toolstop.report.sources import Conversation, ReadProblems, detect_format, read_conversations
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 
@@ -420,3 +420,24 @@ def test_langfuse_output_that_is_not_an_answer_is_counted(tmp_path: Path) -> Non
     )
     assert read == []
     assert (problems.skipped_conversations, problems.ignored_traces) == (1, 1)
+
+
+def test_otel_details_events_as_log_records(tmp_path: Path) -> None:
+    """The logs alone: each details record a call; on a span of the file: that span's content."""
+    lines = (LOGS / "otel_logs.jsonl").read_text().splitlines()
+    logs_only = tmp_path / "logs.jsonl"
+    logs_only.write_text(lines[1] + "\n")
+    assert detect_format(logs_only) == "otel"
+    problems = ReadProblems()
+    read = list(read_conversations(logs_only, problems=problems))
+    # without their spans, the weather calls have no usage; the last answer has no tool result
+    assert [[m.type for m in c.messages] for c in read] == [
+        ["human", "ai", "tool", "ai"],
+        ["human", "ai"],
+    ]
+    assert [c.tokens for c in read] == ["estimated", "recorded"]
+    assert problems.summary() is None
+    both = list(read_conversations(LOGS / "otel_logs.jsonl"))
+    answers = [m for m in both[0].messages if isinstance(m, AIMessage)]
+    assert [a.usage_metadata and a.usage_metadata["input_tokens"] for a in answers] == [64, 90]
+    assert answers[1].content == "Yes, rain is expected in Oslo."

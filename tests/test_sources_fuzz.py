@@ -20,7 +20,7 @@ DOCUMENTS = ("openai", "langchain", "langfuse")
 """The formats also read from one JSON document over many lines."""
 EXTRA = {
     "openai": ["openai_legacy.jsonl"],
-    "otel": ["otel_semconv.jsonl"],
+    "otel": ["otel_semconv.jsonl", "otel_logs.jsonl"],
     "langfuse": ["langfuse_legacy.jsonl"],
 }
 """More fixtures of a format, whose lines are mutated too."""

@@ -35,6 +35,7 @@ from toolstop.report.sources.langfuse import is_langfuse, read_langfuse
 from toolstop.report.sources.langsmith import is_langsmith, read_langsmith
 from toolstop.report.sources.openai import is_openai, read_openai
 from toolstop.report.sources.otel import is_otel, read_otel
+from toolstop.report.sources.otel_logs import is_otel_logs
 from toolstop.report.sources.parquet import is_parquet, parquet_format, parquet_records
 from toolstop.report.sources.shadow import shadow_records
 
@@ -75,6 +76,7 @@ _DETECT_LINES = 50
 # the most specific shape first: a LangChain message dict may also carry a `role`
 _DETECTORS: tuple[tuple[Format, Callable[[Any], bool]], ...] = (
     ("otel", is_otel),
+    ("otel", is_otel_logs),
     ("langfuse", is_langfuse),
     ("langsmith", is_langsmith),
     ("langchain", is_langchain),

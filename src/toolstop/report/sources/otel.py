@@ -22,8 +22,11 @@ Message content is only in spans when the instrumentation captures it (often opt
 `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`); a trace without it is skipped and
 counted. Spans are grouped by trace with a bound (`max_open` traces at once; see `_traces`).
 
-Deliberately not handled: OTLP protobuf, one JSON document spread over several lines, and
-messages sent as log records rather than span events.
+The details event may also come as a log record of an OTLP logs export on its own line
+(`resourceLogs`; see `otel_logs`), attached to the chat span it names.
+
+Deliberately not handled: OTLP protobuf, one JSON document spread over several lines, and the
+earlier per-message events sent as log records.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ from toolstop.report.sources._traces import (
     first_str,
     group_by_trace,
 )
+from toolstop.report.sources.otel_logs import attach_logs, is_otel_logs, log_spans
 
 __all__ = ["is_otel", "read_otel"]
 
@@ -296,7 +300,7 @@ def trace_conversation(
     def start(item: tuple[int, Any]) -> tuple[int, int]:
         return non_negative_int(item[1].get("startTimeUnixNano")) or 0, item[0]
 
-    for line, span in sorted(spans, key=start):
+    for line, span in sorted(attach_logs(spans), key=start):
         attributes = _attributes(span.get("attributes"))
         parts.thread = parts.thread or first_str(attributes.get("gen_ai.conversation.id"))
         operation = attributes.get("gen_ai.operation.name")
@@ -320,6 +324,9 @@ def read_otel(
 
     def spans() -> Iterator[tuple[int, Any]]:
         for line, value in json_records(path, problems):
+            if is_otel_logs(value):  # the details events, sent as log records
+                yield from ((line, span) for span in log_spans(value))
+                continue
             if not is_otel(value):
                 problems.line_problem(line, "not an OTLP trace export (no resourceSpans)")
                 continue
