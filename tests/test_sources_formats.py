@@ -441,3 +441,38 @@ def test_otel_details_events_as_log_records(tmp_path: Path) -> None:
     answers = [m for m in both[0].messages if isinstance(m, AIMessage)]
     assert [a.usage_metadata and a.usage_metadata["input_tokens"] for a in answers] == [64, 90]
     assert answers[1].content == "Yes, rain is expected in Oslo."
+
+
+def test_langfuse_a_page_with_a_bad_row_content_parts_and_message_usage(tmp_path: Path) -> None:
+    usage = {"input_tokens": 4, "output_tokens": 2, "total_tokens": 6}
+    read, problems = _read(
+        tmp_path,
+        "langfuse",
+        {
+            "data": [
+                {"type": "GENERATION"},  # no trace id: counted, the page's other rows still read
+                _observation(
+                    "t",
+                    "GENERATION",
+                    1,
+                    input=[{"role": "user", "content": "q"}, {"role": "tool", "content": "a tool"}],
+                    output=[{"type": "text", "text": "h"}, {"type": "text", "text": "i"}],
+                ),
+                _observation(
+                    "u",
+                    "GENERATION",
+                    1,
+                    input="q",
+                    output={"type": "ai", "content": "a", "usage_metadata": usage},
+                ),
+            ]
+        },
+    )
+    assert [[(m.type, m.content) for m in c.messages] for c in read] == [
+        [("human", "q"), ("ai", "hi")],
+        [("human", "q"), ("ai", "a")],
+    ]
+    answer = read[1].messages[1]
+    assert isinstance(answer, AIMessage)
+    assert answer.usage_metadata == usage  # the message's own, the row having none
+    assert (problems.lines, problems.skipped_lines) == (1, 1)

@@ -136,11 +136,11 @@ def observations(value: Any, sessions: OrderedDict[str, str]) -> Iterator[Any]:
 
 
 def _is_tool_definition(message: Any) -> bool:
+    """What the LangChain handler appends for each tool given: a `tool` role with no call id."""
     return (
         isinstance(message, Mapping)
         and message.get("role") == "tool"
         and not message.get("tool_call_id")
-        and isinstance(message.get("content"), Mapping)
     )
 
 
@@ -163,8 +163,8 @@ def _answer(row: Mapping[str, Any], where: str) -> AIMessage | None:
     if isinstance(found, Mapping) and isinstance(found.get("choices"), list) and found["choices"]:
         first = found["choices"][0]
         found = first.get("message") if isinstance(first, Mapping) else None
-    if isinstance(found, str):
-        answer: BaseMessage = AIMessage(content=found)
+    if isinstance(found, str | list):  # the text, or content parts (their text kept)
+        answer: BaseMessage = AIMessage(content=openai.text(found, f"{where} output"))
     elif isinstance(found, Mapping):
         if "role" not in found and "type" not in found and "tool_calls" in found:
             found = {**found, "role": "assistant"}  # a tool-calling answer's additional_kwargs
@@ -178,7 +178,7 @@ def _answer(row: Mapping[str, Any], where: str) -> AIMessage | None:
     if not answer.tool_calls and not answer.invalid_tool_calls and isinstance(listed, list):
         valid, invalid = openai.tool_calls([decoded(c) for c in listed], where)
         answer = AIMessage(content=answer.content, tool_calls=valid, invalid_tool_calls=invalid)
-    answer.usage_metadata = _usage(row)
+    answer.usage_metadata = _usage(row) or answer.usage_metadata
     return answer
 
 
@@ -273,11 +273,13 @@ def read_langfuse(
 
     def rows() -> Iterator[tuple[int, Any]]:
         for line, value in records if records is not None else json_values(path, problems):
+            counted = False  # a record of several rows counts once, its other rows still read
             for row in observations(value, sessions):
-                if not _is_observation(row):
+                if _is_observation(row):
+                    yield line, row
+                elif not counted:
                     problems.line_problem(line, "not a Langfuse observation (a type, a trace id)")
-                    break
-                yield line, row
+                    counted = True
 
     groups = group_by_trace(rows(), _trace_of, problems, max_open=max_open)
     yield from conversations(groups, _trace_conversation(sessions), problems)
