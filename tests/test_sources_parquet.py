@@ -69,3 +69,19 @@ def test_without_pyarrow_the_error_names_the_extra(monkeypatch: pytest.MonkeyPat
         detect_format(LOGS / "langsmith.parquet")
     with pytest.raises(ToolstopConfigError, match=r"toolstop\[parquet\]"):
         list(read_conversations(LOGS / "langsmith.parquet", format="langsmith"))
+
+
+def test_a_folder_of_parquet_files_is_one_export(tmp_path: Path) -> None:
+    """As a bulk export partitions them: a trace's runs may fall in two files."""
+    table = pq.read_table(LOGS / "langsmith.parquet")
+    folder = tmp_path / "export"
+    (folder / "day=01").mkdir(parents=True)
+    (folder / "day=02").mkdir()
+    pq.write_table(table.slice(0, 4), folder / "day=01" / "part-0.parquet")
+    pq.write_table(table.slice(4), folder / "day=02" / "part-0.parquet")
+    (folder / "_SUCCESS").write_text("")
+    assert detect_format(folder) == "langsmith"
+    problems = ReadProblems()
+    read = list(read_conversations(folder, problems=problems))
+    assert [shape(c.messages) for c in read] == [ORDER, REFUND]
+    assert (problems.lines, problems.summary()) == (table.num_rows, None)

@@ -12,7 +12,9 @@ pyarrow is needed (the `parquet` extra: `pip install 'toolstop[parquet]'`); it i
 only when a Parquet file is read. A row with a value longer than `MAX_LINE_BYTES` is skipped
 and counted; a file pyarrow cannot read is counted once, with what was read before kept.
 
-Deliberately not handled: a folder of Parquet files (give each file, or join them first).
+A folder is read as the Parquet files below it, in the order of their paths, as one export
+(LangSmith's bulk export writes a folder per partition): a trace whose runs fall in two files is
+still one conversation (within `max_open`), and rows are numbered across the files.
 """
 
 from __future__ import annotations
@@ -37,8 +39,17 @@ _JSON_COLUMNS = frozenset({"inputs", "outputs", "extra", "events", "input", "out
 _JSON_COLUMNS |= {"usage_details", "cost_details", "usage", "usageDetails"}
 
 
+def _files(path: Path) -> list[Path]:
+    """The Parquet files of `path`: itself, or those below a folder in the order of their paths."""
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*.parquet") if p.is_file())
+    return [path]
+
+
 def is_parquet(path: Path) -> bool:
-    """Whether `path` starts as a Parquet file does."""
+    """Whether `path` starts as a Parquet file does, or is a folder holding `*.parquet` files."""
+    if path.is_dir():
+        return bool(_files(path))
     try:
         with path.open("rb") as stream:
             return stream.read(4) == _MAGIC
@@ -66,8 +77,8 @@ def parquet_format(path: Path) -> Literal["langsmith", "langfuse"] | None:
     """
     pq = _pyarrow_parquet()
     try:
-        names = set(pq.read_schema(path).names)
-    except Exception:
+        names = set(pq.read_schema(_files(path)[0]).names)
+    except Exception:  # pyarrow's errors vary (OSError, ArrowInvalid, ...)
         return None
     if "run_type" in names:
         return "langsmith"
@@ -103,25 +114,26 @@ def _plain(value: Any, column: str | None = None, depth: int = 0) -> Any:
 
 
 def parquet_records(path: Path, problems: ReadProblems) -> Iterator[tuple[int, Any]]:
-    """(row number, record) for each row of a Parquet file, a batch of rows at a time.
+    """(row number, record) for each row of a Parquet file or folder, a batch at a time.
 
     Raises:
         ToolstopConfigError: pyarrow is not installed.
     """
     pq = _pyarrow_parquet()
     row = 0
-    try:
-        batches = pq.ParquetFile(path).iter_batches(batch_size=_BATCH_ROWS)
-        for batch in batches:
-            for values in batch.to_pylist():
-                row += 1
-                problems.lines += 1
-                try:
-                    record = {str(k): _plain(v, str(k)) for k, v in values.items()}
-                except _base.Unreadable as error:
-                    problems.line_problem(row, str(error))
-                    continue
-                yield row, record
-    except Exception as error:
-        problems.lines += 1
-        problems.line_problem(row + 1, f"not a readable Parquet file ({type(error).__name__})")
+    for file in _files(path):
+        try:
+            batches = pq.ParquetFile(file).iter_batches(batch_size=_BATCH_ROWS)
+            for batch in batches:
+                for values in batch.to_pylist():
+                    row += 1
+                    problems.lines += 1
+                    try:
+                        record = {str(k): _plain(v, str(k)) for k, v in values.items()}
+                    except _base.Unreadable as error:
+                        problems.line_problem(row, str(error))
+                        continue
+                    yield row, record
+        except Exception as error:  # a file pyarrow cannot read (its errors vary): counted
+            problems.lines += 1
+            problems.line_problem(row + 1, f"not a readable Parquet file ({type(error).__name__})")
