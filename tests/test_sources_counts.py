@@ -81,3 +81,16 @@ def test_each_fixture_counts_what_a_hand_count_gives(fixture: str, tmp_path: Pat
     detected = _report(tmp_path / "detected", str(LOGS / fixture))
     assert detected["source"]["format"] == log_format
     assert detected["runs"] == counted["runs"]
+
+
+def test_a_langfuse_export_without_its_io_says_what_it_needs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The blob export's io field group left out: observations without input and output."""
+    rows = [json.loads(line) for line in (LOGS / "langfuse.jsonl").read_text().splitlines()]
+    log = tmp_path / "no-io.jsonl"
+    log.write_text("".join(json.dumps({**r, "input": "", "output": ""}) + "\n" for r in rows))
+    found = _report(tmp_path, str(log), "--format", "langfuse")
+    assert (found["conversations"], found["runs"]) == (0, 0)
+    err = " ".join(capsys.readouterr().err.split())
+    assert "a Langfuse export needs the GENERATION observations with their input and output" in err

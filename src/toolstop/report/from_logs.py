@@ -153,6 +153,8 @@ _NOTHING_FOUND = {
     "trace, not only the root chain run",
     "otel": "no conversation found: OpenTelemetry needs the GenAI chat spans "
     "(gen_ai.operation.name chat) with their messages as events or gen_ai.*.messages attributes",
+    "langfuse": "no conversation found: a Langfuse export needs the GENERATION observations "
+    "with their input and output (the export's io fields), and the TOOL observations",
     "checkpoints": "no conversation found: the database holds no thread with messages",
     "": "no conversation found: is --format right for this file? (docs/rollout.md shows each)",
 }
