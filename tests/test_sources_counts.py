@@ -92,5 +92,9 @@ def test_a_langfuse_export_without_its_io_says_what_it_needs(
     log.write_text("".join(json.dumps({**r, "input": "", "output": ""}) + "\n" for r in rows))
     found = _report(tmp_path, str(log), "--format", "langfuse")
     assert (found["conversations"], found["runs"]) == (0, 0)
+    # "" is the export's "not set": no message is made of it, and the reason says so
+    assert (
+        found["unreadable"]["first"] == "line 1: trace 'lf-order' has no generation with messages"
+    )
     err = " ".join(capsys.readouterr().err.split())
     assert "a Langfuse export needs the GENERATION observations with their input and output" in err

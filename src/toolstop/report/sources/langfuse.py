@@ -163,6 +163,8 @@ def _answer(row: Mapping[str, Any], where: str) -> AIMessage | None:
     if isinstance(found, Mapping) and isinstance(found.get("choices"), list) and found["choices"]:
         first = found["choices"][0]
         found = first.get("message") if isinstance(first, Mapping) else None
+    if found == "":  # the export's "not set"
+        return None
     if isinstance(found, str | list):  # the text, or content parts (their text kept)
         answer: BaseMessage = AIMessage(content=openai.text(found, f"{where} output"))
     elif isinstance(found, Mapping):
