@@ -97,12 +97,14 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n auto -q -m "not slow and not server and not live" $(PYTEST_ARGS)
 
 # The router contract on six stacks, from langgraph 0.6.6 to the newest langchain (noxfile.py),
-# and the Pydantic AI adapter (tests and `toolstop check`) on its oldest tested and newest
-# release (about 70 s from scratch here).
+# the Pydantic AI adapter (tests and `toolstop check`) on its oldest tested and newest
+# release (about 70 s from scratch here), and the multi-agent tests on the newest Deep Agents,
+# langgraph-swarm and langgraph-supervisor.
 ## The router contract on each stack of the version matrix (nox).
 matrix: $(STAMP)
 	$(BIN)/nox -s contract
 	$(BIN)/nox -s pydantic_ai
+	$(BIN)/nox -s multiagent
 
 ## Lint, typecheck, the whole suite and the version matrix.
 test: lint typecheck unit matrix

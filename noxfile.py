@@ -43,6 +43,10 @@ PYDANTIC_AI = {
     "newest": ["pydantic-ai-slim[openai]>=2.0"],
 }
 
+# Multi-agent setups: toolstop's routers at several levels (docs/multi-agent.md), on the newest
+# langchain with the newest Deep Agents, langgraph-swarm and langgraph-supervisor.
+MULTIAGENT = ["langchain>=1.4", "langgraph>=1.2,<2", "-e", ".[multiagent]"]
+
 BASE = ["-e", ".", "pytest>=8", "pytest-timeout>=2.3"]
 
 # What the stack resolved to (uv's environments have no pip to ask).
@@ -85,3 +89,11 @@ def pydantic_ai(session: nox.Session, release: str) -> None:
     session.run("python", "-c", SHOW_VERSIONS, silent=False)
     session.run("python", "-m", "pytest", "tests/test_pydantic_ai.py", "-q", *session.posargs)
     session.run("toolstop", "check", "--router", "pydantic_ai")
+
+
+@nox.session(python="3.11")
+def multiagent(session: nox.Session) -> None:
+    """The multi-agent tests (`-m multiagent`): sub-agents, Deep Agents, supervisors, swarms."""
+    _install_once(session, "multiagent", MULTIAGENT)
+    session.run("python", "-c", SHOW_VERSIONS, silent=False)
+    session.run("python", "-m", "pytest", "-m", "multiagent", "-q", *session.posargs)

@@ -295,8 +295,10 @@ def test_a_hand_off_that_pauses_the_run_counts_toward_its_tool(tmp_path: Path) -
 
     db = tmp_path / "agent.sqlite"
     with SqliteSaver.from_conn_string(str(db)) as saver:
+        first = ""
         for n in range(3):
             model = ScriptedChatModel([call("handoff_to_human", summary="angry")])
+            first = first or model.call_id(0)
             agent = create_agent(
                 model,
                 [handoff_to_human],
@@ -329,7 +331,7 @@ def test_a_hand_off_that_pauses_the_run_counts_toward_its_tool(tmp_path: Path) -
     assert "3 run(s) ended on it" in entry["why"]
     assert sorted(entry["threads"]) == ["handoff-0", "handoff-1", "handoff-2"]
     closed = explain(db, "handoff-0")
-    assert "handoff_to_human call_0_0 pending: left open" in closed
+    assert f"handoff_to_human {first} pending: left open" in closed
     assert "tool_error" not in closed
     assert "waiting on: handoff_to_human" in explain(db, "handoff-1")
 

@@ -310,15 +310,15 @@ class Agent:
         self.ways.append("ainvoke")
         return self._run(inputs, config)
 
-    def get_state(self, config: Any) -> Any:
+    def get_state(self, config: Any, *, subgraphs: bool = False) -> Any:
         self.asked.append(config)
         pending = len(self.runs) <= self.interrupts
         interrupts = [SimpleNamespace(value=self.value)] if pending else []
         tasks = [SimpleNamespace(name=f"{self.node}.after_model.1", interrupts=interrupts)]
         return SimpleNamespace(tasks=[SimpleNamespace(name="other", interrupts=[]), *tasks])
 
-    async def aget_state(self, config: Any) -> Any:
-        return self.get_state(config)
+    async def aget_state(self, config: Any, *, subgraphs: bool = False) -> Any:
+        return self.get_state(config, subgraphs=subgraphs)
 
 
 def router_of(agent: Agent, built: list[Any] | None = None, **kw: Any) -> Router:

@@ -246,20 +246,35 @@ def test_an_interrupted_run_is_resumed_with_the_answer(asynchronous: bool) -> No
 
 
 def test_a_step_shows_once_in_the_path_whatever_its_number_of_updates() -> None:
-    path: list[str] = []
-    final = routers._collect(path, {}, "updates", {"a": 1})
-    assert final == {}
-    assert path == ["a"]
-    routers._collect(path, {}, "updates", {"a": 2})
-    routers._collect(path, {}, "updates", {"b": 1, "c": 1})
-    routers._collect(path, {}, "updates", {"b": 1})
-    routers._collect(path, {}, "updates", {"a": 3})
-    assert path == ["a", "b", "c", "b", "a"]
-    kept = {"x": 1}
-    assert routers._collect(path, kept, "updates", {"d": 1}) is kept
-    values = routers._collect(path, kept, "values", [("y", 2)])
-    assert values == {"y": 2}
-    assert path[-1] == "d"
+    levels = routers._Levels()
+    levels.collect((), "updates", {"a": 1})
+    assert levels.router_level() == (["a"], {})
+    levels.collect((), "updates", {"a": 2})
+    levels.collect((), "updates", {"b": 1, "c": 1})
+    levels.collect((), "updates", {"b": 1})
+    levels.collect((), "updates", {"a": 3})
+    levels.collect((), "values", [("y", 2)])
+    levels.collect((), "updates", {"d": 1})
+    assert levels.router_level() == (["a", "b", "c", "b", "a", "d"], {"y": 2})
+
+
+def test_the_level_of_a_subgraphs_router_is_taken_when_the_graph_has_no_record() -> None:
+    levels = routers._Levels()
+    levels.collect((), "updates", {"support": 1})
+    levels.collect((), "values", {"messages": ["parent"]})
+    levels.collect(("support:1",), "updates", {"agent": 1})
+    levels.collect(("support:1",), "updates", {"finalize": 1})
+    levels.collect(("support:1",), "values", {"messages": ["inner"], "stop_record": {"run": 1}})
+    levels.collect(("other:2",), "values", {"messages": ["no router"]})
+    assert levels.router_level() == (
+        ["agent", "finalize"],
+        {"messages": ["inner"], "stop_record": {"run": 1}},
+    )
+    levels.collect((), "values", {"messages": ["parent"], "stop_record": {"run": 7}})
+    assert levels.router_level() == (
+        ["support"],
+        {"messages": ["parent"], "stop_record": {"run": 7}},
+    )
 
 
 def test_only_an_agent_with_a_checkpointer_and_state_is_resumable() -> None:

@@ -29,7 +29,7 @@ def test_the_stack_table_is_the_noxfile_matrix() -> None:
     assert matrix is not None
     stacks = re.findall(r'^    "([\w.-]+)": \[', matrix.group(1), flags=re.M)
     table = re.findall(r"^\| `([\w.-]+)` \| ", CONTRIBUTING, flags=re.M)
-    markers = {"contract", "slow", "server", "live", "mutation"}
+    markers = {"contract", "slow", "server", "live", "mutation", "multiagent"}
     assert [name for name in table if name not in markers] == stacks
 
 

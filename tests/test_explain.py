@@ -122,7 +122,8 @@ def database(*, in_progress: Any = None) -> Database:
 
 def explained_run_1() -> dict[str, Any]:
     return {
-        "run": 1, "checkpoint_ns": "", "ended_at": "2026-12-01T01:00:00+00:00",
+        "run": 1, "record_run": 1, "level": "", "checkpoint_ns": "",
+        "ended_at": "2026-12-01T01:00:00+00:00",
         "schema_version": 5, "mode": "hard", "rule": "completed", "stopped": True,
         "ended_by": None, "ended_by_message": None, "would_stop": None,
         "deciding": [{"tool": "pay", "tool_call_id": "p1"}], "shown": ["p1"],
@@ -149,7 +150,11 @@ def test_each_run_is_explained_with_only_its_own_turns() -> None:
     explanation = explain_thread(database(), "t")
     assert explanation is not None
     runs = explanation["runs"]
-    assert [(r["checkpoint_ns"], r["run"]) for r in runs] == [("", 1), ("", 2), ("", 3), ("sub", 1)]
+    # numbered by when they ended, across levels; each keeps its own record's number
+    assert [(r["checkpoint_ns"], r["run"], r["record_run"]) for r in runs] == [
+        ("", 1, 1), ("", 2, 2), ("", 3, 3), ("sub", 4, 1)
+    ]  # fmt: skip
+    assert [r["level"] for r in runs] == ["", "", "", "sub"]
     assert runs[0] == explained_run_1()
     assert runs[1]["schema_version"] == 1  # a record without a version is schema 1
     assert runs[1]["turns"] == [
@@ -200,7 +205,8 @@ def test_an_unknown_thread_and_a_run_in_progress() -> None:
     explanation = explain_thread(database(in_progress=current), "t")
     assert explanation is not None
     assert explanation["in_progress"] == [
-        {"checkpoint_ns": "", "run": 4, "tool_turns": 1, "model_calls": 3, "pending": []}
+        {"checkpoint_ns": "", "level": "", "run": 4, "tool_turns": 1, "model_calls": 3}
+        | {"pending": []}
     ]
 
 
@@ -209,9 +215,12 @@ def test_the_text_of_each_kind_of_run() -> None:
         database(in_progress={"run": 4, "tool_turns": 1, "model_calls": 3}), "t"
     )
     assert explanation is not None
-    explanation["runs"].append({**explained_run_1(), "run": 5, "rule": "fatal", "stopped": False})
     explanation["runs"].append(
-        {**explained_run_1(), "run": 6, "stopped": False, "rule": None, "turns": None}
+        {**explained_run_1(), "run": 5, "record_run": 5, "rule": "fatal", "stopped": False}
+    )
+    explanation["runs"].append(
+        {**explained_run_1(), "run": 6, "record_run": 6, "stopped": False, "rule": None}
+        | {"turns": None}
     )
     out = io.StringIO()
     print_explanation(explanation, out)
@@ -241,8 +250,8 @@ def test_the_text_of_each_kind_of_run() -> None:
         "  budgets: 0 transient retries spent, 1 tool turn",
         "  model calls 1, tokens 7 in / 1 out",
         "",
-        "run 1 (namespace 'sub'), ended 2026-12-01T03:00:00+00:00, mode polish: rule fatal (not "
-        "stopped)",
+        "run 4 (level sub, its run 1; namespace 'sub'), ended 2026-12-01T03:00:00+00:00, mode "
+        "polish: rule fatal (not stopped)",
         "  deciding: pay (p9)",
         "  turn 1: pay p9 completed (stop)",
         "  budgets: 0 transient retries spent, 1 tool turn",

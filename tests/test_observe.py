@@ -93,7 +93,7 @@ SCENARIOS = {
 def observe(router: Router, name: str, caplog: pytest.LogCaptureFixture) -> dict[str, Any]:
     results, more, mode, _ = SCENARIOS[name]
     policy = StopPolicy(mode=mode, max_transient_retries=1)  # type: ignore[arg-type]
-    model = ScriptedChatModel([call("lookup", query=SECRET), *more])
+    model = ScriptedChatModel([call("lookup", query=SECRET), *more], id_prefix="call")
     agent = router.build(model, [forced_tool("lookup", *results)], policy=policy, checkpointer=None)
     handler = Events()
     custom: list[Any] = []

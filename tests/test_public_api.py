@@ -37,8 +37,11 @@ def test_toolstop_all() -> None:
             "ToolstopError",
             "__version__",
             "build_react_graph",
+            "convert",
             "decide",
+            "forwarded_stop",
             "signal",
+            "subagent_tool",
             "with_timeout",
         ]
     )

@@ -395,7 +395,8 @@ def test_explain_on_sqlite_gives_each_runs_reasons(sqlite_traffic: Any) -> None:
     code, text = explain("a-open", "--db", str(db), "--json")
     assert code == 0
     assert json.loads(text)["in_progress"] == [
-        {"checkpoint_ns": "", "run": 1, "tool_turns": 0, "model_calls": 1, "pending": ["pay"]}
+        {"checkpoint_ns": "", "level": "", "run": 1, "tool_turns": 0, "model_calls": 1}
+        | {"pending": ["pay"]}
     ]
 
 

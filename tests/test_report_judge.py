@@ -8,21 +8,19 @@ from __future__ import annotations
 
 import io
 import json
-import logging
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 
-from routers import ROUTERS
-from toolstop import StopPolicy
+from judge_runs import recorded
 from toolstop.cli import main
 from toolstop.report.model_judge import LABELS, RUBRIC, Sample, parse_label
 from toolstop.report.reader import RunEnd
-from toolstop.testing import ScriptedChatModel, call
 
 SECRET = "sk-live0123456789abcdefXYZ"
 PASSWORD = "hunter2hunter2"
@@ -37,23 +35,8 @@ def lookup_order(order_id: str) -> str:
 
 @pytest.fixture(scope="module")
 def database(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    db = tmp_path_factory.mktemp("judge") / "agent.sqlite"
-    with SqliteSaver.from_conn_string(str(db)) as saver:
-        for n in range(RUNS):
-            model = ScriptedChatModel(
-                [call("lookup_order", order_id=str(n)), f"Order {n} ships Monday. {PASSWORD=}"]
-            )
-            agent = ROUTERS[0].build(
-                model, [lookup_order], policy=StopPolicy(mode="never"), checkpointer=saver
-            )
-            agent.invoke(
-                {"messages": [HumanMessage("Where is it?")]},
-                {"configurable": {"thread_id": f"thread-{n}"}},
-            )
-    logging.getLogger("toolstop").setLevel(logging.NOTSET)
-    return db
+    answers = [f"Order {n} ships Monday. {PASSWORD=}" for n in range(RUNS)]
+    return recorded(tmp_path_factory.mktemp("judge") / "agent.sqlite", lookup_order, answers)
 
 
 class Terminal(io.StringIO):
@@ -130,9 +113,9 @@ def test_the_judge_counts_each_label_an_unparseable_reply_and_a_failed_call(
     for body in sent[:RUNS]:
         system, user = body["messages"]
         assert system == {"role": "system", "content": RUBRIC}
-        assert "<<<TOOL RESULT\nOrder " in user["content"]
+        assert re.search(r"<<<TOOL RESULT [0-9a-f]{12}\nOrder ", user["content"])
         assert "api_key=***" in user["content"]
-        assert "<<<FINAL ANSWER\nOrder " in user["content"]
+        assert re.search(r"<<<FINAL ANSWER [0-9a-f]{12}\nOrder ", user["content"])
     for body in bodies:
         assert SECRET.encode() not in body
         assert PASSWORD.encode() not in body
@@ -173,7 +156,10 @@ def test_in_a_terminal_the_judge_asks_first(
         )  # fmt: skip
         calls = len(provider.raw_requests)
     stderr = capsys.readouterr().err
-    assert "the judge makes 2 call(s) to openai:x (1 tool(s), at most 2 each), about " in stderr
+    assert (
+        f"the judge makes 2 call(s) to openai:x at {provider.base_url}, sent no key "
+        "(1 tool(s), at most 2 each), about "
+    ) in stderr
     assert "judge now? [y/N] " in stderr
     if judged:
         assert (code, calls) == (0, 2)
@@ -273,9 +259,9 @@ def test_the_same_database_sends_the_same_sample(
                 provider.base_url, "--yes", "--judge-samples", "3",
             )  # fmt: skip
             assert code == 0
-            sent.append(
-                [json.loads(body)["messages"][1]["content"] for body in provider.raw_requests]
-            )
+            contents = [json.loads(b)["messages"][1]["content"] for b in provider.raw_requests]
+            # the fences' tags are drawn afresh for each call; the pairs are what must repeat
+            sent.append([re.sub(r"\b[0-9a-f]{12}\b", "TAG", c) for c in contents])
     assert len(sent[0]) == 3
     assert len(set(sent[0])) == 3  # three different runs
     assert sent[0] == sent[1]

@@ -33,6 +33,7 @@ EXPECTED: dict[str, Any] = {
     "model_calls": 11,
     "input_tokens": 720,
     "output_tokens": 90,
+    "narrator": {"calls": 0, "input_tokens": 0, "output_tokens": 0},
     "by_mode": {
         "hard": {
             "runs": 2, "model_calls": 4, "input_tokens": 200, "output_tokens": 15,
@@ -159,7 +160,13 @@ def test_no_runs() -> None:
 
 def test_prices_put_money_beside_each_saving() -> None:
     priced = with_prices(summary(RUNS), 3.0, 15.0)
-    assert priced["prices"] == {"input_per_million": 3.0, "output_per_million": 15.0}
+    assert priced["prices"] == {
+        "input_per_million": 3.0,
+        "output_per_million": 15.0,
+        "narrator_input_per_million": 3.0,  # no narrator prices: the agent model's
+        "narrator_output_per_million": 15.0,
+    }
+    assert priced["spent"] == {"model": round((720 * 3 + 90 * 15) / 1e6, 4), "narrator": 0.0}
     assert priced["would_save"] == {
         **EXPECTED["would_save"],
         "cost": round((160 * 3 + 20 * 15) / 1_000_000, 4),
@@ -173,7 +180,7 @@ def test_prices_put_money_beside_each_saving() -> None:
     assert {
         k: v
         for k, v in priced.items()
-        if k not in ("prices", "would_save", "hard_mode", "candidates")
+        if k not in ("prices", "spent", "would_save", "hard_mode", "candidates")
     } == {k: v for k, v in EXPECTED.items() if k not in ("would_save", "hard_mode", "candidates")}
     # without shadow-mode savings there is no estimate, and so no cost
     assert with_prices(summary([]), 3.0, 15.0)["hard_mode"]["cost_saved_estimate"] is None

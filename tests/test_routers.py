@@ -191,7 +191,7 @@ def test_invalid_signals_go_back_to_the_model_and_are_recorded(
     assert path == router.path("model", "tools", "model")
     model.assert_complete()
     invalid = state["stop_record"]["invalid_signals"]
-    assert [(i["tool"], i["tool_call_id"]) for i in invalid] == [("lookup", "call_0_0")]
+    assert [(i["tool"], i["tool_call_id"]) for i in invalid] == [("lookup", model.call_id(0))]
     assert state["stop_record"]["outcomes"]["invalid"] == 1
     assert state["stop_record"]["outcomes"]["unsignalled"] == 0
 

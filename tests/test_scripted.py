@@ -48,8 +48,8 @@ def _same_but_id(left: BaseMessage, right: BaseMessage) -> None:
     assert left.model_dump(exclude={"id"}) == right.model_dump(exclude={"id"})
 
 
-def _invoked(step: ScriptStep) -> AIMessage:
-    return ScriptedChatModel([step]).invoke([HumanMessage("q")])
+def _invoked(step: ScriptStep, id_prefix: str | None = None) -> AIMessage:
+    return ScriptedChatModel([step], id_prefix=id_prefix).invoke([HumanMessage("q")])
 
 
 def test_text_streams_a_word_at_a_time_with_usage_on_the_last_chunk() -> None:
@@ -71,22 +71,22 @@ def test_text_streams_a_word_at_a_time_with_usage_on_the_last_chunk() -> None:
 
 def test_tool_calls_stream_as_pieces_of_their_json_arguments() -> None:
     step = turn(call("search", query=LONG_QUERY), call("pay", order_id="o-1"))
-    model = ScriptedChatModel([step])
+    model = ScriptedChatModel([step], id_prefix="streamed")
     chunks = list(model.stream("q"))
     pieces = [tc for c in chunks for tc in c.tool_call_chunks]
     first_call = [p for p in pieces if p["index"] == 0]
     assert len(first_call) > 1  # the long arguments arrive in several pieces
-    assert (first_call[0]["name"], first_call[0]["id"]) == ("search", "call_0_0")
+    assert (first_call[0]["name"], first_call[0]["id"]) == ("search", model.call_id(0, 0))
     assert all(p["name"] is None and p["id"] is None for p in first_call[1:])
     assert "".join(p["args"] or "" for p in first_call) == json.dumps({"query": LONG_QUERY})
     assert [p["name"] for p in pieces if p["index"] == 1][:1] == ["pay"]
     merged = _merge(chunks)
     assert isinstance(merged, AIMessage)
     assert [(c["name"], c["args"], c["id"]) for c in merged.tool_calls] == [
-        ("search", {"query": LONG_QUERY}, "call_0_0"),
-        ("pay", {"order_id": "o-1"}, "call_0_1"),
+        ("search", {"query": LONG_QUERY}, model.call_id(0, 0)),
+        ("pay", {"order_id": "o-1"}, model.call_id(0, 1)),
     ]
-    _same_but_id(merged, _invoked(step))
+    _same_but_id(merged, _invoked(step, "streamed"))
 
 
 def test_astream_gives_the_same_chunks() -> None:
@@ -268,3 +268,21 @@ def test_unknown_options_are_rejected_and_tracing_params_reported() -> None:
         "chat",
     )
     assert (ls["ls_temperature"], ls["ls_max_tokens"], ls["ls_stop"]) == (0.5, 9, ["s"])
+
+
+def test_two_models_never_share_a_call_id() -> None:
+    # A parent and its sub-agent in one thread: the same script position, different ids.
+    parent = ScriptedChatModel([call("worker", request="q")])
+    worker = ScriptedChatModel([call("search", query="q")])
+    ids = [m.invoke("q").tool_calls[0]["id"] for m in (parent, worker)]
+    assert ids[0] != ids[1]
+    assert ids == [parent.call_id(0), worker.call_id(0)]
+    assert all(i.startswith("call_m") and i.endswith("_0_0") for i in ids)
+    pinned = ScriptedChatModel([turn(call("a"), call("b"))], id_prefix="call")
+    assert [c["id"] for c in pinned.invoke("q").tool_calls] == ["call_0_0", "call_0_1"]
+
+
+@pytest.mark.parametrize("prefix", ["", 3])
+def test_a_bad_id_prefix_is_refused(prefix: Any) -> None:
+    with pytest.raises(TypeError, match="id_prefix"):
+        ScriptedChatModel(["hi"], id_prefix=prefix)

@@ -89,6 +89,25 @@ KNOWN = [
     ("{'password': SecretStr(')hunter2XYZ')}", "hunter2XYZ"),
     ("{'password': '''hunter2XYZ'''}", "hunter2XYZ"),
     ('{"password": """first\nhunter2XYZ"""}', "hunter2XYZ"),
+    # keys the masker once missed (issue 48), and their siblings
+    ("DB_PASS=hunter2XYZ", "hunter2XYZ"),
+    ('{"pass": "hunter2XYZ"}', "hunter2XYZ"),
+    ("MYSQL_PWD=hunter2XYZ", "hunter2XYZ"),
+    ("passwd: hunter2XYZ", "hunter2XYZ"),
+    ("secret_key=hunter2XYZ", "hunter2XYZ"),
+    ("api-key: hunter2XYZ", "hunter2XYZ"),
+    ("x-functions-key: hunter2XYZ", "hunter2XYZ"),
+    ("Ocp-Apim-Subscription-Key: hunter2XYZ", "hunter2XYZ"),
+    ("GET /c/b?sv=2022-11-02&sr=b&sig=hunter2XYZ%2Fab%3D", "hunter2XYZ"),
+    ("connect admin:hunter2XYZ@db.internal:5432/app", "hunter2XYZ"),
+    # encoded forms: percent-encoding (twice too) and JSON or Python escapes
+    ("password%3Dhunter2XYZ", "hunter2XYZ"),
+    ("password%253Dhunter2XYZ", "hunter2XYZ"),
+    ("%22password%22%3A%22hunter2XYZ%22", "hunter2XYZ"),
+    ("password\\u003dhunter2XYZ", "hunter2XYZ"),
+    ("\\u0022password\\u0022: \\u0022hunter2XYZ\\u0022", "hunter2XYZ"),
+    ("password\\x3dhunter2XYZ", "hunter2XYZ"),
+    ("api&#95;key%3Dhunter2XYZ", "hunter2XYZ"),
 ]
 
 
@@ -111,6 +130,9 @@ def test_each_shape_of_secret_is_masked(text: str, secret: str) -> None:
         "expected [1, 2], got {}",
         "AT&amp;T said &lt;b&gt;no&lt;/b&gt; &#8212; try later",
         "the bus(es) ran late",
+        "12 passed: 3 failed, bypass=1, signal=2, compass: north",
+        "100% done, 50%3 left; see \\n and \\u00e9",
+        "retry in 10:30 minutes",
     ],
 )
 def test_ordinary_error_texts_are_kept(text: str) -> None:
@@ -201,6 +223,18 @@ def _embedded(value: str) -> st.SearchStrategy[str]:
             f"<password><![CDATA[{value}]]></password>",
             f"<password><![CDATA[{value[:6]}<{value[6:]}]]></password>",
             f"&lt;password&gt;&lt;![CDATA[{value}]]&gt;&lt;/password&gt;",
+            # keys once missed, and encoded forms
+            f"DB_PASS={value}",
+            f'{{"pass": "{value}"}}',
+            f"APP_PWD={value}",
+            f"x-functions-key: {value}",
+            f"Ocp-Apim-Subscription-Key: {value}",
+            f"sv=2022-11-02&sig={value}",
+            f"admin:{value}@db.internal",
+            f"password%3D{value}",
+            f"password%253D{value}",
+            f"password\\u003d{value}",
+            f"%22password%22%3A%20%22{value}%22",
         ]
     )
 
@@ -267,6 +301,14 @@ def test_masking_is_idempotent_and_never_raises(text: str) -> None:
                 "<password>",
                 "<![CDATA[",
                 "]]>",
+                "%3D",
+                "%25",
+                "%0A",
+                "\\u003d",
+                "\\u0022",
+                "DB_PASS",
+                "sig=",
+                "u:p@",
             ]
         ),
         max_size=30,
@@ -291,6 +333,14 @@ def test_a_long_text_is_masked_in_bounded_time() -> None:
         "&amp;" * 80_000,
         "password&#61;x " * 30_000,
         "<password><![CDATA[" * 20_000,
+        "u:p@" * 50_000,  # user:password@host without a scheme, at every position
+        "a" * 200_000 + ":" + "b" * 200_000 + "@h",
+        "%3D" * 60_000,  # percent-encoding, decoded to four levels
+        "%25" * 60_000,
+        "password%3Dx " * 15_000,
+        "\\u003d" * 30_000,
+        "DB_PASS=" * 50_000,
+        "sig=" * 100_000,
     ]:
         mask_secrets(text)
 

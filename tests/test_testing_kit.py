@@ -23,7 +23,7 @@ def test_scripted_model_answers_in_order_and_records_calls() -> None:
     bound = model.bind_tools([forced_tool("search", ("a", None))])
     first = bound.invoke([HumanMessage("q")])
     assert first.tool_calls == [
-        {"name": "search", "args": {"query": "x"}, "id": "call_0_0", "type": "tool_call"}
+        {"name": "search", "args": {"query": "x"}, "id": model.call_id(0), "type": "tool_call"}
     ]
     second = model.invoke("again")
     assert second.content == "done"

@@ -8,9 +8,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from toolstop._version import __version__
+from toolstop.convert import convert
 from toolstop.decision import CallSignal, Decision, Problem, Rule, SignalProblem, StopRule, decide
 from toolstop.errors import ToolstopConcurrentRunError, ToolstopConfigError, ToolstopError
 from toolstop.graph import ReactState, build_react_graph
+from toolstop.levels import forwarded_stop, subagent_tool
 from toolstop.outcome import Outcome, signal
 from toolstop.policy import Mode, OnBudget, Parallel, ParallelRule, StopMode, StopPolicy
 from toolstop.record import InvalidSignal, Savings, StopRecord
@@ -55,7 +57,10 @@ __all__ = [
     "ToolstopError",
     "__version__",
     "build_react_graph",
+    "convert",
     "decide",
+    "forwarded_stop",
     "signal",
+    "subagent_tool",
     "with_timeout",
 ]

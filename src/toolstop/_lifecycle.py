@@ -298,7 +298,10 @@ def open_run(
 
     Args:
         run: The run state in the graph (`None` on a thread's first run).
-        previous: The thread's last finished record, to number the new run.
+        previous: The thread's last finished record, to number the new run. It numbers it only
+            next to this router's run state: a `stop_record` without one was not written at
+            this level (a parent copied its own into a sub-agent's input, as Deep Agents'
+            `task` does), so the run is the level's first.
         policy: The stop policy (its mode and parallel rule go into the record).
         turn: The current tool turn, if any. A new run never decides a turn that was already in
             the messages it was invoked with: it belongs to an earlier run (or to the caller).
@@ -306,7 +309,9 @@ def open_run(
     """
     if run is not None and run["open"]:
         return run
-    number = previous["run"] + 1 if previous and isinstance(previous.get("run"), int) else 1
+    number = 1
+    if run is not None and isinstance(previous, dict) and isinstance(previous.get("run"), int):
+        number = previous["run"] + 1
     return RunState(
         open=True,
         record=new_record(policy, run=number),

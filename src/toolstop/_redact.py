@@ -18,7 +18,8 @@ Any other `key=value` whose key looks like a password's, wherever it stands, is 
 forms libpq refuses or reads as a database name (`?password+=`, `/db;password=`,
 `dbname=db;password=`), whose text a driver's error or toolstop's own message would otherwise
 echo. A key looks like a password's when, percent-decoded, in lower case and without its
-punctuation, it holds `password`, `passwd`, `pwd` or `secret` (`pass+word`, `%20password`).
+punctuation, it holds `pass`, `pasw`, `pwd`, `psw`, `sword` or `secret` (`pass+word`,
+`%20password`, and the misspellings `pasword`, `paswd` and `pssword`).
 
 The masker reads the string as written, not as a parser would: a password may hold an unencoded
 `@`, `/`, `?`, `#`, `:` or a space. Every span that may be a password is found in the original
@@ -39,6 +40,7 @@ __all__ = [
     "is_postgres",
     "malformed_userinfo",
     "mask_password",
+    "mask_sources",
     "redact",
     "shown_error",
     "without_password",
@@ -87,13 +89,15 @@ _LOOSE_SCHEME = re.compile(r"\s*(?:[A-Za-z][A-Za-z0-9+.-]*)?:/*")
 def _loose_userinfo_span(text: str) -> tuple[int, int] | None:
     """A userinfo-looking password in text that is not a URL (`postgresql:/u:secret@host/db`, a
     mistyped scheme read as a SQLite path): after a leading `scheme:` and its slashes, from the
-    first `:` to the last `@`."""
+    first `:` to the last `@`; with no `:` after it, from the first `:` (`user:secret@host`)."""
     at = text.rfind("@")
     if at < 0:
         return None
     scheme = _LOOSE_SCHEME.match(text)
     start = scheme.end() if scheme is not None else 0
     colon = text.find(":", start, at)
+    if colon < 0 and scheme is not None and text[scheme.end() - 1] == ":":
+        colon = scheme.end() - 1  # `user:secret@host`, no scheme: the "scheme" was the user
     return None if colon < 0 else (colon + 1, at)
 
 
@@ -115,7 +119,9 @@ _LOOSE_VALUE = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 """A loose pair's value: quoted, or up to the next `&keyword=` of a query or ` key=` pair."""
-_SECRETISH = ("password", "passwd", "pwd", "secret")
+_SECRETISH = ("pass", "pasw", "pwd", "psw", "sword", "secret")
+"""Pieces of a password's key, misspellings included (`pasword`, `paswd`, `pssword`): a key
+holding one (`passfile` too) is masked; when in doubt, mask more."""
 _TEXT_PAIR = re.compile(
     r"([^\s=&?;,/'\"#:@()]+)(\s*=\s*)(?!\*\*\*|'\.\.\.')('(?:[^'\\]|\\.)*'?|[^\s\"',;&)]+)"
 )
@@ -244,6 +250,17 @@ def mask_password(text: str, uri: str) -> str:
     return _TEXT_PAIR.sub(
         lambda m: f"{m.group(1)}{m.group(2)}{MASK}" if _secretish(m.group(1)) else m.group(0), text
     )
+
+
+def mask_sources(text: str, *sources: str | None) -> str:
+    """`text` with the passwords of every source masked (`mask_password` of each).
+
+    The one masker for text that may quote a `--db`, `--from`, `--log` or `--base-url` value,
+    or any other string a user gave that may be a connection string."""
+    for source in sources:
+        if source:
+            text = mask_password(text, source)
+    return text
 
 
 _DELIMITERS = "@/?#"

@@ -4,10 +4,11 @@
 
 - URLs of any scheme, whole (`postgresql://***`): their user, password, host and path are
   connection details; a user part with a space in its password (`scheme://u:pa ss@host`) is
-  masked up to its last `@` on the line;
+  masked up to its last `@` on the line; `user:password@host` without a scheme, its password;
 - `key=value`, `key: value`, JSON `"key": "value"` (also escaped, `\\"key\\": \\"value\\"`) pairs
   and XML `<key>value</key>` elements (a CDATA section in them too) whose key names a secret
-  (`password`, `PGPASSWORD`, `DB_PASSWORD`, `*_TOKEN`, `*_SECRET`, `api_key`,
+  (`password`, `PGPASSWORD`, `DB_PASSWORD`, `pass`, `DB_PASS`, `*_PWD`, `*_TOKEN`, `*_SECRET`,
+  `api_key`, `api-key`, `x-functions-key`, `Ocp-Apim-Subscription-Key`, an Azure SAS `sig`,
   `AWS_SECRET_ACCESS_KEY`, `client_secret`, `credentials`, `cookie`, ...) or a connection detail
   (`user`, `host`, `port`, `dbname`): the value is masked, quoted or not; a JSON (or Python)
   array or object value keeps its shape, brackets and keys, with every string and scalar in it
@@ -21,12 +22,12 @@
 - e-mail addresses, IP addresses, and the quoted server, user, host and database names of a
   driver's message.
 
-HTML entities do not hide a secret: the text is also read with its entities decoded
-(`password&#61;...`, `&quot;password&quot;: &quot;...`, `&lt;password&gt;...`,
-`Bearer&#32;...`, nested `&amp;quot;` included, up to four levels). When that reading finds a
-secret the text as written does not show masked, the decoded text is returned, masked (entities
-that decode to a control or format character are kept as written); otherwise the text is kept as
-written.
+Encoding does not hide a secret: the text is also read decoded, HTML entities
+(`password&#61;...`, `&quot;password&quot;: &quot;...`, `&lt;password&gt;...`, `Bearer&#32;...`,
+nested `&amp;quot;` included), percent-encoding (`password%3D...`, `%253D`) and JSON or Python
+escapes (`password\\u003d...`, `\\x3d`), up to four levels. When that reading finds a secret the
+text as written does not show masked, the decoded text is returned, masked (what decodes to a
+control or format character is kept as written); otherwise the text is kept as written.
 
 Masking is idempotent (masking a masked text changes nothing) and never raises. Every pattern is
 bounded, so a long text costs linear time.
@@ -40,6 +41,7 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
+from urllib.parse import unquote
 
 __all__ = ["mask_secrets"]
 
@@ -53,6 +55,10 @@ _PRIVATE_KEY = re.compile(
 _USERINFO = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]{0,30})://[^\n@]{0,256}:[^\n]{0,256}@")
 """A URL's user and password, to the last `@` on the line (a password may hold a space)."""
 _URL = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]{0,30})://[^\s'\"<>]*")
+_BARE_USERINFO = re.compile(
+    r"(?<![A-Za-z0-9._%+*-])([A-Za-z0-9._%+-]{1,64}):([^\s@:/'\"<>]{1,256})@(?=[A-Za-z0-9\[])"
+)
+"""`user:password@host` with no scheme (a connection string's user part on its own)."""
 _AUTHORIZATION = re.compile(
     r"\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
     r"(?:(?:bearer|basic|digest|token|negotiate|apikey)\s+)?[^\s\"',;]{1,4096}",
@@ -61,10 +67,14 @@ _AUTHORIZATION = re.compile(
 _BEARER = re.compile(r"\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{8,4096}", re.IGNORECASE)
 _SECRET_NAME = (
     r"[A-Za-z0-9_.-]{0,40}?(?:password|passwd|passphrase|pwd|secret|token|api[_-]?key|"
-    r"access[_-]?key|private[_-]?key|account[_-]?key|client[_-]?key|auth[_-]?key|credentials?|"
+    r"access[_-]?key|private[_-]?key|account[_-]?key|client[_-]?key|auth[_-]?key|"
+    r"functions?[_-]?key|subscription[_-]?key|credentials?|"
     r"cookie|session[_-]?id|signature)[A-Za-z0-9_.-]{0,40}"
-    r"|user(?:name)?|host|hostaddr|port|dbname"
+    r"|(?:[A-Za-z0-9_.-]{0,40}?[_.-])?pass(?![A-Za-z])[A-Za-z0-9_.-]{0,40}"
+    r"|sig|user(?:name)?|host|hostaddr|port|dbname"
 )
+"""A key naming a secret: `pass` only as a word of its own (`pass`, `DB_PASS`, not `passed` or
+`bypass`), `sig` only whole (an Azure SAS signature, not `signal`)."""
 _PAIR = re.compile(
     rf"(?<![A-Za-z0-9_.-])((?:\\?[\"'])?)({_SECRET_NAME})((?:\\?[\"'])?)(\s{{0,8}}[=:]\s{{0,8}})"
     r"(\\[\"'][^\n]{0,4096}?(?:\\[\"']|$)"
@@ -245,6 +255,7 @@ def _mask_once(text: str) -> str:
     text = _PRIVATE_KEY.sub("[private key]", text)
     text = _USERINFO.sub(lambda m: f"{m.group(1)}://{MASK}@", text)
     text = _URL.sub(lambda m: f"{m.group(1)}://{MASK}", text)
+    text = _BARE_USERINFO.sub(lambda m: f"{m.group(1)}:{MASK}@", text)
     text = _AUTHORIZATION.sub(lambda m: f"{m.group(1)}{MASK}", text)
     text = _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
     text = _mask_pairs(text)
@@ -271,20 +282,49 @@ _AMPERSANDS = re.compile(r"&(?:amp;?|#0*38;?|#x0*26;?)+", re.IGNORECASE)
 _ENTITY = re.compile(r"&(?:#[0-9]{1,8};?|#[xX][0-9a-fA-F]{1,8};?|[A-Za-z][A-Za-z0-9]{1,31};?)")
 
 
+_PERCENT = re.compile(r"(?:%[0-9a-fA-F]{2}){1,64}")
+"""A run of percent-encoded bytes (`%3D`, the UTF-8 of one character or more)."""
+_BACKSLASH = re.compile(r"\\u[0-9a-fA-F]{4}|\\x[0-9a-fA-F]{2}")
+"""A JSON or Python escape of one character (`\\u003d`, `\\x3d`)."""
+
+
+def _unsafe(decoded: str) -> bool:
+    """True when `decoded` holds a control or format character (kept encoded)."""
+    return any(unicodedata.category(c).startswith("C") or c in "\u2028\u2029" for c in decoded)
+
+
 def _decoded_entity(found: re.Match[str]) -> str:
     decoded = html.unescape(found.group())
-    unsafe = any(unicodedata.category(c).startswith("C") or c in "\u2028\u2029" for c in decoded)
-    return found.group() if unsafe else decoded
+    return found.group() if _unsafe(decoded) else decoded
+
+
+def _decoded_percent(found: re.Match[str]) -> str:
+    decoded = unquote(found.group(), errors="replace")
+    return found.group() if _unsafe(decoded) or "\ufffd" in decoded else decoded
+
+
+def _decoded_backslash(found: re.Match[str]) -> str:
+    decoded = chr(int(found.group()[2:], 16))
+    return found.group() if _unsafe(decoded) or "\ud800" <= decoded <= "\udfff" else decoded
+
+
+def _decoded_once(text: str) -> str:
+    """`text` with one level of HTML entities, percent-encoding and `\\u`/`\\x` escapes decoded."""
+    if "&" in text:
+        text = _ENTITY.sub(_decoded_entity, _AMPERSANDS.sub("&", text))
+    if "%" in text:
+        text = _PERCENT.sub(_decoded_percent, text)
+    if "\\" in text:
+        text = _BACKSLASH.sub(_decoded_backslash, text)
+    return text
 
 
 def _unescaped(text: str) -> str:
-    """`text` with its HTML entities decoded, to four levels (`&amp;quot;` is `"`); an entity
-    that decodes to a control or format character is kept as written."""
-    if "&" not in text:
-        return text
-    text = _AMPERSANDS.sub("&", text)
+    """`text` decoded to four levels: HTML entities (`&amp;quot;` is `"`), percent-encoding
+    (`password%3D`, `%253D`) and JSON or Python escapes (`password\\u003d`); what decodes to a
+    control or format character is kept as written."""
     for _ in range(4):
-        decoded = _ENTITY.sub(_decoded_entity, text)
+        decoded = _decoded_once(text)
         if decoded == text:
             break
         text = decoded

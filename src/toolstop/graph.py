@@ -44,6 +44,7 @@ from toolstop._lifecycle import (
     run_start,
     turn_event,
 )
+from toolstop._narrator import answer_of, count_narrator_call, narration
 from toolstop._prompt import Prompt, PromptInput
 from toolstop._relay import to_model
 from toolstop.decision import Decision, decide
@@ -253,6 +254,13 @@ class _Nodes:
             {**run, "record": count_model_call(run["record"], answer)}, answer
         )
 
+    def _narrated(self, run: RunState, response: Any) -> tuple[AIMessage, RunState]:
+        answer = answer_of(response)
+        self._named(answer)
+        return answer, last_answer(
+            {**run, "record": count_narrator_call(run["record"], answer)}, answer
+        )
+
     # -- nodes -----------------------------------------------------------------------------
     def agent(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
         begun = self._begin(state, config)
@@ -294,6 +302,11 @@ class _Nodes:
 
     def polish(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
         begun, _ = self._stop(state, config)
+        narrator = self.policy.narrator
+        if narrator is not None:
+            response = narrator.invoke(narration(state["messages"]), config)
+            answer, run = self._narrated(begun.run, response)
+            return self._end(begun, run, answer, config)
         response = self.model.invoke(self._messages(begun, state, config), config)
         answer, run = self._polished(begun.run, response)
         return self._end(begun, run, answer, config)
@@ -301,6 +314,11 @@ class _Nodes:
     async def apolish(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
         await _invocation.aclaim(config)
         begun, _ = self._stop(state, config)
+        narrator = self.policy.narrator
+        if narrator is not None:
+            response = await narrator.ainvoke(narration(state["messages"]), config)
+            answer, run = self._narrated(begun.run, response)
+            return await self._aend(begun, run, answer, config)
         response = await self.model.ainvoke(await self._amessages(begun, state, config), config)
         answer, run = self._polished(begun.run, response)
         return await self._aend(begun, run, answer, config)

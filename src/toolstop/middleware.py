@@ -51,9 +51,18 @@ from toolstop._lifecycle import (
     run_start,
     turn_event,
 )
+from toolstop._narrator import answer_of, count_narrator_call, narration
 from toolstop._relay import to_model
 from toolstop.decision import Decision, Turn, current_turn
 from toolstop.errors import ToolstopConfigError
+from toolstop.levels import (
+    HANDOFF_KEY,
+    defer_handoff,
+    forward_in_update,
+    handoff_record,
+    settle_handoff,
+    without_record,
+)
 from toolstop.observe import agent_name as _agent_name
 from toolstop.observe import apublish_run_end, logger, publish_run_end
 from toolstop.policy import StopPolicy, resolve_policy
@@ -95,6 +104,15 @@ class StopOnArtifactState(AgentState[Any]):
 
     stop_record: NotRequired[StopRecord]
     toolstop_run: NotRequired[Annotated[RunState, PrivateStateAttr]]
+    toolstop_handoff: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
+
+
+def _named(answer: AIMessage, config: Any) -> AIMessage:
+    """A narrator's answer, attributed like the agent's own (`create_agent(name=...)`)."""
+    name = _agent_name(config)
+    if name:
+        answer.name = name
+    return answer
 
 
 def _config() -> Any:
@@ -441,12 +459,34 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         messages = repair_history(list(request.messages))
         return request if messages is None else request.override(messages=messages)
 
-    def _relay(self, request: ModelRequest, begun: Begun, decision: Decision, config: Any) -> Any:
+    @staticmethod
+    def _settle(
+        request: ModelRequest, begun: Begun, decision: Decision | None
+    ) -> tuple[Begun, dict[str, Any] | None, tuple[StopRecord, Exception] | None]:
+        """`(begun, relay update, None)`, or `(begun, None, (record, exception))` when a hand-off
+        held until its turn was answered (`toolstop.levels.defer_handoff`) is carried out."""
+        held = cast(Mapping[str, Any], request.state).get(HANDOFF_KEY)
+        if not held:
+            return begun, None, None
+        stops = decision is not None and decision.stop and not decision.narrate
+        record, settled = settle_handoff(held, begun.run["record"], stops, begun.messages)
+        if isinstance(settled, Exception):
+            return begun, None, (record, settled)
+        return begun._replace(run={**begun.run, "record": record}), settled, None
+
+    def _relay(
+        self,
+        request: ModelRequest,
+        begun: Begun,
+        decision: Decision,
+        config: Any,
+        extra: dict[str, Any] | None = None,
+    ) -> Any:
         turn_event(decision, begun.turn, begun.run)
         relay = relay_message(
             decision.relay, decision.rule, name=_agent_name(config), for_model=decision.for_model
         )
-        update: dict[str, Any] = {RUN_KEY: begun.run}
+        update: dict[str, Any] = {RUN_KEY: begun.run, **(extra or {})}
         state: Any = request.state
         if _has_limit(state):
             # ModelCallLimitMiddleware counts every answer of the model node in `after_model`;
@@ -491,9 +531,12 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             if narrated or (
                 calls and answered_ids and all(c.get("id") in answered_ids for c in calls)
             ):
-                run = last_answer(
-                    {**run, "record": count_model_call(run["record"], answer)}, answer
+                counted = (
+                    count_narrator_call(run["record"], answer)
+                    if narrated and self.policy.narrator is not None
+                    else count_model_call(run["record"], answer)
                 )
+                run = last_answer({**run, "record": counted}, answer)
                 if calls and answer.id is not None:
                     # Only calls answered in this same step are left (the structured-output
                     # call): the run's answer, not a tool turn (`begin_turn` skips its turn).
@@ -538,13 +581,21 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         decision = begun.decision
         if begun.aborted is not None:
             publish_run_end(begun.aborted.record, config)
+        begun, extra, ended = self._settle(request, begun, decision)
+        if ended is not None:  # a held hand-off is carried out: this agent's run ends here
+            publish_run_end(ended[0], config)
+            raise ended[1]
         if decision is not None and decision.stop and not decision.narrate:
-            return self._relay(request, begun, decision, config)
+            return self._relay(request, begun, decision, config, extra)
         narrated = decision is not None and decision.narrate
         if begun.aborted is not None:
             request = self._repaired(request, begun)
         request = _to_model(request)
-        response = handler(self._narrating(request) if narrated else request)
+        if narrated and self.policy.narrator is not None:
+            answer = answer_of(self.policy.narrator.invoke(narration(request.messages), config))
+            response = ModelResponse(result=[_named(answer, config)])
+        else:
+            response = handler(self._narrating(request) if narrated else request)
         if decision is not None:
             turn_event(decision, begun.turn, begun.run)
         return self._answered(
@@ -558,13 +609,22 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         decision = begun.decision
         if begun.aborted is not None:
             await apublish_run_end(begun.aborted.record, config)
+        begun, extra, ended = self._settle(request, begun, decision)
+        if ended is not None:  # a held hand-off is carried out: this agent's run ends here
+            await apublish_run_end(ended[0], config)
+            raise ended[1]
         if decision is not None and decision.stop and not decision.narrate:
-            return self._relay(request, begun, decision, config)
+            return self._relay(request, begun, decision, config, extra)
         narrated = decision is not None and decision.narrate
         if begun.aborted is not None:
             request = self._repaired(request, begun)
         request = _to_model(request)
-        response = await handler(self._narrating(request) if narrated else request)
+        if narrated and self.policy.narrator is not None:
+            narrator = self.policy.narrator
+            answer = answer_of(await narrator.ainvoke(narration(request.messages), config))
+            response = ModelResponse(result=[_named(answer, config)])
+        else:
+            response = await handler(self._narrating(request) if narrated else request)
         if decision is not None:
             turn_event(decision, begun.turn, begun.run)
         return self._answered(
@@ -575,14 +635,30 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         """Claim the thread before a tool runs, then run it.
 
         A resume after a human review starts at the tools, and a second resume of the same
-        review must not run them twice."""
-        _invocation.current(_config())
-        return handler(request)
+        review must not run them twice. No record crosses a level: a tool does not see this
+        level's `stop_record` in the state it is given (Deep Agents' `task` copies that state
+        into its sub-agent), and a tool that returns a sub-agent's state update has the
+        sub-agent's record taken out and its stop forwarded
+        (`toolstop.levels.forward_in_update`)."""
+        config = _config()
+        _invocation.current(config)
+        result = forward_in_update(handler(without_record(request)))
+        deferred = defer_handoff(request, result)
+        record = handoff_record(request.state, deferred)
+        if record is not None:
+            publish_run_end(record, config)
+        return deferred
 
     async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         """Async twin of `wrap_tool_call`."""
-        await _invocation.aclaim(_config())
-        return await handler(request)
+        config = _config()
+        await _invocation.aclaim(config)
+        result = forward_in_update(await handler(without_record(request)))
+        deferred = defer_handoff(request, result)
+        record = handoff_record(request.state, deferred)
+        if record is not None:
+            await apublish_run_end(record, config)
+        return deferred
 
     def _ending(
         self, state: Any, config: Any

@@ -36,12 +36,14 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from toolstop._convert_function import converted_function
+from toolstop.convert import Answer, OutcomeRule
 from toolstop.decision import content_text, decide
 from toolstop.errors import ToolstopConfigError
 from toolstop.policy import StopPolicy, resolve_policy
 from toolstop.record import Savings, StopRecord, fold_turn, new_record, stopped
 
-__all__ = ["FailedText", "ToolOutput", "artifact_tool", "stop_on_artifact"]
+__all__ = ["FailedText", "ToolOutput", "artifact_tool", "convert", "stop_on_artifact"]
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,37 @@ def artifact_tool(function: Callable[..., Any], **options: Any) -> FunctionTool:
         return wrap(function(*args, **kwargs))
 
     return function_tool(run, **options)
+
+
+def convert(
+    function: Callable[..., Any],
+    *,
+    answer: Answer | None = None,
+    outcome: OutcomeRule | None = None,
+    **options: Any,
+) -> FunctionTool:
+    """An SDK function tool from a plain function, signalling per call (`toolstop.convert`).
+
+    A result signals `completed`; an exception (its text as `tool_error_text` gives it) or a
+    result that reads as an error signals `transient`; `outcome=` decides instead when given;
+    `answer=` (a template over the JSON result, or a function `(result, context)`) is what the
+    user sees on a stop. `context` is empty on the SDK (no earlier results are read).
+
+    Args:
+        function: Sync or async, returning its result (a string, or JSON data sent as JSON).
+        answer: See `toolstop.convert`.
+        outcome: See `toolstop.convert`.
+        **options: Passed to `artifact_tool` and the SDK's `function_tool` (name_override, ...).
+    """
+    name = str(options.get("name_override") or getattr(function, "__name__", "tool"))
+    converted = converted_function(
+        function,
+        name=name,
+        answer=answer,
+        outcome=outcome,
+        returning=lambda content, artifact: (content, artifact),
+    )
+    return artifact_tool(converted, **options)
 
 
 def _is_async(function: Callable[..., Any]) -> bool:

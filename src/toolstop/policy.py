@@ -73,6 +73,12 @@ class StopPolicy:
             content is never relayed, whatever the tool put in it.
         on_budget: How a spent budget ends the run; see `OnBudget`. Not for the OpenAI Agents
             adapter, whose `tool_use_behavior` cannot call the model.
+        narrator: In `polish` mode, a chat model (anything with `invoke`/`ainvoke`, e.g. a
+            cheaper one from `init_chat_model`) that narrates a stop instead of the agent's
+            model: it gets the user's request and the run's tool results only, no tools. Its
+            calls and tokens are recorded apart (`narrator_calls`, `narrator_input_tokens`,
+            `narrator_output_tokens`). `None`: the agent's model narrates. Not for the
+            adapters (OpenAI Agents, Pydantic AI).
     """
 
     parallel: Parallel = "all"
@@ -87,6 +93,7 @@ class StopPolicy:
     )
     policy_block_message: str = "I can't help with that request."
     on_budget: OnBudget = "message"
+    narrator: Any = None
 
     def __post_init__(self) -> None:
         if self.parallel not in _PARALLEL:
@@ -99,6 +106,14 @@ class StopPolicy:
             msg = f"StopPolicy.on_budget must be one of {_ON_BUDGET}, got {self.on_budget!r}"
             raise ToolstopConfigError(msg)
         self._check_priority()
+        if self.narrator is not None:
+            if self.mode != "polish":
+                msg = f"StopPolicy.narrator narrates polish stops; mode is {self.mode!r}"
+                raise ToolstopConfigError(msg)
+            if not callable(getattr(self.narrator, "invoke", None)):
+                kind = type(self.narrator).__name__
+                msg = f"StopPolicy.narrator must be a chat model (with invoke), got {kind}"
+                raise ToolstopConfigError(msg)
         budget = self.max_transient_retries
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
             msg = f"StopPolicy.max_transient_retries must be an int or None, got {budget!r}"

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 try:
+    from pydantic_ai import ToolReturn
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.exceptions import ModelRetry, SkipModelRequest, ToolRetryError
     from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart
@@ -41,14 +42,23 @@ except ImportError as error:  # pragma: no cover - depends on the environment
 
 from langchain_core.messages import AIMessage, ToolMessage
 
+from toolstop._convert_function import converted_function
 from toolstop._lifecycle import RunState, ended_after
 from toolstop._relay import model_text
+from toolstop.convert import Answer, OutcomeRule
 from toolstop.decision import Decision, Earlier, Turn, content_text, decide_turn
 from toolstop.observe import logger, publish_run_end
 from toolstop.policy import StopPolicy, resolve_policy
 from toolstop.record import Savings, StopRecord, fold_turn, new_record, stopped
 
-__all__ = ["RECORD_KEY", "RELAY_KEY", "StopOnArtifact", "current_turn", "stop_record"]
+__all__ = [
+    "RECORD_KEY",
+    "RELAY_KEY",
+    "StopOnArtifact",
+    "convert",
+    "current_turn",
+    "stop_record",
+]
 
 RECORD_KEY = "toolstop_record"
 """The key of the stop record in the `metadata` of a run's last `ModelResponse`."""
@@ -521,3 +531,27 @@ def _without_after_first(record: StopRecord) -> StopRecord:
     kept.pop("after_first", None)
     kept.pop("asked", None)
     return kept
+
+
+def convert(
+    function: Callable[..., Any],
+    *,
+    answer: Answer | None = None,
+    outcome: OutcomeRule | None = None,
+) -> Callable[..., Any]:
+    """A plain tool function (sync or async, `RunContext` first or not), signalling per call.
+
+    The same signature, returning `ToolReturn(return_value=content, metadata=signal(...))`: a
+    result signals `completed`, an exception or a result that reads as an error `transient`
+    (`ModelRetry` still raises: Pydantic AI's own retry), `outcome=` decides instead when
+    given, `answer=` is what the user sees on a stop (see `toolstop.convert`; its `context` is
+    empty here). Register it as you registered the function: `Agent(tools=[convert(f)])`.
+    """
+    return converted_function(
+        function,
+        name=getattr(function, "__name__", "tool"),
+        answer=answer,
+        outcome=outcome,
+        returning=lambda content, artifact: ToolReturn(return_value=content, metadata=artifact),
+        passes=(ModelRetry,),
+    )

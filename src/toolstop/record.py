@@ -187,9 +187,21 @@ class StopRecord(TypedDict):
     """The tools the run's last model call asked for (distinct, at most `SKIPPED_MAX`; empty
     when it asked for none), since schema version 5. A run left open on those calls (the
     process ended, a hand-off) counts toward them even when its last turn was never folded."""
+    narrator_calls: NotRequired[int]
+    """Calls of the policy's narrator (`StopPolicy(narrator=...)`), apart from `model_calls`;
+    present only when a narrator ran. Its tokens are `narrator_input_tokens` and
+    `narrator_output_tokens`, apart from the agent model's."""
+    narrator_input_tokens: NotRequired[int]
+    narrator_output_tokens: NotRequired[int]
     would_skip: NotRequired[list[str]]
     """In `never` mode: the tools called after the turn that would have stopped the run, which
     hard mode would never have run (since schema version 5). Not empty: a cut-short run."""
+    handed_off_to: NotRequired[str]
+    """The agent a hand-off (langgraph-swarm) gave the conversation to: the run ended there,
+    without an answer of its own. Absent when the run did not end on a hand-off."""
+    handoff_overridden: NotRequired[str]
+    """The agent a hand-off asked for in the turn whose stop ended the run: the stop was
+    honoured and the conversation stayed with this agent. Absent otherwise."""
 
 
 _OUTCOME_KEYS = {o: o.value for o in Outcome}

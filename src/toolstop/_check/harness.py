@@ -211,7 +211,15 @@ class _Reviews:
 
 
 def _pending(state: Any) -> list[tuple[str, Any]]:
-    return [(task.name, i.value) for task in state.tasks for i in task.interrupts]
+    """The pending interrupts, each named by the innermost task that raised it: a review inside
+    a subgraph node (the toolstop agent in a parent graph) is its middleware's, not the node's
+    (read with `get_state(config, subgraphs=True)`)."""
+    found: list[tuple[str, Any]] = []
+    for task in state.tasks:
+        inner = getattr(task, "state", None)
+        nested = _pending(inner) if hasattr(inner, "tasks") else []
+        found += nested or [(task.name, i.value) for i in task.interrupts]
+    return found
 
 
 def _drive(
@@ -220,12 +228,12 @@ def _drive(
     """Run, then answer every interrupt as a reviewer would until the run ends."""
     path, state = run_agent(agent, QUESTION, config)
     for _ in range(MAX_RESUMES):
-        pending = _pending(agent.get_state(config)) if resumable(agent) else []
+        pending = _pending(agent.get_state(config, subgraphs=True)) if resumable(agent) else []
         if not pending:
             return path, state
         more, state = run_agent(agent, config=config, resume=reviews.answer(pending))
         path += more
-    reviews.waiting = _pending(agent.get_state(config))[0][0].split(".", 1)[0]
+    reviews.waiting = _pending(agent.get_state(config, subgraphs=True))[0][0].split(".", 1)[0]
     return path, state
 
 
@@ -235,12 +243,15 @@ async def _adrive(
     """`_drive`, through `astream`."""
     path, state = await arun_agent(agent, QUESTION, config)
     for _ in range(MAX_RESUMES):
-        pending = _pending(await agent.aget_state(config)) if resumable(agent) else []
+        pending = (
+            _pending(await agent.aget_state(config, subgraphs=True)) if resumable(agent) else []
+        )
         if not pending:
             return path, state
         more, state = await arun_agent(agent, config=config, resume=reviews.answer(pending))
         path += more
-    reviews.waiting = _pending(await agent.aget_state(config))[0][0].split(".", 1)[0]
+    waiting = _pending(await agent.aget_state(config, subgraphs=True))
+    reviews.waiting = waiting[0][0].split(".", 1)[0]
     return path, state
 
 
@@ -270,7 +281,8 @@ def run_scenario(
     `run_config`: your own run config (`configurable`, `tags`, `metadata`) merged into the
     run's (`toolstop._check.run_config.merged_config`).
     """
-    scripted = ScriptedChatModel(scenario.script) if model is None else None
+    # one model per scenario: its plain call ids (`call_<step>_<position>`) are the goldens'
+    scripted = ScriptedChatModel(scenario.script, id_prefix="call") if model is None else None
     thread = f"toolstop-check-{scenario.key}-{uuid.uuid4().hex[:8]}"
     config: dict[str, Any] = {"configurable": {"thread_id": thread}}
     if callbacks:

@@ -42,7 +42,28 @@ _PREFLIGHT_POLICY = StopPolicy(mode="polish", parallel="any")
 policy it is given shows (`_stop_status`)."""
 
 
+def _levels(nodes: dict[str, Any], depth: int = 3) -> list[dict[str, Any]]:
+    """`nodes`, then the nodes of each subgraph node (`depth` levels down): a parent graph whose
+    node is the toolstop agent (compiled create_agent or build_react_graph)."""
+    found = [nodes]
+    for node in nodes.values():
+        bound = _own(node, "bound")
+        inner = getattr(bound, "nodes", None) if isinstance(bound, Pregel) else None
+        if depth > 0 and isinstance(inner, dict):
+            found += _levels(inner, depth - 1)
+    return found
+
+
 def _stop_status(nodes: dict[str, Any]) -> str:
+    """`_level_status` of the graph, or of the first subgraph node that tells something."""
+    for level in _levels(nodes):
+        status = _level_status(level)
+        if status:
+            return status
+    return ""
+
+
+def _level_status(nodes: dict[str, Any]) -> str:
     """What the graph's nodes show of StopOnArtifact: `missing` (a create_agent graph without
     it), `policy-dropped` (built with another policy than `_PREFLIGHT_POLICY`), `present`, or
     `no-router` (a hand-built graph with a tools node and no toolstop router) or `""` (nothing
@@ -109,7 +130,7 @@ def _preflight(
     agent = factory.build_or_refuse(ScriptedChatModel([]), stand_ins, _PREFLIGHT_POLICY)
     yours = {id(t) for t in tools}
     nodes = getattr(agent, "nodes", None) if isinstance(agent, Pregel) else None
-    for node in (nodes or {}).values():
+    for node in (n for level in _levels(dict(nodes or {})) for n in level.values()):
         tool_node = find_tool_node(_own(node, "bound"))
         held = tool_node.tools_by_name if tool_node is not None else {}
         own = [name for name, t in held.items() if id(t) in yours]
@@ -120,20 +141,22 @@ def _preflight(
                 "from the `tools` argument"
             )
             raise ToolstopConfigError(msg)
-    names = frozenset(name.split(".", 1)[0] for name in nodes or {} if "." in name)
+    names = frozenset(
+        name.split(".", 1)[0]
+        for level in _levels(dict(nodes or {}))
+        for name in level
+        if "." in name
+    )
     return names, _stop_status(dict(nodes or {})), _unseen(agent, dict(nodes or {}))
 
 
-def _holds_a_tool_node(nodes: dict[str, Any], depth: int = 3) -> bool:
-    """True when a node, or a node of a subgraph node (`depth` levels down), is a ToolNode."""
-    for node in nodes.values():
-        bound = _own(node, "bound")
-        if find_tool_node(bound) is not None:
-            return True
-        inner = getattr(bound, "nodes", None) if isinstance(bound, Pregel) else None
-        if depth > 0 and isinstance(inner, dict) and _holds_a_tool_node(inner, depth - 1):
-            return True
-    return False
+def _holds_a_tool_node(nodes: dict[str, Any]) -> bool:
+    """True when a node, or a node of a subgraph node (`_levels`), is a ToolNode."""
+    return any(
+        find_tool_node(_own(node, "bound")) is not None
+        for level in _levels(nodes)
+        for node in level.values()
+    )
 
 
 def _unseen(agent: Any, nodes: dict[str, Any]) -> list[str]:

@@ -164,7 +164,6 @@ def run_agent(
     that is not a LangGraph graph (anything else with `invoke`) is invoked; its path is empty.
     """
     path: list[str] = []
-    final: dict[str, Any] = {}
     inputs: Any = {"messages": [HumanMessage(content=question)]}
     if resume is not None:
         from langgraph.types import Command
@@ -173,9 +172,12 @@ def run_agent(
     if not isinstance(agent, Pregel):  # an agent of your own with invoke(): no node path
         return path, dict(agent.invoke(inputs, config))
     graph: Any = agent
-    for mode, chunk in graph.stream(inputs, config, stream_mode=["updates", "values"]):
-        final = _collect(path, final, mode, chunk)
-    return path, final
+    levels = _Levels()
+    for namespace, mode, chunk in graph.stream(
+        inputs, config, stream_mode=["updates", "values"], subgraphs=True
+    ):
+        levels.collect(namespace, mode, chunk)
+    return levels.router_level()
 
 
 async def arun_agent(
@@ -187,7 +189,6 @@ async def arun_agent(
 ) -> tuple[list[str], dict[str, Any]]:
     """`run_agent`, through `astream` (or `ainvoke` for an agent that is not a LangGraph graph)."""
     path: list[str] = []
-    final: dict[str, Any] = {}
     inputs: Any = {"messages": [HumanMessage(content=question)]}
     if resume is not None:
         from langgraph.types import Command
@@ -196,17 +197,40 @@ async def arun_agent(
     if not isinstance(agent, Pregel):
         return path, dict(await agent.ainvoke(inputs, config))
     graph: Any = agent
-    async for mode, chunk in graph.astream(inputs, config, stream_mode=["updates", "values"]):
-        final = _collect(path, final, mode, chunk)
-    return path, final
+    levels = _Levels()
+    async for namespace, mode, chunk in graph.astream(
+        inputs, config, stream_mode=["updates", "values"], subgraphs=True
+    ):
+        levels.collect(namespace, mode, chunk)
+    return levels.router_level()
 
 
-def _collect(path: list[str], final: dict[str, Any], mode: str, chunk: Any) -> dict[str, Any]:
-    """Extend `path` with an update's nodes (a step once); return the latest values."""
-    if mode == "updates":
-        path.extend(node for node in chunk if not path or path[-1] != node)
-        return final
-    return dict(chunk)
+class _Levels:
+    """The node path and latest values of each level of a run: the graph's own, and each
+    subgraph's (a toolstop agent compiled into a parent graph as a node, by namespace)."""
+
+    def __init__(self) -> None:
+        self.paths: dict[tuple[str, ...], list[str]] = {(): []}
+        self.values: dict[tuple[str, ...], dict[str, Any]] = {(): {}}
+        self.router: tuple[str, ...] | None = None  # the last subgraph that held a record
+
+    def collect(self, namespace: tuple[str, ...], mode: str, chunk: Any) -> None:
+        """Extend the level's path with an update's nodes (a step once), or keep its values."""
+        path = self.paths.setdefault(namespace, [])
+        if mode == "updates":
+            path.extend(node for node in chunk if not path or path[-1] != node)
+            return
+        self.values[namespace] = dict(chunk)
+        if namespace and "stop_record" in chunk:
+            self.router = namespace
+
+    def router_level(self) -> tuple[list[str], dict[str, Any]]:
+        """The path and final values of the graph; of the subgraph whose router left a
+        `stop_record` when the graph's own state has none (a parent graph whose node is the
+        toolstop agent: its record is checked where it was written)."""
+        if "stop_record" in self.values[()] or self.router is None:
+            return self.paths[()], self.values[()]
+        return self.paths[self.router], self.values[self.router]
 
 
 def resumable(agent: Any) -> bool:

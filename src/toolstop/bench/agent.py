@@ -42,7 +42,7 @@ from toolstop._check.factory import AgentFactory
 from toolstop._printable import printable
 from toolstop._redact import shown_error
 from toolstop._secrets import mask_secrets
-from toolstop.bench.agent_runs import Failed, Runner, async_only, with_saver
+from toolstop.bench.agent_runs import Failed, Runner, async_only, run_levels, with_saver
 from toolstop.bench.runner import rotated
 from toolstop.bench.workload import RunTotals
 from toolstop.decision import read_signal
@@ -272,11 +272,27 @@ def _count(
     total.reviews += reviews
     total.add_calls(counter)
     record = state.get("stop_record") if isinstance(state, dict) else None
+    messages = list(state.get("messages") or [] if isinstance(state, dict) else [])
+    if not isinstance(record, dict):  # a parent graph: the record is where its router is
+        record, results = run_levels(agent, thread)
+        messages = _each_once([*messages, *results])
     rule = record.get("rule") if isinstance(record, dict) else "no stop_record"
     total.rules[str(rule)] += 1
     if isinstance(record, dict) and record.get("would_stop"):
         total.would_stop += 1
-    signalled = total.add_tools(state.get("messages") or [] if isinstance(state, dict) else [])
+    signalled = total.add_tools(messages)
     if signalled and not isinstance(record, dict):
         total.unrouted += 1
     return None
+
+
+def _each_once(messages: Sequence[Any]) -> list[Any]:
+    """The tool results among `messages`, each call once (a parent's messages and its
+    subgraph's hold the same results)."""
+    seen: set[Any] = set()
+    once = []
+    for message in messages:
+        if isinstance(message, ToolMessage) and message.tool_call_id not in seen:
+            seen.add(message.tool_call_id)
+            once.append(message)
+    return once

@@ -16,14 +16,14 @@ import threading
 from collections.abc import Coroutine, Mapping
 from typing import Any
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
 from toolstop._check.routers import resumable
 from toolstop._check.run_config import merged_config
 from toolstop.bench.workload import CallCounter
 
-__all__ = ["Failed", "Runner", "async_only", "with_saver"]
+__all__ = ["Failed", "Runner", "async_only", "run_levels", "with_saver"]
 
 _SYNC_UNSUPPORTED = ("Synchronous implementation of", "does not support sync invocation")
 _MAX_REVIEWS = 20
@@ -45,6 +45,40 @@ def with_saver(agent: Any) -> Any:
     if isinstance(agent, Pregel):
         return agent.copy(update={"checkpointer": InMemorySaver()})
     return agent
+
+
+def run_levels(agent: Any, thread: str) -> tuple[dict[str, Any] | None, list[Any]]:
+    """The stop record and the tool results a run left in its subgraphs.
+
+    A parent graph whose node is the toolstop agent (a compiled create_agent with
+    StopOnArtifact, build_react_graph, a supervisor's worker) keeps the agent's record and
+    messages in the node's namespace of the bench's checkpointer; a parent that keeps only the
+    node's last message (a supervisor) has none of its tool results. The record: of the
+    namespaces holding one, the outermost decides (its router ended the whole run), and of
+    several at that depth the one that checkpointed last; `None` when none holds one. The tool
+    results: every namespace's newest checkpoint's ToolMessages. Nothing for an agent that
+    keeps no state.
+    """
+    saver = getattr(agent, "checkpointer", None)
+    if saver is None or not hasattr(saver, "list"):
+        return None, []
+    found: tuple[int, str, dict[str, Any]] | None = None
+    results: list[Any] = []
+    newest: set[str] = set()
+    for item in saver.list({"configurable": {"thread_id": thread}}):  # newest first
+        namespace = str(item.config["configurable"].get("checkpoint_ns") or "")
+        values = item.checkpoint.get("channel_values") or {}
+        if namespace not in newest:
+            newest.add(namespace)
+            messages = values.get("messages")
+            results += [m for m in messages or [] if isinstance(m, ToolMessage)]
+        record = values.get("stop_record")
+        if not isinstance(record, dict):
+            continue
+        depth, moment = namespace.count("|"), str(item.checkpoint.get("ts") or "")
+        if found is None or depth < found[0] or (depth == found[0] and moment > found[1]):
+            found = (depth, moment, record)
+    return (None if found is None else found[2]), results
 
 
 class Failed(Exception):

@@ -6,8 +6,9 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import NoReturn, TextIO
 
+from toolstop._redact import mask_sources
 from toolstop.cli.bench import add_bench_parser, run_bench_command
 from toolstop.cli.check import add_check_parser, run_check
 from toolstop.cli.demo import add_demo_parser, run_demo
@@ -17,9 +18,23 @@ from toolstop.cli.report import add_report_parser, run_report
 __all__ = ["main", "main_entry"]
 
 
-def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
-    """The top-level parser and the parser of each subcommand, by name."""
-    parser = argparse.ArgumentParser(
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors mask the passwords of the arguments they quote
+    (`toolstop check --db postgresql://u:secret@db/app`: an unrecognised argument)."""
+
+    sources: Sequence[str] = ()
+
+    def error(self, message: str) -> NoReturn:
+        """Print the usage and `message`, every argument's password masked; exit 2."""
+        super().error(mask_sources(message, *self.sources))
+
+
+def _parser(
+    argv: Sequence[str] = (),
+) -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The top-level parser and the parser of each subcommand, by name; their errors mask the
+    passwords of `argv`'s arguments."""
+    parser = _Parser(
         prog="toolstop",
         description="Per-call, result-driven stops for LangGraph / LangChain tool-calling agents.",
     )
@@ -29,12 +44,15 @@ def _parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParse
     add_bench_parser(commands)
     add_report_parser(commands)
     add_explain_parser(commands)
-    return parser, commands.choices
+    for each in (parser, *commands.choices.values()):
+        each.sources = tuple(argv)
+    choices: dict[str, argparse.ArgumentParser] = dict(commands.choices)
+    return parser, choices
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
     """Run the CLI with `argv` (default: `sys.argv[1:]`); return the exit code."""
-    parser, subcommands = _parser()
+    parser, subcommands = _parser(sys.argv[1:] if argv is None else argv)
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # argparse would print the top-level usage; the subcommand's is the helpful one
         subcommands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(unknown)}")

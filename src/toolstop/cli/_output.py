@@ -11,17 +11,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 from toolstop._printable import printable
-from toolstop._redact import mask_password
+from toolstop._redact import mask_sources
 
 __all__ = ["chart_or_none", "failure", "progress", "shown", "versions", "write_outputs"]
 
 
-def shown(text: str, db: str | None = None) -> str:
-    """`text` safe for a terminal: the passwords of `db` masked, controls escaped."""
-    return printable(mask_password(text, db) if db else text)
+def shown(text: str, *sources: str | None) -> str:
+    """`text` safe for a terminal: the passwords of `sources` masked, controls escaped.
+
+    `sources` are the `--db`, `--from`, `--log` or `--base-url` values `text` may quote
+    (`mask_sources`)."""
+    return printable(mask_sources(text, *sources))
 
 
-def failure(error: BaseException, db: str | None = None) -> str:
+def failure(error: BaseException, *sources: str | None) -> str:
     """`<type>: <first line>` of an unexpected error, safe to print (see `shown`).
 
     Never raises: an exception whose `str()` fails is shown by its type name."""
@@ -30,7 +33,7 @@ def failure(error: BaseException, db: str | None = None) -> str:
         lines = str(error).strip().splitlines()
     except Exception:
         return name
-    return f"{name}: {shown(lines[0], db)}" if lines else name
+    return f"{name}: {shown(lines[0], *sources)}" if lines else name
 
 
 def progress(

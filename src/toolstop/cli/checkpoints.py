@@ -8,7 +8,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from toolstop._redact import connection_string, driver_error, is_postgres, redact
+from toolstop._redact import (
+    connection_string,
+    driver_error,
+    is_postgres,
+    mask_sources,
+    redact,
+)
 from toolstop.errors import ToolstopConfigError
 
 __all__ = ["default_db_path", "open_checkpointer"]
@@ -57,7 +63,8 @@ def open_checkpointer(db: str | None) -> Iterator[Any]:
     if db is None:
         path.parent.mkdir(parents=True, exist_ok=True)
     elif not path.parent.is_dir():
-        msg = f"cannot open {redact(db)}: the folder {path.parent} does not exist"
+        folder = mask_sources(str(path.parent), db)
+        msg = f"cannot open {redact(db)}: the folder {folder} does not exist"
         raise ToolstopConfigError(msg)
     with SqliteSaver.from_conn_string(str(path)) as sqlite:
         yield sqlite

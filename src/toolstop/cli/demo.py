@@ -13,6 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from toolstop._printable import printable
 from toolstop._redact import redact
+from toolstop.cli._output import shown
 from toolstop.cli.checkpoints import default_db_path, open_checkpointer
 from toolstop.errors import ToolstopConfigError
 from toolstop.examples._forced import OutcomePicker
@@ -89,8 +90,13 @@ def _failure(error: Exception, args: argparse.Namespace) -> str:
     name = type(error).__name__
     if "Connection" in name or "Timeout" in name:
         where = args.base_url or f"the {str(args.model).split(':')[0]} API"
-        return printable(f"cannot reach the model at {where} ({name}: {error})")
-    return printable(f"the run failed: {name}: {error}")
+        return shown(f"cannot reach the model at {where} ({name}: {error})", *_sources(args))
+    return shown(f"the run failed: {name}: {error}", *_sources(args))
+
+
+def _sources(args: argparse.Namespace) -> tuple[str | None, ...]:
+    """The values an error may quote that may carry a password (masked where printed)."""
+    return (args.db, args.base_url)
 
 
 def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
@@ -113,7 +119,7 @@ def _run_demo(args: argparse.Namespace, out: TextIO) -> int:
                 # elsewhere names no class that is built (it writes as LangGraph does)
                 install(checkpointer, SafeDecoder(write_with=checkpointer.serde))
         except ToolstopConfigError as error:
-            print(f"toolstop demo: {error}", file=sys.stderr)
+            print(f"toolstop demo: {shown(str(error), *_sources(args))}", file=sys.stderr)
             return 2
         graph = build_react_graph(
             model, [tool], policy=policy, prompt=PROMPT, checkpointer=checkpointer

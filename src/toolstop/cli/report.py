@@ -5,12 +5,14 @@ It reads a checkpoint database or the `toolstop` logger's JSON lines."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from toolstop._redact import without_password
 from toolstop.cli._output import failure, shown, write_outputs
 from toolstop.cli._report_from import read_from_args, what_if_of
 from toolstop.errors import ToolstopConfigError
@@ -70,6 +72,14 @@ def add_report_parser(commands: Any) -> None:
         ),
     )
     parser.add_argument(
+        "--template",
+        metavar="TOOL",
+        help=(
+            "with --from: suggest an answer= template for TOOL from the answers recorded after "
+            "it, with its coverage (report.json's template)"
+        ),
+    )
+    parser.add_argument(
         "--success",
         metavar="REGEX",
         help=(
@@ -93,6 +103,18 @@ def add_report_parser(commands: Any) -> None:
         type=_price,
         metavar="PRICE",
         help="your model's price per million output tokens (with --price-in)",
+    )
+    parser.add_argument(
+        "--narrator-price-in",
+        type=_price,
+        metavar="PRICE",
+        help="the narrator model's price per million input tokens (default: --price-in)",
+    )
+    parser.add_argument(
+        "--narrator-price-out",
+        type=_price,
+        metavar="PRICE",
+        help="the narrator model's price per million output tokens (default: --price-out)",
     )
     parser.add_argument(
         "--examples",
@@ -180,17 +202,22 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
     """Run `toolstop report` with parsed `args`; return the exit code."""
     from toolstop import __version__
     from toolstop.report.examples import read_examples
+    from toolstop.report.levels import grouped, thread_runs
     from toolstop.report.reader import log_run_ends, open_database, parse_time, redact
     from toolstop.report.render import render_chart, render_html, render_summary, write_json
     from toolstop.report.summary import REPORT_VERSION, Summary, with_prices
     from toolstop.report.tally import Distinct
 
+    sources = (args.db, args.from_, args.log)  # what an error may quote: masked (`shown`)
     writes = frozenset(t.strip() for t in args.writes.split(",") if t.strip())
     judge = _judge_model(args)
     if judge is False:
         return 2
     what_if = what_if_of(args, writes)
     if what_if is False:
+        return 2
+    if args.template and not args.from_:
+        print("toolstop report: --template needs --from (recorded conversations)", file=sys.stderr)
         return 2
     if args.from_ and args.since:
         print(
@@ -209,17 +236,22 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
         with ExitStack() as stack:
             if args.db:
                 database = stack.enter_context(open_database(args.db))
-                threads = open_runs = seen = 0
-                for thread_id, namespace in database.threads():
-                    ends, current = database.run_ends(thread_id, namespace, since=since)
+                threads = open_runs = seen = copies = unreadable = 0
+                for thread_id, namespaces in grouped(database.threads()):
+                    # every level of a multi-level agent, each record once (report.levels)
+                    read = thread_runs(database, thread_id, namespaces, since=since)
                     seen += 1
-                    threads += bool(ends)
-                    open_runs += current is not None
-                    if current is not None:  # its pending calls (a hand-off) count toward them
+                    threads += bool(read.ends)
+                    open_runs += len(read.in_progress)
+                    copies += read.copies
+                    unreadable += bool(read.unreadable)  # a thread once, however many levels
+                    for _, current in read.in_progress:  # its pending calls count toward them
                         summary.candidates.add_open(current, thread_id)
-                    for end in ends:
+                    for end in read.ends:
                         summary.add(end)
                 extra = {"threads": threads, "open_runs": open_runs}
+                if copies:
+                    extra["copied_records"] = copies
                 if seen and not threads and not open_runs and since is None:
                     print(
                         f"toolstop report: {seen} thread(s) and no toolstop run record: an agent "
@@ -239,10 +271,10 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                     pairs = read_examples(
                         database, {t: e for t, e in sampled.items() if t not in signalling}
                     )
-                if database.unreadable:
-                    extra["unreadable_threads"] = database.unreadable
+                if unreadable:
+                    extra["unreadable_threads"] = unreadable
                     print(
-                        f"toolstop report: {database.unreadable} thread(s) could not be read "
+                        f"toolstop report: {unreadable} thread(s) could not be read "
                         "(checkpoints written with a serializer toolstop cannot decode, "
                         "undecodable, or not of a checkpoint's shape); their runs are not counted",
                         file=sys.stderr,
@@ -282,17 +314,18 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                 file=sys.stderr,
             )
     except (ToolstopConfigError, ValueError) as error:  # ValueError: an unknown format
-        print(f"toolstop report: {shown(str(error), args.db or args.from_)}", file=sys.stderr)
+        print(f"toolstop report: {shown(str(error), *sources)}", file=sys.stderr)
         return 2
     except OSError as error:
         reason = error.strerror or type(error).__name__
         print(
-            f"toolstop report: cannot read {shown(str(args.from_ or args.db))}: {reason}",
+            f"toolstop report: cannot read {shown(str(args.from_ or args.db), *sources)}: "
+            f"{shown(reason, *sources)}",
             file=sys.stderr,
         )
         return 2
     except Exception as error:  # a database gone mid-read: one sentence, no traceback
-        print(f"toolstop report: reading failed: {failure(error, args.db)}", file=sys.stderr)
+        print(f"toolstop report: reading failed: {failure(error, *sources)}", file=sys.stderr)
         return 1
     document: dict[str, Any] = {
         "report_version": REPORT_VERSION,
@@ -321,8 +354,27 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
         document = judged
     if what_if:
         document["what_if"] = what_if.document(args.price_in, args.price_out)
-    if args.price_in is not None or args.price_out is not None:
-        document = with_prices(document, args.price_in or 0.0, args.price_out or 0.0)
+    if args.template:
+        from toolstop.report.template import template_from
+
+        document["template"] = template_from(
+            args.from_, args.template.strip(), format=args.format
+        ).document()
+    if any(
+        price is not None
+        for price in (
+            args.price_in,
+            args.price_out,
+            args.narrator_price_in,
+            args.narrator_price_out,
+        )
+    ):
+        narrator = None
+        if args.narrator_price_in is not None or args.narrator_price_out is not None:
+            narrator = (args.narrator_price_in or 0.0, args.narrator_price_out or 0.0)
+        document = with_prices(
+            document, args.price_in or 0.0, args.price_out or 0.0, narrator=narrator
+        )
     written = write_outputs(
         "toolstop report",
         args.out,
@@ -339,6 +391,12 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
         from toolstop.report.what_if import what_if_lines
 
         for line in what_if_lines(document["what_if"]):
+            print(printable(line), file=out)
+    if args.template:
+        from toolstop._printable import printable
+        from toolstop.report.template import template_lines
+
+        for line in template_lines(document["template"]):
             print(printable(line), file=out)
     print("wrote " + ", ".join(str(path) for path in written), file=out)
     return 0
@@ -390,8 +448,31 @@ def _judge_model(args: argparse.Namespace) -> Any:
     try:
         return chat_model(args.judge, base_url=args.base_url, option="--judge", **options)
     except ToolstopConfigError as error:
-        print(f"toolstop report: {shown(str(error))}", file=sys.stderr)
+        print(f"toolstop report: {shown(str(error), args.base_url)}", file=sys.stderr)
         return False
+
+
+_HOST_FIELDS = ("openai_api_base", "anthropic_api_url", "base_url", "api_base", "endpoint")
+"""Where LangChain's chat models keep the URL they call (the provider's default when unset)."""
+
+
+def _judge_host(model: Any, args: argparse.Namespace) -> str:
+    """The host the judge's calls go to, safe to print: `--base-url` (and whose key it gets),
+    the client's own URL (a `*_BASE_URL` in the environment), or the provider's default."""
+    from toolstop.models import KEY_ENV
+
+    provider = args.judge.partition(":")[0]
+    if args.base_url:
+        env = KEY_ENV.get(provider)
+        key = ""
+        if env:  # the key toolstop knows the client reads; else the provider's own rules
+            key = f", sent the environment's {env}" if os.environ.get(env) else ", sent no key"
+        return f"{shown(without_password(args.base_url))}{key}"
+    for field in _HOST_FIELDS:
+        url = getattr(model, field, None)
+        if isinstance(url, str) and url:
+            return shown(without_password(url))
+    return f"the {shown(provider)} provider's default host"
 
 
 def _run_judge(
@@ -409,6 +490,7 @@ def _run_judge(
     )
     print(
         f"toolstop report: the judge makes {calls} call(s) to {shown(args.judge)} "
+        f"at {_judge_host(model, args)} "
         f"({len(chosen)} tool(s), at most {args.judge_samples} each), about {tokens} tokens "
         "in all (an estimate)",
         file=sys.stderr,

@@ -19,6 +19,7 @@ from toolstop._lifecycle import INTERRUPTED_TEXT, left_open_calls
 from toolstop._printable import printable_data
 from toolstop.decision import PROBLEMS_NOT_INVALID, Turn, decide_turn
 from toolstop.report.examples import ended_after_pair
+from toolstop.report.levels import HANDED_OFF, level_of, thread_runs
 from toolstop.report.reader import Database, RunEnd, database_error
 from toolstop.report.records import cut
 
@@ -37,15 +38,31 @@ def turns_of(messages: Sequence[BaseMessage]) -> list[Turn]:
     return [Turn(asking=asking, results=tuple(results)) for asking, results, _ in turns]
 
 
-def _signals(turn: Turn) -> list[dict[str, Any]]:
+def _signals(turn: Turn, handed_off: bool = False) -> list[dict[str, Any]]:
     pending = {
         m.tool_call_id
         for m in turn.results
         if getattr(m, "status", None) == "error" and m.content == INTERRUPTED_TEXT
     }
+    answered = {m.tool_call_id for m in turn.results}
     calls = []
-    for signal in decide_turn(turn).signals:
-        if signal.tool_call_id in pending:
+    signals = list(decide_turn(turn).signals)
+    if handed_off:  # the calls the parent answered have no result here
+        known = {signal.tool_call_id for signal in signals}
+        calls = [
+            {
+                "tool": cut(str(c.get("name"))),
+                "tool_call_id": cut(str(c.get("id"))),
+                "signal": "handed off: answered by the parent graph",
+                "stop": False,
+            }
+            for c in (turn.asking.tool_calls if turn.asking is not None else [])
+            if c.get("id") not in answered and c.get("id") not in known
+        ]
+    for signal in signals:
+        if handed_off and signal.tool_call_id not in answered:
+            said = "handed off: answered by the parent graph"
+        elif signal.tool_call_id in pending:
             # toolstop's own answer to a call the run left open (a hand-off that paused it, or
             # the process ended): the tool never answered, it did not fail
             said = "pending: left open, answered as interrupted"
@@ -79,8 +96,12 @@ def _messages(database: Database, end: RunEnd) -> list[BaseMessage] | None:
 
 
 def _with_open_calls(record: dict[str, Any], messages: list[BaseMessage] | None) -> dict[str, Any]:
-    """An `interrupted` record rebuilt by the reader names no calls; its checkpoint does."""
-    if record.get("rule") != "interrupted" or record.get("tools") or messages is None:
+    """An `interrupted` or `handed_off` record rebuilt by the reader names no call ids; its
+    checkpoint does."""
+    rebuilt = record.get("rule") == HANDED_OFF and not record.get("tool_call_ids")
+    if not rebuilt and (record.get("rule") != "interrupted" or record.get("tools")):
+        return record
+    if messages is None:
         return record
     _, calls = left_open_calls(messages)
     return {
@@ -110,10 +131,15 @@ def _run(
     end: RunEnd,
     turns: list[Turn] | None,
     messages: list[BaseMessage] | None = None,
+    *,
+    number: int,
 ) -> dict[str, Any]:
     saved = record.get("would_save") or {}
+    handed_off = record.get("rule") == HANDED_OFF
     return {
-        "run": record.get("run"),
+        "run": number,
+        "record_run": record.get("run"),
+        "level": level_of(end.checkpoint_ns),
         "checkpoint_ns": end.checkpoint_ns,
         "ended_at": end.ended_at.isoformat() if end.ended_at else None,
         "schema_version": record.get("schema_version", 1),
@@ -130,7 +156,7 @@ def _run(
             )
         ],
         "shown": _names(record.get("relayed")),
-        "turns": None if turns is None else [_signals(turn) for turn in turns],
+        "turns": None if turns is None else [_signals(turn, handed_off) for turn in turns],
         "tool_turns": record.get("tool_turns"),
         "transient_retries": record.get("transient_retries"),
         "outcomes": record.get("outcomes"),
@@ -175,50 +201,65 @@ def explain_thread(
 ) -> dict[str, Any] | None:
     """Every finished run of `thread_id` (or only run number `run`), explained.
 
+    Runs are numbered 1, 2, ... in the order they ended, across every level of a multi-level
+    agent (`toolstop.report.levels`: each record once, runs a parent left open closed); each
+    says its level and the run number its own record gives. A run's turns are those at its end
+    that were not there at the end of an earlier run (of any level: a parent's messages hold
+    its children's turns); unknown when the previous run of its level cannot be read.
+
     `None` when the database has no such thread."""
     namespaces = database.namespaces(thread_id)
     if not namespaces:
         return None
-    runs: list[dict[str, Any]] = []
-    in_progress = []
-    unreadable: list[str] = []
     rejected = database.rejected
-    for namespace in namespaces:
-        before = database.unreadable
-        ends, current = database.run_ends(thread_id, namespace)
-        if database.unreadable > before:
-            unreadable.append(namespace)
-        if current is not None:
-            in_progress.append(
-                {
-                    "checkpoint_ns": namespace,
-                    "run": current.get("run"),
-                    "tool_turns": current.get("tool_turns"),
-                    "model_calls": current.get("model_calls"),
-                    "pending": _names(current.get("asked")),
-                }
-            )
-        # Turns of a run: those at its end that were not there at the previous run's end.
-        earlier: set[str] | None = set()
-        for index, end in enumerate(ends):
-            wanted = run is None or end.record.get("run") == run
-            next_wanted = index + 1 < len(ends) and ends[index + 1].record.get("run") == run
-            if not wanted and not next_wanted:
-                continue
-            messages = _messages(database, end)
-            turns = turns_of(messages) if messages is not None else None
-            if wanted:
-                record = _with_open_calls(end.record, messages)
-                own = None
-                if turns is not None and earlier is not None:
-                    own = [t for t in turns if t.id is None or t.id not in earlier]
-                runs.append(_run(record, end, own, messages))
-            earlier = None if turns is None else {t.id for t in turns if t.id is not None}
+    read = thread_runs(database, thread_id, namespaces)
+    ends = read.ends
+    wanted = set(range(len(ends))) if run is None else {run - 1} & set(range(len(ends)))
+    # Each run's own turns: those at its end not at the end of the last earlier run of any
+    # level (a level's messages grow from run to run; a parent's hold its children's turns).
+    # Only those runs are read, and of them only their turns' ids are kept.
+    plan: dict[int, tuple[int | None, list[int]]] = {}
+    needed: set[int] = set()
+    last: dict[str, int] = {}
+    for index, end in enumerate(ends):
+        level = level_of(end.checkpoint_ns)
+        if index in wanted:
+            plan[index] = (last.get(level), sorted(last.values()))
+            needed |= {index, *last.values()}
+        last[level] = index
+    ids: dict[int, set[str] | None] = {}
+    runs: list[dict[str, Any]] = []
+    for index in sorted(needed):
+        end = ends[index]
+        messages = _messages(database, end)
+        turns = turns_of(messages) if messages is not None else None
+        ids[index] = None if turns is None else {t.id for t in turns if t.id is not None}
+        if index not in wanted:
+            continue
+        own_level, earlier = plan[index]
+        if turns is not None and own_level is not None and ids[own_level] is None:
+            turns = None  # which turns are its own is not known without its level's last
+        elif turns is not None:
+            seen = set().union(*(ids[i] or set() for i in earlier))
+            turns = [t for t in turns if t.id is None or t.id not in seen]
+        record = _with_open_calls(end.record, messages)
+        runs.append(_run(record, end, turns, messages, number=index + 1))
     return {
         "thread_id": thread_id,
         "runs": runs,
-        "in_progress": in_progress,
-        "unreadable_namespaces": unreadable,
+        "in_progress": [
+            {
+                "checkpoint_ns": namespace,
+                "level": level_of(namespace),
+                "run": current.get("run"),
+                "tool_turns": current.get("tool_turns"),
+                "model_calls": current.get("model_calls"),
+                "pending": _names(current.get("asked")),
+            }
+            for namespace, current in read.in_progress
+        ],
+        "copied_records": read.copies,
+        "unreadable_namespaces": read.unreadable,
         "unreadable_runs": database.rejected - rejected,
     }
 
@@ -229,10 +270,11 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
     runs = explanation["runs"]
     print(f"thread {explanation['thread_id']}: {len(runs)} finished run(s)", file=out)
     for run in runs:
-        where = f" (namespace {run['checkpoint_ns']!r})" if run["checkpoint_ns"] else ""
         how = "stopped by toolstop" if run["stopped"] else "the model answered"
         if run["rule"] == "interrupted":
             how = "never finished: cancelled, failed or its worker stopped"
+        elif run["rule"] == HANDED_OFF:
+            how = "handed off: left open on a call its parent graph answered"
         elif run["rule"] not in ("none", None) and not run["stopped"]:
             how = "not stopped"
         elif run.get("ended_by"):
@@ -240,7 +282,7 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
             if run.get("ended_by_message"):
                 how += f": {run['ended_by_message']}"
         print(
-            f"\nrun {run['run']}{where}, ended {run['ended_at'] or '?'}, mode {run['mode']}: "
+            f"\nrun {run['run']}{_where(run)}, ended {run['ended_at'] or '?'}, mode {run['mode']}: "
             f"rule {run['rule']} ({how})",
             file=out,
         )
@@ -248,11 +290,10 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
             print(f"  would have stopped (shadow mode): rule {run['would_stop']}", file=out)
         if run["deciding"]:
             names = ", ".join(f"{d['tool']} ({d['tool_call_id']})" for d in run["deciding"])
-            label = (
-                "left open (answered as interrupted)"
-                if run["rule"] == "interrupted"
-                else "deciding"
-            )
+            label = {
+                "interrupted": "left open (answered as interrupted)",
+                HANDED_OFF: "handed off on",
+            }.get(run["rule"], "deciding")
             print(f"  {label}: {names}", file=out)
         deciding = [d["tool_call_id"] for d in run["deciding"]]
         if run.get("shown") and run["shown"] != deciding:
@@ -302,6 +343,12 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
             "namespace(s) " + ", ".join(repr(ns) for ns in explanation["unreadable_namespaces"]),
             file=out,
         )
+    if explanation.get("copied_records"):
+        print(
+            f"\n{explanation['copied_records']} copy(ies) of a record written at another level "
+            "(a parent graph with a stop_record key) not shown as runs",
+            file=out,
+        )
     if explanation.get("unreadable_runs"):
         print(
             f"\n{explanation['unreadable_runs']} run record(s) left out: a number out of range "
@@ -309,8 +356,9 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
             file=out,
         )
     for current in explanation["in_progress"]:
+        level = f" of level {current['level']}" if current.get("level") else ""
         print(
-            f"\nrun {current['run']} in progress: {_turns(current['tool_turns'])}, "
+            f"\nrun {current['run']}{level} in progress: {_turns(current['tool_turns'])}, "
             f"{current['model_calls']} model calls so far (its record is written when it ends; "
             "if it never finished, the next run closes it as interrupted)",
             file=out,
@@ -337,6 +385,19 @@ def _print_ended_after(after: Any, out: TextIO) -> None:
     print(f"  the model answered right after: {', '.join(said)}", file=out)
     if after.get("final_answer") is not None:
         print(f"  final answer: {after['final_answer']}", file=out)
+
+
+def _where(run: dict[str, Any]) -> str:
+    """Which level a run is of, and its own record's number when it is not the thread's."""
+    said = []
+    if run.get("level"):
+        said.append(f"level {run['level']}")
+    if run.get("record_run", run["run"]) != run["run"]:
+        said.append(f"its run {run['record_run']}")
+    where = ", ".join(said)
+    if run["checkpoint_ns"]:
+        where += ("; " if where else "") + f"namespace {run['checkpoint_ns']!r}"
+    return f" ({where})" if where else ""
 
 
 def _turns(count: int) -> str:

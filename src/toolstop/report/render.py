@@ -149,6 +149,20 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
         f"{document['output_tokens']} out",
         file=out,
     )
+    narrator = document.get("narrator") or {}
+    if narrator.get("calls"):
+        print(
+            f"narrator calls: {narrator['calls']}; tokens: {narrator['input_tokens']} in, "
+            f"{narrator['output_tokens']} out (apart from the agent's model)",
+            file=out,
+        )
+    spent = document.get("spent")
+    if spent:
+        print(
+            f"spent at your prices: {spent['model']} on the agent's model, "
+            f"{spent['narrator']} on the narrator",
+            file=out,
+        )
     print(
         f"tool calls: {document['invalid']} invalid, {document['unsignalled']} unsignalled",
         file=out,

@@ -27,6 +27,8 @@ REPORT_VERSION = 3
 call)."""
 
 _TOKENS = ("model_calls", "input_tokens", "output_tokens")
+_NARRATOR = ("narrator_calls", "narrator_input_tokens", "narrator_output_tokens")
+"""A narrator's calls and tokens (`StopPolicy(narrator=...)`), apart from the agent model's."""
 
 
 def _int(value: Any) -> int:
@@ -98,6 +100,8 @@ class Summary:
             value = _int(record.get(key))
             self.totals[key] += value
             per_mode[key] += value
+        for key in _NARRATOR:
+            self.totals[key] += _int(record.get(key))
         self.calls_per_run[_int(record.get("model_calls"))] += 1
         stop_rule, tools, shadow = deciding_tools(record)
         table = self.would_stops if shadow else self.stops
@@ -200,6 +204,11 @@ class Summary:
             "modes": dict(sorted(self.modes.items())),
             "hard_share": _share(self.modes["hard"], self.runs),
             **{key: self.totals[key] for key in _TOKENS},
+            "narrator": {
+                "calls": self.totals["narrator_calls"],
+                "input_tokens": self.totals["narrator_input_tokens"],
+                "output_tokens": self.totals["narrator_output_tokens"],
+            },
             "by_mode": by_mode,
             "model_calls_per_run": {str(k): n for k, n in sorted(self.calls_per_run.items())},
             "stops_by_tool": _nested(self.stops),
@@ -320,18 +329,36 @@ def _cost(input_tokens: Any, output_tokens: Any, prices: tuple[float, float]) ->
     return round((input_tokens * prices[0] + output_tokens * prices[1]) / 1_000_000, 4)
 
 
-def with_prices(document: dict[str, Any], price_in: float, price_out: float) -> dict[str, Any]:
+def with_prices(
+    document: dict[str, Any],
+    price_in: float,
+    price_out: float,
+    narrator: tuple[float, float] | None = None,
+) -> dict[str, Any]:
     """`document` with money added: `prices` and a `cost` beside each saving.
 
     Prices are per million tokens, in the currency they are given in; the costs are
     `would_save.cost`, `hard_mode.cost_saved_estimate` and each candidate's
-    `would_save.cost` and `gain.cost` (what the page shows: the cut-short runs left out)."""
+    `would_save.cost` and `gain.cost` (what the page shows: the cut-short runs left out).
+    `spent` prices what the runs spent: the agent's model at these prices, a narrator at
+    `narrator`'s (its input and output price; the agent model's when not given)."""
     prices = (price_in, price_out)
     saved = document["would_save"]
     hard = document["hard_mode"]
+    narrated = document.get("narrator") or {"calls": 0, "input_tokens": 0, "output_tokens": 0}
+    narrator_prices = narrator or prices
     return {
         **document,
-        "prices": {"input_per_million": price_in, "output_per_million": price_out},
+        "prices": {
+            "input_per_million": price_in,
+            "output_per_million": price_out,
+            "narrator_input_per_million": narrator_prices[0],
+            "narrator_output_per_million": narrator_prices[1],
+        },
+        "spent": {
+            "model": _cost(document["input_tokens"], document["output_tokens"], prices),
+            "narrator": _cost(narrated["input_tokens"], narrated["output_tokens"], narrator_prices),
+        },
         "would_save": {
             **saved,
             "cost": _cost(saved["input_tokens"], saved["output_tokens"], prices),

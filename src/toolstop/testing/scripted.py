@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -213,7 +214,7 @@ def _countable(message: BaseMessage) -> BaseMessage:
     return message.model_copy(update={"content": blocks})
 
 
-def _as_message(step: ScriptStep, index: int) -> AIMessage:
+def _as_message(step: ScriptStep, index: int, prefix: str = "call") -> AIMessage:
     if isinstance(step, AIMessage):
         message = step.model_copy(deep=True)
     elif isinstance(step, str):
@@ -246,7 +247,7 @@ def _as_message(step: ScriptStep, index: int) -> AIMessage:
                 f"JSON ({error}); a provider only sends JSON arguments"
             )
             raise TypeError(msg) from None
-        call_id = tool_call.get("id") or f"call_{index}_{position}"
+        call_id = tool_call.get("id") or f"{prefix}_{index}_{position}"
         calls.append({**tool_call, "args": args, "id": call_id})
     message.tool_calls = calls  # type: ignore[assignment]
     return message
@@ -263,6 +264,9 @@ def _tool_names(tools: Any) -> tuple[str, ...]:
 
 
 _ANY = ("any", "required")
+
+_INSTANCES = itertools.count()
+"""Numbers the scripted models of the process, for call ids unique to each (`next` is atomic)."""
 
 
 def _normalise_choice(tool_choice: Any, tools: Sequence[str]) -> str | None:
@@ -337,7 +341,10 @@ class ScriptedChatModel(BaseChatModel):
       `model` option, else `model`). The usage is the scripted AIMessage's own when it has one
       (a recorded answer keeps the provider's figures), else langchain-core's approximate
       token counter's.
-    - Tool calls without an id get a deterministic one (`call_<step>_<position>`); tool-call
+    - Tool calls without an id get one unique to the model instance,
+      `call_m<instance>_<step>_<position>` (`call_id(step, position)` gives it), so the models
+      of a multi-level agent in one thread never share a call id; `id_prefix="call"` gives
+      the plain `call_<step>_<position>` of one model's transcript (goldens); tool-call
       arguments must be JSON and a text block's `text` a string (a provider sends nothing
       else), checked when the script is built (`TypeError`). A malformed block in a message the
       model is sent (a tool's result) is counted as empty text in the usage estimate.
@@ -352,6 +359,8 @@ class ScriptedChatModel(BaseChatModel):
             (a `stop` given to the call wins).
         temperature: Reported as `ls_temperature` in traces; never changes an answer.
         max_tokens: Reported as `ls_max_tokens` in traces; never cuts an answer.
+        id_prefix: What the ids of scripted tool calls without one start with (default
+            `call_m<n>`, `n` numbering the instances of the process).
 
     Deliberately not handled: it does not check that the model "would" call the tools it is
     scripted to call; a script may call a tool that is not bound (the tool node then reports it).
@@ -375,8 +384,14 @@ class ScriptedChatModel(BaseChatModel):
     temperature: float | None = None
     max_tokens: int | None = None
     _script: _Script = PrivateAttr()
+    _id_prefix: str = PrivateAttr()
 
-    def __init__(self, script: Sequence[ScriptStep], **kwargs: Any) -> None:
+    def __init__(
+        self, script: Sequence[ScriptStep], *, id_prefix: str | None = None, **kwargs: Any
+    ) -> None:
+        if id_prefix is not None and (not isinstance(id_prefix, str) or not id_prefix):
+            msg = f"ScriptedChatModel(id_prefix=...) takes a non-empty str, got {_shown(id_prefix)}"
+            raise TypeError(msg)
         if isinstance(script, str | bytes | AIMessage | dict) or not isinstance(script, Sequence):
             msg = (
                 "ScriptedChatModel(script) takes a list of steps (answers as str or AIMessage, "
@@ -384,7 +399,11 @@ class ScriptedChatModel(BaseChatModel):
             )
             raise TypeError(msg)
         super().__init__(**kwargs)
-        self._script = _Script(steps=[_as_message(step, i) for i, step in enumerate(script)])
+        prefix = id_prefix if id_prefix is not None else f"call_m{next(_INSTANCES)}"
+        self._id_prefix = prefix
+        self._script = _Script(
+            steps=[_as_message(step, i, prefix) for i, step in enumerate(script)]
+        )
 
     @property
     def _llm_type(self) -> str:
@@ -398,6 +417,10 @@ class ScriptedChatModel(BaseChatModel):
     def calls(self) -> list[ModelCall]:
         """Every call answered so far, in order."""
         return list(self._script.calls)
+
+    def call_id(self, step: int, position: int = 0) -> str:
+        """The id of tool call `position` of script step `step`, when the script gave none."""
+        return f"{self._id_prefix}_{step}_{position}"
 
     @property
     def remaining(self) -> int:

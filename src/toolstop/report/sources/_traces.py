@@ -7,6 +7,12 @@ arrive in export order, not trace by trace, so they are grouped with a bound: at
 closed and made into a conversation. A record of a trace that was already closed is counted as
 a problem ("raise max_open, or sort the export by trace"); a file sorted by trace needs only
 one open trace. Memory is bounded by `max_open` traces (and a bounded memory of closed ids).
+
+Each open trace holds only what its conversation needs: a reader passes a `weigh` that gives a
+record's kept size, or `None` for a record the conversation does not need (an HTTP span, a
+chain run), which only keeps its trace open. A trace whose kept records pass `TraceLimits`
+(records or bytes) lets go of them at once and, when it closes, is counted as a conversation
+that could not be read, with the reason; it never grows further.
 """
 
 from __future__ import annotations
@@ -30,11 +36,13 @@ from toolstop.report.sources._base import (
 __all__ = [
     "MAX_OPEN_TRACES",
     "ModelCall",
+    "TraceLimits",
     "TraceParts",
     "conversations",
     "decoded",
     "group_by_trace",
     "merge",
+    "text_size",
 ]
 
 MAX_OPEN_TRACES = 1000
@@ -46,9 +54,47 @@ T = TypeVar("T")
 
 
 @dataclass
+class TraceLimits:
+    """How much one open trace may hold, and the most any trace held (for tests and tuning).
+
+    Attributes:
+        records: The records a trace may keep (model calls and tool results).
+        bytes: The text a trace's kept records may hold (their `weigh`).
+        peak_records: The most records one open trace held.
+        peak_bytes: The most text one open trace held.
+    """
+
+    records: int = 10_000
+    bytes: int = 64 * 1024 * 1024
+    peak_records: int = 0
+    peak_bytes: int = 0
+
+
+@dataclass
 class _Open(Generic[T]):
     first_line: int
     records: list[tuple[int, T]] = field(default_factory=list)
+    size: int = 0
+    over: str | None = None
+    """Why the trace let go of its records (over a limit), or None."""
+
+
+def _hold(group: _Open[T], line: int, record: T, size: int, limits: TraceLimits) -> None:
+    """Keep `record` in `group`, unless that passes a limit: then let go of every record."""
+    if group.over is not None:
+        return
+    group.records.append((line, record))
+    group.size += size
+    if len(group.records) > limits.records:
+        group.over = f"more than {limits.records:,} model calls and tool results"
+    elif group.size > limits.bytes:
+        group.over = f"more than {limits.bytes:,} characters of messages"
+    if group.over is not None:
+        group.records = []
+        group.size = 0
+        return
+    limits.peak_records = max(limits.peak_records, len(group.records))
+    limits.peak_bytes = max(limits.peak_bytes, group.size)
 
 
 def group_by_trace(
@@ -57,15 +103,28 @@ def group_by_trace(
     problems: ReadProblems,
     *,
     max_open: int = MAX_OPEN_TRACES,
+    weigh: Callable[[T], int | None] = lambda record: 0,
+    limits: TraceLimits | None = None,
 ) -> Iterator[tuple[str, int, list[tuple[int, T]]]]:
     """(trace id, first line, records) per trace, with at most `max_open` traces held open.
 
     A record without a trace id, or of a trace already closed, is skipped; its line is
-    counted once, however many such records it holds.
+    counted once, however many such records it holds. A record `weigh` gives `None` is not
+    kept (it only keeps its trace open); a trace over `limits` is counted as a conversation
+    that could not be read, and not yielded.
     """
+    limits = limits or TraceLimits()
     open_traces: OrderedDict[str, _Open[T]] = OrderedDict()
     closed: OrderedDict[str, None] = OrderedDict()
     counted = 0  # the last line counted as a problem: a line of several records counts once
+
+    def close(trace: str, group: _Open[T]) -> Iterator[tuple[str, int, list[tuple[int, T]]]]:
+        if group.over is None:
+            yield trace, group.first_line, group.records
+        else:
+            reason = f"trace {trace[:64]!r} is too large to read: {group.over}"
+            problems.conversation_problem(group.first_line, reason)
+
     for line, record in records:
         trace = trace_of(record)
         problem = None
@@ -88,13 +147,15 @@ def group_by_trace(
                 closed[oldest] = None
                 if len(closed) > _CLOSED_MEMORY:
                     closed.popitem(last=False)
-                yield oldest, group.first_line, group.records
+                yield from close(oldest, group)
             found = open_traces[trace] = _Open(first_line=line)
         else:
             open_traces.move_to_end(trace)
-        found.records.append((line, record))
+        size = weigh(record)
+        if size is not None:
+            _hold(found, line, record, size, limits)
     for trace, group in open_traces.items():
-        yield trace, group.first_line, group.records
+        yield from close(trace, group)
 
 
 @dataclass(frozen=True)
@@ -162,6 +223,31 @@ def _fill_results(
             answered.update(m.tool_call_id for m in missing)
     filled.extend(missing)
     return filled
+
+
+def first_seen(seen: OrderedDict[str, None], trace: Any) -> bool:
+    """True the first time `trace` is seen (the memory bounded like the closed traces')."""
+    if not isinstance(trace, str) or trace in seen:
+        return False
+    seen[trace] = None
+    if len(seen) > _CLOSED_MEMORY:
+        seen.popitem(last=False)
+    return True
+
+
+def text_size(value: Any) -> int:
+    """The characters of every str in `value` (keys included), walked without recursion."""
+    size, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            size += len(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return size
 
 
 def decoded(value: Any) -> Any:

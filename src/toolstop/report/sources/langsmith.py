@@ -24,6 +24,7 @@ are runs of one LangGraph thread.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -40,14 +41,17 @@ from toolstop.report.sources._base import (
 from toolstop.report.sources._traces import (
     MAX_OPEN_TRACES,
     ModelCall,
+    TraceLimits,
     TraceParts,
     conversations,
+    first_seen,
     first_str,
     group_by_trace,
+    text_size,
 )
 from toolstop.report.sources.langchain import lc_message
 
-__all__ = ["is_langsmith", "read_langsmith"]
+__all__ = ["compact_run", "is_langsmith", "read_langsmith"]
 
 
 def is_langsmith(value: Any) -> bool:
@@ -158,23 +162,69 @@ def read_langsmith(
     problems: ReadProblems,
     *,
     max_open: int = MAX_OPEN_TRACES,
+    limits: TraceLimits | None = None,
     records: Iterable[tuple[int, Any]] | None = None,
 ) -> Iterator[Conversation]:
     """The conversations of a LangSmith run export (JSONL), one per trace, streamed.
 
-    `records` gives the runs decoded some other way (a Parquet bulk export's rows) instead of
-    the file's JSON lines.
+    Each trace keeps only what its conversation reads (`compact_run`), within `limits`
+    (`TraceLimits`: a trace over them is counted as unreadable). `records` gives the runs
+    decoded some other way (a Parquet bulk export's rows) instead of the file's JSON lines.
 
     Raises:
         OSError: the file cannot be opened.
     """
+
+    threads: OrderedDict[str, None] = OrderedDict()
 
     def runs() -> Iterator[tuple[int, Any]]:
         for line, value in records if records is not None else json_records(path, problems):
             if not isinstance(value, Mapping) or not isinstance(value.get("run_type"), str):
                 problems.line_problem(line, "not a run (an object with a run_type)")
                 continue
-            yield line, value
+            run = compact_run(value)
+            names_thread = run.get("run_type") not in ("llm", "tool") and "extra" in run
+            if names_thread and not first_seen(threads, _trace(run)):  # once is enough
+                del run["extra"]
+            yield line, run
 
-    groups = group_by_trace(runs(), _trace, problems, max_open=max_open)
+    groups = group_by_trace(
+        runs(), _trace, problems, max_open=max_open, weigh=_weigh, limits=limits
+    )
     yield from conversations(groups, trace_conversation, problems)
+
+
+_ORDER_KEYS = ("id", "trace_id", "run_type", "dotted_order", "start_time")
+_USAGE_KEYS = ("prompt_tokens", "completion_tokens", "input_tokens", "output_tokens")
+
+
+def compact_run(run: Mapping[str, Any]) -> dict[str, Any]:
+    """What `trace_conversation` reads of a run, no more: its place in the trace and thread; an
+    `llm` run's messages, outputs and token counts; a `tool` run's output. A run of another type
+    (a chain, a retriever: `_weigh` lets it go) keeps only its place and thread."""
+    kept: dict[str, Any] = {key: run[key] for key in _ORDER_KEYS if key in run}
+    thread = _thread(run)
+    if thread is not None:
+        kept["extra"] = {"metadata": {"thread_id": thread}}
+    kind = run.get("run_type")
+    inputs, outputs = run.get("inputs"), run.get("outputs")
+    if kind == "llm":
+        kept.update({key: run[key] for key in _USAGE_KEYS if key in run})
+        if isinstance(inputs, Mapping) and "messages" in inputs:
+            kept["inputs"] = {"messages": inputs["messages"]}
+        if isinstance(outputs, Mapping):
+            kept["outputs"] = {
+                key: outputs[key]
+                for key in ("generations", "choices", "output", "llm_output", "usage")
+                if key in outputs
+            }
+    elif kind == "tool" and isinstance(outputs, Mapping) and "output" in outputs:
+        kept["outputs"] = {"output": outputs["output"]}
+    return kept
+
+
+def _weigh(run: Mapping[str, Any]) -> int | None:
+    """A compact run's kept size; `None` (not kept) for a run the conversation does not read."""
+    if run.get("run_type") not in ("llm", "tool") and "extra" not in run:
+        return None
+    return text_size([run.get("inputs"), run.get("outputs")])

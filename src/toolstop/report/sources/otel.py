@@ -32,6 +32,7 @@ earlier per-message events sent as log records.
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -57,14 +58,17 @@ from toolstop.report.sources._base import (
 from toolstop.report.sources._traces import (
     MAX_OPEN_TRACES,
     ModelCall,
+    TraceLimits,
     TraceParts,
     conversations,
+    first_seen,
     first_str,
     group_by_trace,
+    text_size,
 )
 from toolstop.report.sources.otel_logs import attach_logs, is_otel_logs, log_spans
 
-__all__ = ["is_otel", "read_otel"]
+__all__ = ["compact_span", "is_otel", "read_otel"]
 
 _CHAT = ("chat", "text_completion", "generate_content")
 
@@ -314,13 +318,22 @@ def trace_conversation(
 
 
 def read_otel(
-    path: Path, problems: ReadProblems, *, max_open: int = MAX_OPEN_TRACES
+    path: Path,
+    problems: ReadProblems,
+    *,
+    max_open: int = MAX_OPEN_TRACES,
+    limits: TraceLimits | None = None,
 ) -> Iterator[Conversation]:
     """The conversations of an OTLP JSON trace file (one export a line), one per trace, streamed.
+
+    Each trace keeps only its `gen_ai.*` spans' GenAI fields (`compact_span`), within `limits`
+    (`TraceLimits`: a trace over them is counted as unreadable).
 
     Raises:
         OSError: the file cannot be opened.
     """
+
+    threads: OrderedDict[str, None] = OrderedDict()
 
     def spans() -> Iterator[tuple[int, Any]]:
         for line, value in json_records(path, problems):
@@ -331,10 +344,58 @@ def read_otel(
                 problems.line_problem(line, "not an OTLP trace export (no resourceSpans)")
                 continue
             for span in _spans(value):
-                yield line, span
+                kept = compact_span(span)
+                names_thread = "status" not in kept and "attributes" in kept  # only that
+                if names_thread and not first_seen(threads, kept.get("traceId")):  # once is enough
+                    del kept["attributes"]
+                yield line, kept
 
     def trace_of(span: Any) -> str | None:
         return first_str(span.get("traceId"))
 
-    groups = group_by_trace(spans(), trace_of, problems, max_open=max_open)
+    groups = group_by_trace(
+        spans(), trace_of, problems, max_open=max_open, weigh=_weigh, limits=limits
+    )
     yield from conversations(groups, trace_conversation, problems)
+
+
+_KEPT = frozenset((*_CHAT, "execute_tool"))
+"""The operations whose spans a conversation is made of."""
+
+
+def compact_span(span: Mapping[str, Any]) -> dict[str, Any]:
+    """What `trace_conversation` reads of a span, no more: its trace, start, status, and its
+    `gen_ai.*` attributes and events; only the trace and start of a span of another operation
+    (an HTTP or database span: `_weigh` lets it go), and its conversation id when it has one."""
+    raw = span.get("attributes")
+    attributes = [
+        item
+        for item in (raw if isinstance(raw, list) else ())
+        if isinstance(item, Mapping)
+        and isinstance(item.get("key"), str)
+        and item["key"].startswith("gen_ai.")
+    ]
+    kept = {"traceId": span.get("traceId"), "startTimeUnixNano": span.get("startTimeUnixNano")}
+    operation = _attributes(
+        [item for item in attributes if item["key"] == "gen_ai.operation.name"]
+    ).get("gen_ai.operation.name")
+    if not (isinstance(operation, str) and operation in _KEPT):  # a hostile value: any type
+        thread = [item for item in attributes if item["key"] == "gen_ai.conversation.id"]
+        return {**kept, "attributes": thread} if thread else kept
+    events = span.get("events")
+    return {
+        **kept,
+        "spanId": span.get("spanId"),  # a details event sent as a log record names it
+        "status": span.get("status"),
+        "attributes": attributes,
+        "events": [
+            event
+            for event in (events if isinstance(events, list) else ())
+            if isinstance(event, Mapping) and str(event.get("name", "")).startswith("gen_ai.")
+        ],
+    }
+
+
+def _weigh(span: Mapping[str, Any]) -> int | None:
+    """A compact span's kept size; `None` (not kept) for one with no `gen_ai.*` attribute."""
+    return text_size([span.get("attributes"), span.get("events")]) if "attributes" in span else None

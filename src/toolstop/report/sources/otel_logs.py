@@ -53,6 +53,17 @@ def _event_name(record: Mapping[str, Any]) -> Any:
     return None
 
 
+def _genai(attributes: Any) -> list[Any]:
+    """The `gen_ai.*` attributes alone: what a chat span keeps too."""
+    return [
+        item
+        for item in (attributes if isinstance(attributes, list) else ())
+        if isinstance(item, Mapping)
+        and isinstance(item.get("key"), str)
+        and item["key"].startswith("gen_ai.")
+    ]
+
+
 def log_spans(value: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     """The `DETAILS` records of a logs export, each as a chat span holding it as its event."""
     for record in _records(value):
@@ -65,7 +76,7 @@ def log_spans(value: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
             "attributes": [
                 {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
             ],
-            "events": [{"name": DETAILS, "attributes": record.get("attributes")}],
+            "events": [{"name": DETAILS, "attributes": _genai(record.get("attributes"))}],
             "_log": True,
         }
 

@@ -1,0 +1,181 @@
+"""What the trace readers keep per open trace: only what the conversation needs, within limits.
+
+Asserted by the records and characters a trace held (`TraceLimits.peak_*`), never by time or
+the process's memory: a 40 MB trace of 46,170 spans, 20 of them chat spans, once held all of
+them (104 MB traced); it now holds the 20 chat spans' GenAI fields."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolstop.report.sources import ReadProblems
+from toolstop.report.sources._traces import TraceLimits, group_by_trace, text_size
+from toolstop.report.sources.langsmith import read_langsmith
+from toolstop.report.sources.otel import read_otel
+
+
+def _attribute(key: str, value: str) -> dict[str, Any]:
+    return {"key": key, "value": {"stringValue": value}}
+
+
+def _chat(trace: str, start: int, history: list[Any], answer: Any) -> dict[str, Any]:
+    return {
+        "traceId": trace,
+        "startTimeUnixNano": str(start),
+        "name": "chat gpt",
+        "attributes": [
+            _attribute("gen_ai.operation.name", "chat"),
+            _attribute("gen_ai.input.messages", json.dumps(history)),
+            _attribute("gen_ai.output.messages", json.dumps([answer])),
+            _attribute("http.request.body", "b" * 500),  # not GenAI: let go
+        ],
+        "events": [{"name": "http.retry", "attributes": [_attribute("body", "e" * 500)]}],
+    }
+
+
+def _http(trace: str, start: int, **extra: str) -> dict[str, Any]:
+    attributes = [_attribute("http.url", "https://example.com/" + "p" * 300)]
+    attributes += [_attribute(k, v) for k, v in extra.items()]
+    return {"traceId": trace, "startTimeUnixNano": str(start), "attributes": attributes}
+
+
+def _user(text: str) -> dict[str, Any]:
+    return {"role": "user", "parts": [{"type": "text", "content": text}]}
+
+
+def _said(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "parts": [{"type": "text", "content": text}]}
+
+
+def _write(path: Path, *lines: list[dict[str, Any]]) -> Path:
+    path.write_text(
+        "".join(
+            json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}) + "\n"
+            for spans in lines
+        )
+    )
+    return path
+
+
+def _turns(trace: str, count: int) -> list[dict[str, Any]]:
+    history: list[Any] = [_user("hi")]
+    spans = []
+    for n in range(count):
+        answer = _said(f"answer {n}")
+        spans.append(_chat(trace, 1000 + n, history, answer))
+        history = [*history, answer, _user(f"more {n}")]
+    return spans
+
+
+def test_otel_keeps_only_the_chat_spans_genai_fields(tmp_path: Path) -> None:
+    noise = [[_http("t", n, **{"gen_ai.system": "x"})] * 50 for n in range(40)]  # 2,000 spans
+    turns = _turns("t", 3)
+    path = _write(tmp_path / "otel.jsonl", turns[:1], *noise, turns[1:])
+    clean = _write(tmp_path / "clean.jsonl", turns)
+    limits = TraceLimits()
+    problems = ReadProblems()
+    [read] = read_otel(path, problems, limits=limits)
+    [expected] = read_otel(clean, ReadProblems())
+    assert [m.content for m in read.messages] == [m.content for m in expected.messages]
+    assert [m.content for m in read.messages][-1] == "answer 2"
+    assert limits.peak_records == 3  # the 2,000 HTTP spans were let go on reading
+    # the kept text is the GenAI attributes' alone (not the HTTP body, not the event)
+    genai = sum(
+        len("key")
+        + len(item["key"])
+        + len("value")
+        + len("stringValue")
+        + len(item["value"]["stringValue"])
+        for span in turns
+        for item in span["attributes"]
+        if item["key"].startswith("gen_ai.")
+    )
+    assert limits.peak_bytes == genai
+    assert problems.skipped_conversations == 0
+
+
+def test_a_trace_of_only_other_spans_is_ignored_not_held(tmp_path: Path) -> None:
+    path = _write(tmp_path / "otel.jsonl", [_http("t", n) for n in range(500)])
+    limits = TraceLimits()
+    problems = ReadProblems()
+    assert list(read_otel(path, problems, limits=limits)) == []
+    assert (limits.peak_records, problems.ignored_traces) == (0, 1)
+
+
+def test_the_thread_named_only_by_another_span_is_kept_once(tmp_path: Path) -> None:
+    named = [_http("t", n, **{"gen_ai.conversation.id": "thread-7"}) for n in range(300)]
+    path = _write(tmp_path / "otel.jsonl", named, _turns("t", 1))
+    limits = TraceLimits()
+    [read] = read_otel(path, ReadProblems(), limits=limits)
+    assert read.thread == "thread-7"
+    assert limits.peak_records == 2  # one span naming the thread, one chat span
+
+
+@pytest.mark.parametrize(
+    ("limits", "reason"),
+    [
+        (TraceLimits(records=4), "more than 4 model calls and tool results"),
+        (TraceLimits(bytes=2_000), "more than 2,000 characters of messages"),
+    ],
+)
+def test_a_trace_over_a_limit_is_an_unreadable_conversation(
+    tmp_path: Path, limits: TraceLimits, reason: str
+) -> None:
+    path = _write(tmp_path / "otel.jsonl", _turns("big", 12), _turns("small", 2))
+    problems = ReadProblems()
+    [read] = read_otel(path, problems, limits=limits)
+    assert read.id == "small"
+    assert problems.skipped_conversations == 1
+    assert problems.first == f"line 1: trace 'big' is too large to read: {reason}"
+    # the big trace let go of its records at the limit: it never held more
+    assert limits.peak_records <= limits.records
+    assert limits.peak_bytes <= limits.bytes
+
+
+def test_grouping_lets_go_of_an_over_limit_trace_at_once() -> None:
+    records = [(n, {"t": "a", "n": n}) for n in range(1, 100)] + [(100, {"t": "b", "n": 0})]
+    problems = ReadProblems()
+    limits = TraceLimits(records=10)
+    groups = list(
+        group_by_trace(records, lambda r: r["t"], problems, weigh=lambda r: 1, limits=limits)
+    )
+    assert [(trace, len(kept)) for trace, _, kept in groups] == [("b", 1)]
+    assert (problems.skipped_conversations, limits.peak_records) == (1, 10)
+
+
+def test_text_size_counts_every_string_without_recursion() -> None:
+    deep: Any = "abc"
+    for _ in range(5_000):
+        deep = {"k": [deep]}
+    assert text_size(deep) == 3 + 5_000
+    assert text_size({"ab": ["cd", 1, None, {"e": "fgh"}]}) == 2 + 2 + 1 + 3
+
+
+def _run(trace: str, kind: str, order: int, **fields: Any) -> dict[str, Any]:
+    return {"id": f"{trace}-{order}", "trace_id": trace, "run_type": kind,
+            "dotted_order": f"2026{order:04d}", **fields}  # fmt: skip
+
+
+def test_langsmith_keeps_only_the_model_and_tool_runs(tmp_path: Path) -> None:
+    root = _run("t", "chain", 0, extra={"metadata": {"thread_id": "thread-3"}},
+                inputs={"state": "s" * 5_000})  # fmt: skip
+    chains = [_run("t", "chain", n, inputs={"state": "s" * 1_000}) for n in range(1, 400)]
+    question = [{"role": "user", "content": "hi"}]
+    llm = _run("t", "llm", 500, inputs={"messages": question, "state": "x" * 5_000},
+               outputs={"choices": [{"message": {"role": "assistant", "content": "hello"}}],
+                        "debug": "d" * 5_000},
+               prompt_tokens=3, completion_tokens=2)  # fmt: skip
+    path = tmp_path / "runs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [root, *chains, llm]))
+    limits = TraceLimits()
+    [read] = read_langsmith(path, ReadProblems(), limits=limits)
+    assert read.thread == "thread-3"
+    assert [m.content for m in read.messages] == ["hi", "hello"]
+    assert read.messages[-1].usage_metadata["total_tokens"] == 5  # type: ignore[attr-defined]
+    assert limits.peak_records == 2  # the root naming the thread, and the llm run
+    kept = text_size([{"messages": question}, llm["outputs"]["choices"]]) + len("choices")
+    assert limits.peak_bytes == kept  # not the state, not the debug output
