@@ -54,11 +54,13 @@ from toolstop.report.sources._document import json_values
 from toolstop.report.sources._traces import (
     MAX_OPEN_TRACES,
     ModelCall,
+    TraceLimits,
     TraceParts,
     conversations,
     decoded,
     first_str,
     group_by_trace,
+    text_size,
 )
 from toolstop.report.sources.langchain import lc_message
 
@@ -112,6 +114,15 @@ def is_langfuse(value: Any) -> bool:
     return _is_observation(value)
 
 
+def _remember(sessions: OrderedDict[str, str], trace: str | None, session: Any) -> None:
+    """Keep the session a trace's row names (the first one), bounded."""
+    if trace is None or not isinstance(session, str) or not session or trace in sessions:
+        return
+    sessions[trace] = session
+    if len(sessions) > _SESSIONS:
+        sessions.popitem(last=False)
+
+
 def observations(value: Any, sessions: OrderedDict[str, str]) -> Iterator[Any]:
     """The observation rows of one record; a trace row's session is kept in `sessions`."""
     if not isinstance(value, Mapping):
@@ -120,11 +131,7 @@ def observations(value: Any, sessions: OrderedDict[str, str]) -> Iterator[Any]:
     found = value.get("trace")
     trace: Mapping[str, Any] = found if isinstance(found, Mapping) else value
     trace_id = first_str(trace.get("id")) if _is_trace(trace) or trace is not value else None
-    session = first_str(_get(trace, "session_id", "sessionId"))
-    if trace_id is not None and session is not None:
-        sessions[trace_id] = session
-        if len(sessions) > _SESSIONS:
-            sessions.popitem(last=False)
+    _remember(sessions, trace_id, _get(trace, "session_id", "sessionId"))
     nested = value.get("data") if isinstance(value.get("data"), list) else value.get("observations")
     if isinstance(nested, list):
         for item in nested:  # an observation of a trace may leave its trace id out
@@ -233,6 +240,33 @@ def _order(item: tuple[int, Any]) -> tuple[str, int]:
     return (start if isinstance(start, str) else "", line)
 
 
+_KEPT = (
+    *("trace_id", "traceId", "type", "start_time", "startTime", "input", "output"),
+    *("usage_details", "usageDetails", "usage", "tool_calls"),
+    *("level", "status_message", "statusMessage"),
+)
+"""The fields of a `GENERATION` or `TOOL` row its trace's conversation reads."""
+
+
+def compact_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """What a trace's conversation reads of an observation, no more: a `GENERATION`'s or a
+    `TOOL`'s fields (of its metadata, the call id); of another type, its trace alone."""
+    if str(row.get("type", "")).upper() not in ("GENERATION", "TOOL"):
+        return {"trace_id": _trace_of(row), "type": row["type"]}
+    kept = {key: row[key] for key in _KEPT if key in row}
+    metadata = decoded(row.get("metadata"))
+    if isinstance(metadata, Mapping) and "tool_call_id" in metadata:
+        kept["metadata"] = {"tool_call_id": metadata["tool_call_id"]}
+    return kept
+
+
+def _weigh(row: Mapping[str, Any]) -> int | None:
+    """A compact row's kept size; `None` (not kept) for an observation of another type."""
+    if str(row.get("type", "")).upper() not in ("GENERATION", "TOOL"):
+        return None
+    return text_size([row.get("input"), row.get("output"), row.get("tool_calls")])
+
+
 def _trace_conversation(
     sessions: Mapping[str, str],
 ) -> Any:
@@ -240,7 +274,6 @@ def _trace_conversation(
         parts = TraceParts(thread=sessions.get(trace))
         for line, row in sorted(rows, key=_order):
             where = f"line {line}"
-            parts.thread = parts.thread or first_str(_get(row, "session_id", "sessionId"))
             kind = row.get("type", "").upper()
             if kind == "GENERATION":
                 parts.calls.append(
@@ -258,14 +291,20 @@ def read_langfuse(
     problems: ReadProblems,
     *,
     max_open: int = MAX_OPEN_TRACES,
+    limits: TraceLimits | None = None,
     records: Iterable[tuple[int, Any]] | None = None,
 ) -> Iterator[Conversation]:
     """The conversations of a Langfuse export, one per trace, streamed.
+
+    Each trace keeps only what its conversation reads (`compact_row`), within `limits`
+    (`TraceLimits`: a trace over them is counted as unreadable); the session a row names is
+    remembered apart (bounded), so the rows of other types are let go on reading.
 
     Args:
         path: The export.
         problems: Where what cannot be read is counted.
         max_open: Traces held open at once while grouping.
+        limits: How much one open trace may hold.
         records: The file's decoded records (default: its JSON lines).
 
     Raises:
@@ -278,10 +317,13 @@ def read_langfuse(
             counted = False  # a record of several rows counts once, its other rows still read
             for row in observations(value, sessions):
                 if _is_observation(row):
-                    yield line, row
+                    _remember(sessions, _trace_of(row), _get(row, "session_id", "sessionId"))
+                    yield line, compact_row(row)
                 elif not counted:
                     problems.line_problem(line, "not a Langfuse observation (a type, a trace id)")
                     counted = True
 
-    groups = group_by_trace(rows(), _trace_of, problems, max_open=max_open)
+    groups = group_by_trace(
+        rows(), _trace_of, problems, max_open=max_open, weigh=_weigh, limits=limits
+    )
     yield from conversations(groups, _trace_conversation(sessions), problems)
