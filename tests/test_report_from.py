@@ -80,7 +80,7 @@ def shadow_database(tmp_path: Path, items: list[Conversation]) -> Path:
     return path
 
 
-@pytest.mark.parametrize("log_format", ["openai", "langchain", "langsmith", "otel"])
+@pytest.mark.parametrize("log_format", ["openai", "langchain", "langsmith", "otel", "langfuse"])
 def test_each_format_gives_the_report_of_shadow_mode(tmp_path: Path, log_format: str) -> None:
     log = LOGS / f"{log_format}.jsonl"
     database = shadow_database(tmp_path, list(read_conversations(log)))
@@ -269,7 +269,7 @@ def test_each_documented_command_runs_on_the_fixtures(
 ) -> None:
     commands = documented_commands()
     formats = {argv[argv.index("--format") + 1] for argv in commands if "--format" in argv}
-    assert formats == {"openai", "langchain", "langsmith", "otel"}
+    assert formats == {"openai", "langchain", "langsmith", "otel", "langfuse"}
     assert any("--convert" in argv for argv in commands)
     monkeypatch.chdir(Path(__file__).parent.parent)
     for number, argv in enumerate(commands):

@@ -70,7 +70,7 @@ def tools_of(messages: Sequence[BaseMessage]) -> set[str]:
     return {c["name"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
 
 
-@pytest.mark.parametrize("log_format", ["openai", "langchain", "langsmith", "otel"])
+@pytest.mark.parametrize("log_format", ["openai", "langchain", "langsmith", "otel", "langfuse"])
 def test_the_what_if_equals_a_real_hard_mode_replay(log_format: str) -> None:
     for conversation in read_conversations(LOGS / f"{log_format}.jsonl"):
         for tool in sorted(tools_of(conversation.messages)):

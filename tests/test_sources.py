@@ -69,6 +69,24 @@ def test_every_format_reads_into_the_same_conversations(log_format: str) -> None
     assert [shape(c.messages) for c in given] == [ORDER, REFUND]
 
 
+DOCUMENTS = {"openai.json": "openai", "langchain.json": "langchain", "langfuse.json": "langfuse"}
+"""The JSON lines fixtures of three formats as one pretty-printed JSON document each: an array
+of conversations, `{"conversations": [...]}`, an array of observations."""
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTS))
+def test_one_json_document_over_many_lines_reads_the_same(name: str) -> None:
+    problems = ReadProblems()
+    conversations = list(read_conversations(LOGS / name, problems=problems))
+    assert [shape(c.messages) for c in conversations] == [ORDER, REFUND]
+    assert problems.summary() is None
+    assert detect_format(LOGS / name) == DOCUMENTS[name]
+    # each record starts on its own line of the document, as a text editor shows it
+    text = (LOGS / name).read_text().splitlines()
+    assert all(text[c.line - 1].strip() in ("{", "[") for c in conversations)
+    assert conversations[0].line < conversations[1].line
+
+
 def test_the_format_is_detected_from_the_content(tmp_path: Path) -> None:
     for log_format in FORMATS:
         copy = tmp_path / "log.txt"  # the name says nothing
@@ -231,3 +249,34 @@ def test_the_docs_quote_the_stored_log_reading_run() -> None:
         with_records["seconds"],
         with_records["peak_rss_mb"],
     ]
+
+
+def test_a_document_of_one_conversation_and_its_bad_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import toolstop.report.sources._base as base
+
+    question = {"role": "user", "content": "q"}
+    answer = {"role": "assistant", "content": "a"}
+    path = tmp_path / "log.json"
+    # an array of messages is one conversation; so is an object with messages
+    path.write_text(json.dumps([question, answer], indent=2))
+    [read] = read_conversations(path, format="openai")
+    assert [m.content for m in read.messages] == ["q", "a"]
+    path.write_text(json.dumps({"id": "x", "messages": [question, answer]}, indent=1))
+    [read] = read_conversations(path, format="openai")
+    assert (read.id, read.line) == ("x", 1)
+    # an element too long is passed over without being held; one that is no conversation is
+    # counted; a syntax error ends the reading, what came before is kept
+    monkeypatch.setattr(base, "MAX_LINE_BYTES", 200)
+    long = {"messages": [question, {"role": "assistant", "content": 'x"]}' * 100}]}
+    good = {"messages": [question, answer]}
+    path.write_text(json.dumps([long, good, {"messages": 3}, good], indent=2)[:-2] + "\n  {,]\n")
+    problems = ReadProblems()
+    read_all = list(read_conversations(path, format="openai", problems=problems))
+    assert [c.line for c in read_all] == [14, 29]
+    assert (problems.lines, problems.skipped_lines) == (5, 3)
+    assert problems.first == "line 2: longer than 200 bytes"
+    summary = problems.summary()
+    assert summary is not None
+    assert summary.startswith("3 of 5 lines could not be read")

@@ -8,7 +8,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
-from toolstop.report.sources import Conversation, ReadProblems, read_conversations
+from toolstop.report.sources import Conversation, ReadProblems, detect_format, read_conversations
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 
@@ -76,6 +76,45 @@ def test_openai_records_that_are_not_conversations(tmp_path: Path) -> None:
     assert (problems.lines, problems.skipped_lines) == (6, 6)
     assert problems.first is not None
     assert problems.first.startswith("line 1: not a conversation")
+
+
+def test_openai_legacy_function_calls_and_a_line_usage(tmp_path: Path) -> None:
+    call = {"name": "f", "arguments": '{"x": 1}'}
+    read, problems = _read(
+        tmp_path,
+        "openai",
+        {
+            "messages": [
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "function_call": call},
+                {"role": "assistant", "function_call": {"name": "g"}},
+                {"role": "function", "name": "f", "content": "one"},
+                {"role": "assistant", "content": "a"},
+                {"role": "assistant", "content": "b"},
+            ],
+            # two answers without usage: the line's is their total, given to neither
+            "usage": {"prompt_tokens": 9, "completion_tokens": 2},
+        },
+        # a function result answers only a call of its name
+        [
+            {"role": "assistant", "function_call": {"name": "f"}},
+            {"role": "function", "name": "g", "content": "x"},
+        ],
+    )
+    [conversation] = read
+    _, first, second, result, *answers = conversation.messages
+    assert isinstance(first, AIMessage)
+    assert isinstance(second, AIMessage)
+    assert [(c["name"], c["args"], c["id"]) for c in first.tool_calls] == [
+        ("f", {"x": 1}, "message 2-function_call")
+    ]
+    assert [c["args"] for c in second.tool_calls] == [{}]
+    assert isinstance(result, ToolMessage)
+    assert (result.tool_call_id, result.content) == ("message 2-function_call", "one")
+    assert [m.usage_metadata for m in answers if isinstance(m, AIMessage)] == [None, None]
+    assert problems.skipped_lines == 1
+    assert problems.first is not None
+    assert "no function_call of its name" in problems.first
 
 
 # LangChain message dicts
@@ -297,3 +336,143 @@ def test_otel_a_line_of_bad_spans_counts_once(tmp_path: Path) -> None:
     assert read == []
     assert (problems.lines, problems.skipped_lines) == (1, 1)
     assert problems.first == "line 1: a record without a trace id"
+
+
+# Langfuse observations
+
+
+def _observation(trace: str, kind: str, start: int, **fields: Any) -> dict[str, Any]:
+    return {
+        "id": f"{trace}-{start}",
+        "trace_id": trace,
+        "type": kind,
+        "start_time": f"2026-11-02 10:00:{start:02d}.000000",
+        **fields,
+    }
+
+
+def test_langfuse_tool_calls_column_errors_and_tool_definitions(tmp_path: Path) -> None:
+    definition = {"role": "tool", "content": {"type": "function", "function": {"name": "f"}}}
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    [read], problems = _read(
+        tmp_path,
+        "langfuse",
+        {
+            "data": [  # an API page
+                _observation(
+                    "t",
+                    "TOOL",
+                    2,
+                    output="",
+                    level="ERROR",
+                    status_message="timed out",
+                    metadata=json.dumps({"tool_call_id": "c"}),
+                ),
+                _observation(
+                    "t",
+                    "GENERATION",
+                    1,
+                    input="go",  # a prompt's text
+                    output=json.dumps({"role": "assistant", "content": ""}),
+                    tool_calls=[json.dumps(call)],
+                    usage_details={"input": 7, "input_cached_tokens": 3, "output": 2, "total": 12},
+                ),
+                _observation("t", "SPAN", 0, input="ignored"),
+            ]
+        },
+        _observation(
+            "t",
+            "GENERATION",
+            3,
+            # the history leaves the call's result out: the TOOL row gives it
+            input=json.dumps(
+                [
+                    {"role": "user", "content": "go"},
+                    {"role": "assistant", "tool_calls": [call]},
+                    definition,
+                ]
+            ),
+            output="sorry",
+            usage={"input": 5, "output": 1, "total": 6, "inputCost": 0.5},
+        ),
+        {"type": "GENERATION"},  # no trace id
+    )
+    human, asked, result, answer = read.messages
+    assert human.content == "go"
+    assert isinstance(asked, AIMessage)
+    assert [(c["name"], c["id"]) for c in asked.tool_calls] == [("f", "c")]  # from tool_calls
+    assert asked.usage_metadata == {"input_tokens": 10, "output_tokens": 2, "total_tokens": 12}
+    assert isinstance(result, ToolMessage)
+    assert (result.content, result.status) == ("timed out", "error")
+    assert isinstance(answer, AIMessage)
+    assert answer.content == "sorry"
+    assert answer.usage_metadata == {"input_tokens": 5, "output_tokens": 1, "total_tokens": 6}
+    assert problems.skipped_lines == 1
+    assert problems.first == "line 3: not a Langfuse observation (a type, a trace id)"
+
+
+def test_langfuse_output_that_is_not_an_answer_is_counted(tmp_path: Path) -> None:
+    read, problems = _read(
+        tmp_path,
+        "langfuse",
+        _observation("t", "GENERATION", 1, input="q", output={"role": "user", "content": "?"}),
+        _observation("u", "TOOL", 1, output="no call id, no model call"),
+    )
+    assert read == []
+    assert (problems.skipped_conversations, problems.ignored_traces) == (1, 1)
+
+
+def test_otel_details_events_as_log_records(tmp_path: Path) -> None:
+    """The logs alone: each details record a call; on a span of the file: that span's content."""
+    lines = (LOGS / "otel_logs.jsonl").read_text().splitlines()
+    logs_only = tmp_path / "logs.jsonl"
+    logs_only.write_text(lines[1] + "\n")
+    assert detect_format(logs_only) == "otel"
+    problems = ReadProblems()
+    read = list(read_conversations(logs_only, problems=problems))
+    # without their spans, the weather calls have no usage; the last answer has no tool result
+    assert [[m.type for m in c.messages] for c in read] == [
+        ["human", "ai", "tool", "ai"],
+        ["human", "ai"],
+    ]
+    assert [c.tokens for c in read] == ["estimated", "recorded"]
+    assert problems.summary() is None
+    both = list(read_conversations(LOGS / "otel_logs.jsonl"))
+    answers = [m for m in both[0].messages if isinstance(m, AIMessage)]
+    assert [a.usage_metadata and a.usage_metadata["input_tokens"] for a in answers] == [64, 90]
+    assert answers[1].content == "Yes, rain is expected in Oslo."
+
+
+def test_langfuse_a_page_with_a_bad_row_content_parts_and_message_usage(tmp_path: Path) -> None:
+    usage = {"input_tokens": 4, "output_tokens": 2, "total_tokens": 6}
+    read, problems = _read(
+        tmp_path,
+        "langfuse",
+        {
+            "data": [
+                {"type": "GENERATION"},  # no trace id: counted, the page's other rows still read
+                _observation(
+                    "t",
+                    "GENERATION",
+                    1,
+                    input=[{"role": "user", "content": "q"}, {"role": "tool", "content": "a tool"}],
+                    output=[{"type": "text", "text": "h"}, {"type": "text", "text": "i"}],
+                ),
+                _observation(
+                    "u",
+                    "GENERATION",
+                    1,
+                    input="q",
+                    output={"type": "ai", "content": "a", "usage_metadata": usage},
+                ),
+            ]
+        },
+    )
+    assert [[(m.type, m.content) for m in c.messages] for c in read] == [
+        [("human", "q"), ("ai", "hi")],
+        [("human", "q"), ("ai", "a")],
+    ]
+    answer = read[1].messages[1]
+    assert isinstance(answer, AIMessage)
+    assert answer.usage_metadata == usage  # the message's own, the row having none
+    assert (problems.lines, problems.skipped_lines) == (1, 1)

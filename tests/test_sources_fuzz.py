@@ -13,9 +13,25 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from toolstop.report.sources import FORMATS, ReadProblems, read_conversations  # noqa: E402
+from toolstop.report.sources._document import is_document  # noqa: E402
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
-LINES = {f: (LOGS / f"{f}.jsonl").read_text().splitlines() for f in FORMATS}
+DOCUMENTS = ("openai", "langchain", "langfuse")
+"""The formats also read from one JSON document over many lines."""
+EXTRA = {
+    "openai": ["openai_legacy.jsonl"],
+    "otel": ["otel_semconv.jsonl", "otel_logs.jsonl"],
+    "langfuse": ["langfuse_legacy.jsonl"],
+}
+"""More fixtures of a format, whose lines are mutated too."""
+LINES = {
+    f: [
+        line
+        for name in (f"{f}.jsonl", *EXTRA.get(f, ()))
+        for line in (LOGS / name).read_text().splitlines()
+    ]
+    for f in FORMATS
+}
 
 JSON = st.recursive(
     st.none()
@@ -83,7 +99,11 @@ def test_random_and_mutated_lines_never_raise(log_format: str, tmp_path_factory:
         problems = ReadProblems()
         read = list(read_conversations(path, format=log_format, problems=problems))  # type: ignore[arg-type]
         # blank as the reader sees it: ASCII white space only (str.strip() would drop \x1f too)
-        assert problems.lines == sum(1 for line in lines if line.encode().strip())
+        first = next((line.encode() for line in lines if line.encode().strip()), b"")
+        if log_format in DOCUMENTS and is_document(first):
+            pass  # one JSON document: its records are counted, not its lines
+        else:
+            assert problems.lines == sum(1 for line in lines if line.encode().strip())
         if log_format in ("openai", "langchain"):  # one conversation a line: each is accounted for
             assert len(read) + problems.skipped_lines == problems.lines
         summary = problems.summary()
@@ -147,3 +167,91 @@ def test_any_order_of_messages_gives_a_record_per_replayable_run(messages: list[
     assert [r["run"] for r in records] == list(range(1, len(records) + 1))
     converted = converted_records(messages, {"t0"})
     assert len(converted.records) == len(converted.relays) == len(found.runs)
+
+
+@st.composite
+def document(draw: st.DrawFn, log_format: str) -> str:
+    """Records of the format (mutated or not, or random JSON) as one pretty-printed document,
+    an array or `{"conversations": [...]}`, sometimes cut short or followed by junk."""
+    records = draw(
+        st.lists(
+            mutated_line(log_format).map(json.loads)
+            | st.sampled_from(LINES[log_format]).map(json.loads)
+            | JSON,
+            min_size=1,
+            max_size=5,
+        )
+    )
+    value: Any = {"conversations": records} if draw(st.booleans()) else records
+    text = json.dumps(value, indent=draw(st.sampled_from([1, 2, 4])))
+    if draw(st.booleans()):
+        text = text[: draw(st.integers(1, len(text)))] + draw(st.sampled_from(["", "\n}", ",]"]))
+    return text
+
+
+@pytest.mark.parametrize("log_format", DOCUMENTS)
+def test_random_and_mutated_documents_never_raise(log_format: str, tmp_path_factory: Any) -> None:
+    folder = tmp_path_factory.mktemp(f"{log_format}-document")
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(text=document(log_format))
+    def check(text: str) -> None:
+        path = folder / "log.json"
+        path.write_text(text + "\n", encoding="utf-8")
+        problems = ReadProblems()
+        read = list(read_conversations(path, format=log_format, problems=problems))  # type: ignore[arg-type]
+        if log_format != "langfuse":  # a record a conversation: each is accounted for
+            assert len(read) + problems.skipped_lines == problems.lines
+        summary = problems.summary()
+        assert (summary is None) == (problems.first is None)
+        if summary is not None:
+            assert "\n" not in summary
+
+    check()
+
+
+@pytest.mark.parametrize("log_format", ["langsmith", "langfuse"])
+def test_random_and_mutated_parquet_rows_never_raise(
+    log_format: str, tmp_path_factory: Any
+) -> None:
+    pq = pytest.importorskip("pyarrow.parquet", reason="needs pyarrow (the parquet extra)")
+    import pyarrow as pa
+
+    folder = tmp_path_factory.mktemp(f"{log_format}-parquet")
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        rows=st.lists(
+            mutated_line(log_format).map(json.loads)
+            | st.sampled_from(LINES[log_format]).map(json.loads)
+            | st.dictionaries(st.sampled_from(["id", "trace_id", "type", "run_type"]), JSON),
+            min_size=1,
+            max_size=5,
+        ),
+        junk=st.binary(max_size=64),
+    )
+    def check(rows: list[Any], junk: bytes) -> None:
+        rows = [r if isinstance(r, dict) else {"value": r} for r in rows]
+        columns = sorted({key for row in rows for key in row})
+        as_text = {  # each cell as the export stores it: text, objects as JSON strings
+            c: [
+                None if c not in row else row[c] if isinstance(row[c], str) else json.dumps(row[c])
+                for row in rows
+            ]
+            for c in columns
+        }
+        path = folder / "log.parquet"
+        pq.write_table(
+            pa.table(as_text, schema=pa.schema([(c, pa.string()) for c in columns])), path
+        )
+        problems = ReadProblems()
+        list(read_conversations(path, format=log_format, problems=problems))  # type: ignore[arg-type]
+        assert problems.lines == pq.ParquetFile(path).metadata.num_rows  # a row, a line
+        # a file that starts as Parquet and is cut or broken: counted, never raised
+        path.write_bytes(path.read_bytes()[: len(junk) * 8] + junk)
+        problems = ReadProblems()
+        list(read_conversations(path, format=log_format, problems=problems))  # type: ignore[arg-type]
+        summary = problems.summary()
+        assert (summary is None) == (problems.first is None)
+
+    check()

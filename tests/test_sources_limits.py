@@ -14,6 +14,7 @@ import pytest
 
 from toolstop.report.sources import ReadProblems
 from toolstop.report.sources._traces import TraceLimits, group_by_trace, text_size
+from toolstop.report.sources.langfuse import read_langfuse
 from toolstop.report.sources.langsmith import read_langsmith
 from toolstop.report.sources.otel import read_otel
 
@@ -179,3 +180,30 @@ def test_langsmith_keeps_only_the_model_and_tool_runs(tmp_path: Path) -> None:
     assert limits.peak_records == 2  # the root naming the thread, and the llm run
     kept = text_size([{"messages": question}, llm["outputs"]["choices"]]) + len("choices")
     assert limits.peak_bytes == kept  # not the state, not the debug output
+
+
+def test_langfuse_keeps_only_the_generation_and_tool_rows(tmp_path: Path) -> None:
+    def row(kind: str, n: int, **fields: Any) -> dict[str, Any]:
+        start = f"2026-11-02 10:{n // 60:02d}:{n % 60:02d}.000000"
+        return {"id": f"o{n}", "trace_id": "t", "type": kind, "start_time": start, **fields}
+
+    agent = row("AGENT", 0, session_id="thread-5", input="s" * 5_000)
+    spans = [row("SPAN", n, input="s" * 1_000, output="o" * 1_000) for n in range(1, 400)]
+    question = json.dumps([{"role": "user", "content": "hi"}])
+    answer = json.dumps({"role": "assistant", "content": "hello"})
+    usage = {"input": 3, "output": 2}
+    generation = row("GENERATION", 500, input=question, output=answer,
+                     metadata={"state": "x" * 5_000}, usage_details=usage)  # fmt: skip
+    path = tmp_path / "observations.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [agent, *spans, generation]))
+    limits = TraceLimits()
+    [read] = read_langfuse(path, ReadProblems(), limits=limits)
+    assert read.thread == "thread-5"  # named by the agent row alone, which was let go
+    assert [m.content for m in read.messages] == ["hi", "hello"]
+    assert limits.peak_records == 1  # the generation
+    assert limits.peak_bytes == len(question) + len(answer)  # not the spans, not the metadata
+    # over a limit: the trace is counted, not read
+    problems = ReadProblems()
+    assert list(read_langfuse(path, problems, limits=TraceLimits(bytes=10))) == []
+    assert problems.first is not None
+    assert "too large to read: more than 10 characters of messages" in problems.first

@@ -54,13 +54,13 @@ def add_report_parser(commands: Any) -> None:
         metavar="PATH",
         help=(
             "recorded conversations of an agent without toolstop: a chat log (OpenAI, "
-            "LangChain, LangSmith or OpenTelemetry export) or its checkpoint database (a "
+            "LangChain, LangSmith, OpenTelemetry or Langfuse export) or its checkpoint database (a "
             "SQLite file or a PostgreSQL URL); the records are made as shadow mode would"
         ),
     )
     parser.add_argument(
         "--format",
-        choices=("openai", "langchain", "langsmith", "otel", "checkpoints"),
+        choices=("openai", "langchain", "langsmith", "otel", "langfuse", "checkpoints"),
         help="the format of --from (default: detected from the content)",
     )
     parser.add_argument(

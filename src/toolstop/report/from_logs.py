@@ -1,13 +1,13 @@
 """`toolstop report --from`: the advisor on the conversations users already recorded.
 
 A log (OpenAI chat JSONL, LangChain message dicts, a LangSmith run export, OTLP JSON GenAI
-spans) or the checkpoint database of an agent that never ran toolstop is read a conversation
-at a time (`toolstop.report.sources`), each conversation is made into the stop records shadow
-mode would have written for it (`shadow_records`), and those records are folded into the same
-`Summary` as `--db`'s: candidates, advice, the page and `--writes` work the same. The example
-pairs (`--examples`) and the judge's pairs (`--judge`) come from the recorded messages of the
-few runs kept for them (at most K per tool), so memory stays flat in the number of
-conversations.
+spans, a Langfuse export of observations) or the checkpoint database of an agent that never ran
+toolstop is read a conversation at a time (`toolstop.report.sources`), each conversation is made
+into the stop records shadow mode would have written for it (`shadow_records`), and those
+records are folded into the same `Summary` as `--db`'s: candidates, advice, the page and
+`--writes` work the same. The example pairs (`--examples`) and the judge's pairs (`--judge`)
+come from the recorded messages of the few runs kept for them (at most K per tool), so memory
+stays flat in the number of conversations.
 
 The traces of one thread (LangSmith's `thread_id`, OpenTelemetry's `gen_ai.conversation.id`)
 are joined, in the order they were read, before their records are made, so a thread's second
@@ -163,6 +163,8 @@ _NOTHING_FOUND = {
     "trace, not only the root chain run",
     "otel": "no conversation found: OpenTelemetry needs the GenAI chat spans "
     "(gen_ai.operation.name chat) with their messages as events or gen_ai.*.messages attributes",
+    "langfuse": "no conversation found: a Langfuse export needs the GENERATION observations "
+    "with their input and output (the export's io fields), and the TOOL observations",
     "checkpoints": "no conversation found: the database holds no thread with messages",
     "": "no conversation found: is --format right for this file? (docs/rollout.md shows each)",
 }

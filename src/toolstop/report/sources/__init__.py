@@ -2,9 +2,10 @@
 
 `read_conversations(path)` streams `Conversation`s (LangChain messages built from plain fields,
 recorded usage as `usage_metadata`, and whether the tokens were recorded or must be estimated)
-from an OpenAI chat JSONL file, LangChain message dicts, a LangSmith run export or OTLP JSON
-GenAI spans, the format detected from the content when not given. A line that cannot be read is
-skipped and counted in a `ReadProblems`, whose `summary()` says so in one escaped, masked line.
+from an OpenAI chat JSONL file, LangChain message dicts, a LangSmith run export, OTLP JSON
+GenAI spans or a Langfuse export of observations, the format detected from the content when
+not given. A line that cannot be read is skipped and counted in a `ReadProblems`, whose
+`summary()` says so in one escaped, masked line.
 `shadow_records(conversation.messages)` gives the stop records shadow mode would have written
 for it, its runs cut by the rule every reader's conversations share (`_runs.segment`: runs left
 open on a tool call or its results, an unanswered last message, a part a replay cannot
@@ -28,13 +29,16 @@ from toolstop.report.sources._base import (
     ReadProblems,
     Tokens,
     Unreadable,
-    json_records,
 )
+from toolstop.report.sources._document import json_values
 from toolstop.report.sources._traces import MAX_OPEN_TRACES
 from toolstop.report.sources.langchain import is_langchain, read_langchain
+from toolstop.report.sources.langfuse import is_langfuse, read_langfuse
 from toolstop.report.sources.langsmith import is_langsmith, read_langsmith
 from toolstop.report.sources.openai import is_openai, read_openai
 from toolstop.report.sources.otel import is_otel, read_otel
+from toolstop.report.sources.otel_logs import is_otel_logs
+from toolstop.report.sources.parquet import is_parquet, parquet_format, parquet_records
 from toolstop.report.sources.shadow import shadow_records
 
 __all__ = [
@@ -52,13 +56,18 @@ __all__ = [
     "shadow_records",
 ]
 
-Format = Literal["openai", "langchain", "langsmith", "otel"]
+Format = Literal["openai", "langchain", "langsmith", "otel", "langfuse"]
 """A log format toolstop reads.
 
-- `"openai"`: OpenAI chat JSONL, one conversation a line (`{"messages": [...]}` or a list).
-- `"langchain"`: LangChain message dicts (`messages_to_dict`), one conversation a line.
-- `"langsmith"`: a LangSmith run export, JSONL of runs; a trace is a conversation.
+- `"openai"`: OpenAI chat JSONL, one conversation a line (`{"messages": [...]}` or a list), or
+  one JSON document over many lines (an array of conversations).
+- `"langchain"`: LangChain message dicts (`messages_to_dict`), one conversation a line, or one
+  JSON document over many lines.
+- `"langsmith"`: a LangSmith run export, JSONL of runs or a Parquet bulk export; a trace is a
+  conversation.
 - `"otel"`: OTLP JSON trace exports with OpenTelemetry GenAI spans; a trace is a conversation.
+- `"langfuse"`: a Langfuse export of observations (JSONL or one JSON document); a trace is a
+  conversation.
 """
 
 FORMATS: tuple[Format, ...] = get_args(Format)
@@ -69,6 +78,8 @@ _DETECT_LINES = 50
 # the most specific shape first: a LangChain message dict may also carry a `role`
 _DETECTORS: tuple[tuple[Format, Callable[[Any], bool]], ...] = (
     ("otel", is_otel),
+    ("otel", is_otel_logs),
+    ("langfuse", is_langfuse),
     ("langsmith", is_langsmith),
     ("langchain", is_langchain),
     ("openai", is_openai),
@@ -82,10 +93,15 @@ class UnknownFormatError(ValueError):
 def detect_format(path: Path) -> Format | None:
     """The format of the first of the first readable lines that has a known shape (None: none).
 
+    A Parquet file is told from its columns (a LangSmith bulk export, a Langfuse export).
+
     Raises:
         OSError: the file cannot be opened.
+        ToolstopConfigError: a Parquet file, and pyarrow is not installed.
     """
-    for _, value in islice(json_records(path, ReadProblems()), _DETECT_LINES):
+    if is_parquet(path):
+        return parquet_format(path)
+    for _, value in islice(json_values(path, ReadProblems()), _DETECT_LINES):
         for name, looks_like in _DETECTORS:
             if looks_like(value):
                 return name
@@ -134,10 +150,17 @@ def read_conversations(
         msg = f"max_open must be at least 1, got {max_open}"
         raise ValueError(msg)
     path.stat()  # a missing file is an OSError now, not at the first line
+    if format in ("langsmith", "langfuse") and is_parquet(path):
+        rows = parquet_records(path, tally)
+        if format == "langsmith":
+            return read_langsmith(path, tally, max_open=max_open, records=rows)
+        return read_langfuse(path, tally, max_open=max_open, records=rows)
     if format == "openai":
         return read_openai(path, tally)
     if format == "langchain":
         return read_langchain(path, tally)
     if format == "langsmith":
         return read_langsmith(path, tally, max_open=max_open)
+    if format == "langfuse":
+        return read_langfuse(path, tally, max_open=max_open)
     return read_otel(path, tally, max_open=max_open)

@@ -17,6 +17,7 @@ that could not be read, with the reason; it never grows further.
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ __all__ = [
     "TraceLimits",
     "TraceParts",
     "conversations",
+    "decoded",
     "group_by_trace",
     "merge",
     "text_size",
@@ -246,6 +248,19 @@ def text_size(value: Any) -> int:
         elif isinstance(item, list):
             stack.extend(item)
     return size
+
+
+def decoded(value: Any) -> Any:
+    """A str that holds a JSON object, array or string, decoded; anything else as it is.
+
+    Exports keep structured fields as JSON text (Langfuse's `input`, a Parquet column); a plain
+    text, even one that reads as a number, stays text."""
+    if not isinstance(value, str) or value[:1] not in ("{", "[", '"'):
+        return value
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError):
+        return value
 
 
 def first_str(*values: Any) -> str | None:

@@ -1,12 +1,13 @@
 """LangChain message dicts: JSONL, one conversation a line, as `messages_to_dict` writes them.
 
-A line is a list of `{"type": "human" | "ai" | "tool" | "system", "data": {...}}` (or
-`{"messages": [...]}` around it). The messages are decoded by hand from the `data` fields
-(`content`, `tool_calls`, `usage_metadata`, `tool_call_id`, `status`, `artifact`): nothing in
-the log picks a class to build, so `messages_from_dict` (whose `type` chooses among
-langchain-core's message classes) is not needed. The same decoder reads the serialized form a
-LangSmith trace holds (`{"lc": 1, "type": "constructor", "id": [..., "AIMessage"],
-"kwargs": {...}}`) and a plain `{"role": ..., "content": ...}` message.
+Or one JSON document over many lines (see `_document`). A line is a list of `{"type": "human" |
+"ai" | "tool" | "system", "data": {...}}` (or `{"messages": [...]}` around it). The messages are
+decoded by hand from the `data` fields (`content`, `tool_calls`, `usage_metadata`,
+`tool_call_id`, `status`, `artifact`): nothing in the log picks a class to build, so
+`messages_from_dict` (whose `type` chooses among langchain-core's message classes) is not
+needed. The same decoder reads the serialized form a LangSmith trace holds (`{"lc": 1, "type":
+"constructor", "id": [..., "AIMessage"], "kwargs": {...}}`) and a plain `{"role": ...,
+"content": ...}` message.
 
 Deliberately not handled: `function` and `chat` messages, and the chunk classes' merging (an
 `AIMessageChunk` is read as the whole message it records); such a conversation is skipped and
@@ -36,9 +37,9 @@ from toolstop.report.sources._base import (
     ReadProblems,
     Unreadable,
     conversation,
-    json_records,
     usage,
 )
+from toolstop.report.sources._document import json_values
 
 __all__ = ["is_langchain", "lc_message", "read_langchain"]
 
@@ -168,7 +169,7 @@ def read_langchain(path: Path, problems: ReadProblems) -> Iterator[Conversation]
     Raises:
         OSError: the file cannot be opened.
     """
-    for number, value in json_records(path, problems):
+    for number, value in json_values(path, problems):
         found = value.get("messages") if isinstance(value, Mapping) else value
         try:
             if not isinstance(found, list):

@@ -27,7 +27,7 @@ are runs of one LangGraph thread.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -175,11 +175,13 @@ def read_langsmith(
     *,
     max_open: int = MAX_OPEN_TRACES,
     limits: TraceLimits | None = None,
+    records: Iterable[tuple[int, Any]] | None = None,
 ) -> Iterator[Conversation]:
     """The conversations of a LangSmith run export (JSONL), one per trace, streamed.
 
     Each trace keeps only what its conversation reads (`compact_run`), within `limits`
-    (`TraceLimits`: a trace over them is counted as unreadable).
+    (`TraceLimits`: a trace over them is counted as unreadable). `records` gives the runs
+    decoded some other way (a Parquet bulk export's rows) instead of the file's JSON lines.
 
     Raises:
         OSError: the file cannot be opened.
@@ -188,7 +190,7 @@ def read_langsmith(
     threads: OrderedDict[str, None] = OrderedDict()
 
     def runs() -> Iterator[tuple[int, Any]]:
-        for line, value in json_records(path, problems):
+        for line, value in records if records is not None else json_records(path, problems):
             if not isinstance(value, Mapping) or not isinstance(value.get("run_type"), str):
                 problems.line_problem(line, "not a run (an object with a run_type)")
                 continue
@@ -212,8 +214,8 @@ def compact_run(run: Mapping[str, Any]) -> dict[str, Any]:
     """What `trace_conversation` reads of a run, no more.
 
     Its place in the trace and thread; an `llm` run's messages, outputs, token counts and the
-    tool definitions it was invoked with; a `tool` run's output. A run of another type (a chain, a retriever: `_weigh` lets it go)
-    keeps only its place and thread."""
+    tool definitions it was invoked with; a `tool` run's output. A run of another type (a
+    chain, a retriever: `_weigh` lets it go) keeps only its place and thread."""
     kept: dict[str, Any] = {key: run[key] for key in _ORDER_KEYS if key in run}
     thread = _thread(run)
     if thread is not None:

@@ -1,17 +1,26 @@
 """OpenAI chat logs: JSONL, one conversation a line, `{"messages": [...]}` or a bare list.
 
+Or one JSON document over many lines: an array of conversations, `{"conversations": [...]}`,
+or one conversation (see `_document`).
+
 Each message is a chat-completions message: `role` (`system`, `developer`, `user`,
 `assistant`, `tool`), `content` (a str, null, or a list of parts whose `text` parts are kept),
 `tool_calls` on assistant messages (`{"id", "type": "function", "function": {"name",
 "arguments"}}`, the arguments a JSON string) and `tool_call_id` on tool messages. An assistant
 message's `usage` (`prompt_tokens` / `completion_tokens`, as the response that produced it
-reported) becomes its `usage_metadata`. A line's `tools` (the tool definitions the model was
-offered, as a chat-completions request sends them) are counted in the token estimate of each
-model call without usage.
+reported) becomes its `usage_metadata`; a `usage` beside the line's `messages` is the usage of
+its one assistant message without usage of its own (a logged request and its response). A
+line's `tools` (the tool definitions the model was offered, as a chat-completions request sends
+them) are counted in the token estimate of each model call without usage.
 
-Deliberately not handled: the legacy `function_call` / `function` role (a line using them is
-skipped and counted), images and audio (non-text parts are dropped). Arguments that are not a
-JSON object become an `invalid_tool_calls` entry, as LangChain records them.
+The legacy function calling is read too: an assistant message's `function_call` (`{"name",
+"arguments"}`) is a tool call with the id `message N-function_call`, and a `function` message
+(`{"role": "function", "name", "content"}`) answers the run's last unanswered call of that name.
+
+Deliberately not handled: images and audio (non-text parts are dropped), and a line's `usage`
+when several of its assistant messages have none (it is their total, not each one's: they are
+estimated). Arguments that are not a JSON object become an `invalid_tool_calls` entry, as
+LangChain records them.
 """
 
 from __future__ import annotations
@@ -37,9 +46,9 @@ from toolstop.report.sources._base import (
     ReadProblems,
     Unreadable,
     conversation,
-    json_records,
     usage,
 )
+from toolstop.report.sources._document import json_values
 
 __all__ = ["is_openai", "message", "messages", "read_openai", "text", "tool_calls"]
 
@@ -153,6 +162,9 @@ def message(raw: Any, where: str) -> BaseMessage:
         return HumanMessage(content=content)
     if role == "assistant":
         valid, invalid = tool_calls(raw.get("tool_calls"), where)
+        if raw.get("function_call") is not None and not valid and not invalid:  # legacy
+            legacy = {"id": f"{where}-function_call", "function": raw["function_call"]}
+            valid, invalid = tool_calls([legacy], where)
         return AIMessage(
             content=content,
             tool_calls=valid,
@@ -171,6 +183,21 @@ def message(raw: Any, where: str) -> BaseMessage:
     raise Unreadable(msg)
 
 
+def _function_result(raw: Mapping[str, Any], where: str, built: list[BaseMessage]) -> ToolMessage:
+    """A legacy `function` message: the answer to the run's last unanswered call of its name."""
+    name = _name(raw.get("name"), where)
+    answered = {m.tool_call_id for m in built if isinstance(m, ToolMessage)}
+    for earlier in reversed(built):
+        if isinstance(earlier, HumanMessage):  # only the calls of the run so far
+            break
+        for call in earlier.tool_calls if isinstance(earlier, AIMessage) else ():
+            if call["name"] == name and call["id"] not in answered:
+                content = text(raw.get("content"), where)
+                return ToolMessage(content=content, tool_call_id=call["id"], name=name)
+    msg = f"{where}: a function result with no function_call of its name before it"
+    raise Unreadable(msg)
+
+
 def messages(raw: Any) -> list[BaseMessage]:
     """A conversation's messages (`{"messages": [...]}` or a bare list) as LangChain messages.
 
@@ -181,7 +208,18 @@ def messages(raw: Any) -> list[BaseMessage]:
     if not isinstance(found, list):
         msg = 'not a conversation ({"messages": [...]} or a list of messages)'
         raise Unreadable(msg)
-    return [message(m, f"message {i + 1}") for i, m in enumerate(found)]
+    built: list[BaseMessage] = []
+    for i, item in enumerate(found):
+        where = f"message {i + 1}"
+        if isinstance(item, Mapping) and item.get("role") == "function":
+            built.append(_function_result(item, where, built))
+        else:
+            built.append(message(item, where))
+    if isinstance(raw, Mapping) and raw.get("usage") is not None:
+        missing = [m for m in built if isinstance(m, AIMessage) and m.usage_metadata is None]
+        if len(missing) == 1:
+            missing[0].usage_metadata = usage(raw["usage"])
+    return built
 
 
 def read_openai(path: Path, problems: ReadProblems) -> Iterator[Conversation]:
@@ -193,7 +231,7 @@ def read_openai(path: Path, problems: ReadProblems) -> Iterator[Conversation]:
     Raises:
         OSError: the file cannot be opened.
     """
-    for number, value in json_records(path, problems):
+    for number, value in json_values(path, problems):
         try:
             built = messages(value)
         except BAD_INPUT as error:

@@ -8,7 +8,9 @@ one conversation:
   the history the call was given and its answer: the attributes `gen_ai.input.messages` and
   `gen_ai.output.messages` (JSON: `{"role", "parts": [{"type": "text", "content"},
   {"type": "tool_call", "id", "name", "arguments"}, {"type": "tool_call_response", "id",
-  "response"}]}`) with `gen_ai.system_instructions`; or, in the earlier conventions, span events
+  "response"}]}`, a JSON string or the structured value itself) with
+  `gen_ai.system_instructions`, on the span or on its `gen_ai.client.inference.operation.details`
+  event (the newest conventions); or, in the earlier conventions, span events
   `gen_ai.system.message`, `gen_ai.user.message`, `gen_ai.assistant.message`,
   `gen_ai.tool.message` and `gen_ai.choice`, their fields as event attributes (`content`,
   `tool_calls`, `id`, `message`) or as a JSON body in `gen_ai.event.content`;
@@ -20,8 +22,11 @@ Message content is only in spans when the instrumentation captures it (often opt
 `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`); a trace without it is skipped and
 counted. Spans are grouped by trace with a bound (`max_open` traces at once; see `_traces`).
 
-Deliberately not handled: OTLP protobuf, one JSON document spread over several lines, and
-messages sent as log records rather than span events.
+The details event may also come as a log record of an OTLP logs export on its own line
+(`resourceLogs`; see `otel_logs`), attached to the chat span it names.
+
+Deliberately not handled: OTLP protobuf, one JSON document spread over several lines, and the
+earlier per-message events sent as log records.
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ from toolstop.report.sources._traces import (
     group_by_trace,
     text_size,
 )
+from toolstop.report.sources.otel_logs import attach_logs, is_otel_logs, log_spans
 
 __all__ = ["compact_span", "is_otel", "read_otel"]
 
@@ -236,7 +242,24 @@ def _event_messages(events: Any, where: str) -> tuple[list[BaseMessage], AIMessa
     return history, answer
 
 
+_DETAILS = "gen_ai.client.inference.operation.details"
+
+
+def _details(span: Mapping[str, Any], attributes: dict[str, Any]) -> dict[str, Any]:
+    """The span's attributes, with those of its `_DETAILS` event where the span has no messages.
+
+    The newest conventions may put the messages (and usage) on that event instead of the span."""
+    if "gen_ai.input.messages" in attributes or "gen_ai.output.messages" in attributes:
+        return attributes
+    events = span.get("events")
+    for event in events if isinstance(events, list) else ():
+        if isinstance(event, Mapping) and event.get("name") == _DETAILS:
+            return {**attributes, **_attributes(event.get("attributes"))}
+    return attributes
+
+
 def _model_call(span: Mapping[str, Any], attributes: dict[str, Any], where: str) -> ModelCall:
+    attributes = _details(span, attributes)
     history = _instructions(attributes.get("gen_ai.system_instructions"))
     history += _messages(attributes.get("gen_ai.input.messages"), f"{where} input")
     answers = _messages(attributes.get("gen_ai.output.messages"), f"{where} output")
@@ -281,7 +304,7 @@ def trace_conversation(
     def start(item: tuple[int, Any]) -> tuple[int, int]:
         return non_negative_int(item[1].get("startTimeUnixNano")) or 0, item[0]
 
-    for line, span in sorted(spans, key=start):
+    for line, span in sorted(attach_logs(spans), key=start):
         attributes = _attributes(span.get("attributes"))
         parts.thread = parts.thread or first_str(attributes.get("gen_ai.conversation.id"))
         operation = attributes.get("gen_ai.operation.name")
@@ -314,6 +337,9 @@ def read_otel(
 
     def spans() -> Iterator[tuple[int, Any]]:
         for line, value in json_records(path, problems):
+            if is_otel_logs(value):  # the details events, sent as log records
+                yield from ((line, span) for span in log_spans(value))
+                continue
             if not is_otel(value):
                 problems.line_problem(line, "not an OTLP trace export (no resourceSpans)")
                 continue
@@ -361,6 +387,7 @@ def compact_span(span: Mapping[str, Any]) -> dict[str, Any]:
     events = span.get("events")
     return {
         **kept,
+        "spanId": span.get("spanId"),  # a details event sent as a log record names it
         "status": span.get("status"),
         "attributes": attributes,
         "events": [
