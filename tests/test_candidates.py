@@ -484,6 +484,7 @@ def test_odd_values_in_a_record_count_as_nothing() -> None:
     assert entry == {
         "tool": "t",
         "runs": 3,
+        "stoppable_runs": 3,
         "ended_runs": 2,
         "would_save": {"model_calls": 2, "input_tokens": 100, "output_tokens": 0},
         "cut_short_runs": 0,
@@ -495,6 +496,7 @@ def test_odd_values_in_a_record_count_as_nothing() -> None:
             "writes_runs": 0,
             "skipped_tools": [],
         },
+        "skips_writes": [],
         "gain": {"model_calls": 2, "input_tokens": 100, "output_tokens": 0},
         "ended_on_it": 0,
         "answer_overlap": {"median": 0.8, "p10": 0.8},

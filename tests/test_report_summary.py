@@ -93,13 +93,14 @@ EXPECTED: dict[str, Any] = {
     ],
     "candidates": [
         {
-            "tool": "search", "runs": 1, "ended_runs": 1,
+            "tool": "search", "runs": 1, "stoppable_runs": 1, "ended_runs": 1,
             "would_save": {"model_calls": 1, "input_tokens": 15, "output_tokens": 1},
             "cut_short_runs": 0,
             "cut_short": {
                 "runs": 0, "model_calls": 0, "input_tokens": 0, "output_tokens": 0,
                 "writes_runs": 0, "skipped_tools": [],
             },
+            "skips_writes": [],
             "gain": {"model_calls": 1, "input_tokens": 15, "output_tokens": 1},
             "ended_on_it": 0,
             "answer_overlap": {"median": 0.1, "p10": 0.1},
@@ -110,13 +111,14 @@ EXPECTED: dict[str, Any] = {
             "signals": False,
         },
         {
-            "tool": "pay", "runs": 1, "ended_runs": 1,
+            "tool": "pay", "runs": 1, "stoppable_runs": 1, "ended_runs": 1,
             "would_save": {"model_calls": 1, "input_tokens": 100, "output_tokens": 20},
             "cut_short_runs": 0,
             "cut_short": {
                 "runs": 0, "model_calls": 0, "input_tokens": 0, "output_tokens": 0,
                 "writes_runs": 0, "skipped_tools": [],
             },
+            "skips_writes": [],
             "gain": {"model_calls": 1, "input_tokens": 100, "output_tokens": 20},
             "ended_on_it": 0,
             "answer_overlap": {"median": 0.9, "p10": 0.9},

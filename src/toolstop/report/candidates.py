@@ -306,8 +306,12 @@ class Candidates:
             histogram = self.overlaps.get(tool, Counter())
             median = _percentile(histogram, 0.5)
             kind, sentence = verdict(ended["runs"], median)
-            runs = max(self.runs[tool], ended["runs"], self.hard.get(tool, Counter())["runs"])
-            cut_runs = self.hard.get(tool, Counter())["cut_runs"]
+            hard = self.hard.get(tool)
+            runs = max(self.runs[tool], ended["runs"], hard["runs"] if hard else 0)
+            cut_runs = hard["cut_runs"] if hard else 0
+            # schema 5: the runs a stop would end are those with a successful call of it
+            stoppable = hard["runs"] if hard is not None else runs
+            written = self._written(tool)
             judged = self.judgements.of(tool)
             advice, why = advise(
                 runs=runs,
@@ -316,6 +320,8 @@ class Candidates:
                 judged=judged,
                 verdict=kind,
                 why=sentence,
+                stoppable_runs=stoppable,
+                writes=(hard["cut_writes"] if hard else 0, written),
             )
             on_it = self.hard.get(tool, Counter())["ended_on_it"]
             if kind == "none" and on_it:
@@ -330,10 +336,12 @@ class Candidates:
                 {
                     "tool": tool,
                     "runs": runs,
+                    "stoppable_runs": stoppable,
                     "ended_runs": ended["runs"],
                     "would_save": (saved := self._would_save(tool, ended)),
                     "cut_short_runs": cut_runs,
                     "cut_short": (cut := self._cut_short(tool)),
+                    "skips_writes": written if hard and hard["cut_writes"] else [],
                     "gain": {key: saved[key] - cut[key] for key in saved},
                     "ended_on_it": on_it,
                     "answer_overlap": {"median": median, "p10": _percentile(histogram, 0.1)},
@@ -379,6 +387,12 @@ class Candidates:
                 ]
             ],
         }
+
+    def _written(self, tool: str) -> list[str]:
+        """The tools that write which a stop on `tool` would have skipped, most often first."""
+        skipped = self.skipped.get(tool, Counter())
+        ranked = sorted(skipped.items(), key=lambda i: (-i[1], i[0]))
+        return [name for name, _ in ranked if writes(name, self.declared)][:_SKIPPED_SHOWN]
 
     def _threads(self, tool: str, *, cut_first: bool = False) -> list[str]:
         """Up to `THREADS_MAX` threads behind `tool`: runs that ended right after it first;

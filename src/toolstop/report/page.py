@@ -173,6 +173,7 @@ def _answer(document: dict[str, Any]) -> str:
             f"stopped {h['stopped']} of its {h['runs']} runs without calling the model again."
         )
     lines += _to_convert(document, quiet=bool(saved["runs"] or hard["stopped"]))
+    lines += _skipped_writes(document)
     if not lines:
         lines.append(
             "Nothing to save yet: no run would have stopped, none was stopped, and no run "
@@ -252,6 +253,23 @@ def _to_convert(document: dict[str, Any], *, quiet: bool) -> list[str]:
         + ". Have the tool write the user's text with <code>signal(..., answer=...)</code>; "
         "its raw result is not an answer. " + tail
     ]
+
+
+def _skipped_writes(document: dict[str, Any]) -> list[str]:
+    """A sentence per tool advised for conversion whose stop would have skipped a write."""
+    lines = []
+    for at, entry in enumerate(document["candidates"]):
+        if _advice(entry) not in _CONVERT or not entry.get("skips_writes"):
+            continue
+        names = ", ".join(f"<b>{html.escape(str(t))}</b>" for t in entry["skips_writes"])
+        lines.append(
+            f"<b>Careful with {html.escape(entry['tool'])}</b>: a stop on it would have skipped "
+            f"a write ({names}) in "
+            f"{_b(f'candidates.{at}.cut_short.writes_runs', entry['cut_short']['writes_runs'])} "
+            f"of the {_b(f'candidates.{at}.stoppable_runs', entry['stoppable_runs'])} runs it "
+            "would end. Signal a stop only when nothing is left to write."
+        )
+    return lines
 
 
 def _shadow_saving(document: dict[str, Any], saved: dict[str, Any]) -> str:

@@ -221,3 +221,12 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
             f"{cell(top['answer_overlap']['median'])}): {top.get('advice_why') or top['why']}",
             file=out,
         )
+    for entry in converts:
+        if entry is not top and entry.get("skips_writes"):
+            print(
+                f"also advised {entry['advice']}: {entry['tool']}, but a stop on it would have "
+                f"skipped a write ({', '.join(entry['skips_writes'])}) in "
+                f"{entry['cut_short']['writes_runs']} of the {entry['stoppable_runs']} runs it "
+                "would end",
+                file=out,
+            )

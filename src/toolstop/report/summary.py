@@ -24,7 +24,8 @@ REPORT_VERSION = 3
 """The shape of report.json (2 added `candidates`, `would_stop_rules`, `by_day`, `hard_mode`;
 3 added cut-short runs: `would_save.cut_short`, each candidate's `cut_short_runs`,
 `cut_short` and `ended_on_it`, and counted its `would_save` from the tool's first successful
-call)."""
+call; later, without a new version: each candidate's `stoppable_runs`, the runs a stop would
+end, and `skips_writes`, the writes a stop would have skipped)."""
 
 _TOKENS = ("model_calls", "input_tokens", "output_tokens")
 
