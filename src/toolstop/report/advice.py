@@ -14,7 +14,8 @@ would have cut short (`after_first`).
   repeated, or a short receipt it paraphrased): the result, as is, would have served.
 - `convert_with_answer`: in at least `SERVED` of them the answer relayed or only restated the
   result's fields: the tool should write the user's text (`signal(..., answer=...)`); `fields`
-  names the JSON keys the answers used.
+  names the JSON keys the answers used, `earlier` the tools whose earlier results held facts
+  the answers restated too (a template needs them).
 - `keep`: the model selected, computed, asked the user or reasoned beyond the result, or most
   of the runs that ended after it ended after an error result (`failed`): an error never served
   as the answer, and a converted tool would not signal a stop on one.
@@ -72,6 +73,7 @@ class Judgements:
         self.actions: dict[str, Counter[str]] = {}
         self.shapes: dict[str, Counter[str]] = {}
         self.fields: dict[str, Counter[str]] = {}
+        self.earlier: dict[str, Counter[str]] = {}
 
     def add(self, judged: Any) -> None:
         """Fold one record's `ended_after.judged` in (anything else adds nothing)."""
@@ -93,19 +95,28 @@ class Judgements:
             for field in fields if isinstance(fields, list) else []:
                 if isinstance(field, str) and (field in counts or len(counts) < _FIELDS_KEPT):
                     counts[field[:40]] += 1
+            earlier = features.get("earlier")
+            sources = self.earlier.setdefault(name, Counter())
+            for source in earlier[:_FIELDS_SHOWN] if isinstance(earlier, list) else []:
+                if isinstance(source, str) and (source in sources or len(sources) < _FIELDS_KEPT):
+                    sources[source[:64]] += 1
 
     def of(self, tool: str) -> dict[str, Any]:
-        """What the answers after `tool` did: `runs` judged, `actions`, `shapes`, `fields`."""
+        """What the answers after `tool` did: `runs` judged, `actions`, `shapes`, `fields`, and
+        `earlier`: the tools whose earlier results held facts the answers restated (most
+        often first)."""
         actions = self.actions.get(tool, Counter())
-        fields = self.fields.get(tool, Counter())
         return {
             "runs": sum(actions.values()),
             "actions": {a: actions[a] for a in ACTIONS if actions[a]},
             "shapes": dict(sorted(self.shapes.get(tool, Counter()).items())),
-            "fields": [name for name, _ in sorted(fields.items(), key=lambda i: (-i[1], i[0]))][
-                :_FIELDS_SHOWN
-            ],
+            "fields": _ranked(self.fields.get(tool, Counter())),
+            "earlier": _ranked(self.earlier.get(tool, Counter())),
         }
+
+
+def _ranked(counts: Counter[str]) -> list[str]:
+    return [name for name, _ in sorted(counts.items(), key=lambda i: (-i[1], i[0]))][:_FIELDS_SHOWN]
 
 
 def advise(
@@ -168,9 +179,15 @@ def _advise(ended_runs: int, judged: dict[str, Any], verdict: str, why: str) -> 
         return "convert", f"in {relayed} of {total} runs the result as is would have served"
     if relayed + restated >= SERVED * total:
         used = ", ".join(judged["fields"]) or "its words"
+        earlier = judged.get("earlier") or []
+        needs = (
+            f" (its template needs fields of earlier results: {', '.join(earlier)})"
+            if earlier
+            else ""
+        )
         return "convert_with_answer", (
             f"in {relayed + restated} of {total} runs the answer only restated the result "
-            f"({used}): have the tool write the user's text with signal(..., answer=...)"
+            f"({used}): have the tool write the user's text with signal(..., answer=...)" + needs
         )
     beyond = {a: n for a, n in actions.items() if a not in ("relayed", "restated", "failed")}
     said = ", ".join(f"{action} {n}" for action, n in sorted(beyond.items(), key=lambda i: -i[1]))

@@ -167,8 +167,28 @@ def cut_short_pair(messages: Sequence[BaseMessage], tool: str) -> dict[str, Any]
         "final_answer": clean(answer),
         "later_tools": later[:SKIPPED_SHOWN],
         "skipped_calls": len(later),
-        "judged": judge(result[:_JUDGED_CHARS], answer[:_JUDGED_CHARS]),
+        "judged": judge(
+            result[:_JUDGED_CHARS], answer[:_JUDGED_CHARS], _context(messages, run[at])
+        ),
     }
+
+
+def _context(messages: Sequence[BaseMessage], but: BaseMessage) -> list[tuple[str, str]]:
+    """`(tool, text)` of the thread's results other than `but` (the last `_CONTEXT` of them, at
+    most `_JUDGED_CHARS` characters in all): where an answer's other facts may come from."""
+    found: list[tuple[str, str]] = []
+    left = _JUDGED_CHARS
+    for message in reversed(messages):
+        if isinstance(message, ToolMessage) and message is not but and left > 0:
+            text = _text(message.content)[:left]
+            found.append((str(message.name), text))
+            left -= len(text)
+            if len(found) >= _CONTEXT:
+                break
+    return found[::-1]
+
+
+_CONTEXT = 64
 
 
 _JUDGED_CHARS = 200_000
@@ -182,21 +202,24 @@ def _judged(end: Any, tool: str, raw: Sequence[BaseMessage]) -> Any:
     judged = after.get("judged") if isinstance(after, Mapping) else None
     if isinstance(judged, Mapping) and isinstance(judged.get(tool), Mapping):
         return _features(judged[tool])
-    results = [
-        _text(m.content) for m in _last_turn(raw) if isinstance(m, ToolMessage) and m.name == tool
-    ]
+    turn = _last_turn(raw)
+    results = [_text(m.content) for m in turn if isinstance(m, ToolMessage) and m.name == tool]
     answer = _text(raw[-1].content)
-    return judge(" ".join(results)[:_JUDGED_CHARS], answer[:_JUDGED_CHARS])
+    earlier = _context(raw[: len(raw) - 1 - len(turn)], raw[-1])
+    return judge(" ".join(results)[:_JUDGED_CHARS], answer[:_JUDGED_CHARS], earlier)
 
 
 def _features(judged: Mapping[str, Any]) -> dict[str, Any]:
     """A record's judgement, bounded: it was read from a database (strings cut, lists capped)."""
-    fields = judged.get("fields")
-    return {
+    fields, earlier = judged.get("fields"), judged.get("earlier")
+    features = {
         "shape": cut(str(judged.get("shape")), 20),
         "action": cut(str(judged.get("action")), 20),
         "fields": [cut(str(f), 40) for f in fields[:8]] if isinstance(fields, list) else [],
     }
+    if isinstance(earlier, list) and earlier:
+        features["earlier"] = [cut(str(t), 64) for t in earlier[:8]]
+    return features
 
 
 def _last_turn(messages: Sequence[BaseMessage]) -> list[BaseMessage]:

@@ -95,7 +95,7 @@ def _ending(
     if run is None or not run["open"]:
         run = open_run(run, previous, policy, turn)
     _, run = begin_turn(run, turn, policy, remaining_steps=None, loop_steps=0, delivered=False)
-    return ended_after(run, turn, last)["record"]
+    return ended_after(run, turn, last, history)["record"]
 
 
 def prepared(
