@@ -325,10 +325,13 @@ def _candidates(document: dict[str, Any]) -> str:
     entries = document["candidates"]
     signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
     priced = "prices" in document
+    # the advice says what the verdict said, in the same sentence for a judged tool: one column
+    # (the verdict's alone only for a report written before the advice)
+    advised = all("advice" in e for e in entries)
     columns = ["tool", "runs", "ended after it", "cut short", "calls saved", "input tokens",
                "output tokens"]  # fmt: skip
-    columns += [_AT_PRICES, "overlap median", "overlap p10", "verdict", "advice"] if priced else [
-        "overlap median", "overlap p10", "verdict", "advice"]  # fmt: skip
+    columns += [_AT_PRICES] if priced else []
+    columns += ["overlap median", "overlap p10", "advice" if advised else "verdict"]
     judged = "model_judge" in document
     columns += [f"model judge ({document['model_judge']['model']})"] if judged else []
     rows = []
@@ -354,10 +357,9 @@ def _candidates(document: dict[str, Any]) -> str:
         cells += [
             _td(f"{p}.answer_overlap.median", overlap["median"], "overlap median"),
             _td(f"{p}.answer_overlap.p10", overlap["p10"], "overlap p10"),
-            _td(None, e["why"], "verdict", "why"),
-            _td(
-                None, f"{e['advice']}: {e['advice_why']}" if "advice" in e else "", "advice", "why"
-            ),
+            _td(None, f"{e['advice']}: {e['advice_why']}", "advice", "why")
+            if advised
+            else _td(None, e["why"], "verdict", "why"),
         ]
         if judged:
             mj = e.get("model_judge")
