@@ -688,8 +688,8 @@ def test_the_chart_is_inlined_and_the_cards_styled(tmp_path: Path) -> None:
     render_html(report(), chart, path)
     page = path.read_text(encoding="utf-8")
     assert line(page, "<img") == (
-        '<img id="chart" alt="runs by rule (shadow runs by the rule that would have stopped '
-        'them), model calls per run by mode, what shadow mode would save" '
+        '<img id="chart" alt="runs by rule or by the advice on the tool before the answer, '
+        'model calls per run, what a stop would save or the tools advised for conversion" '
         'src="data:image/png;base64,iVBORw==">'
     )
     style = page.split("<style>")[1].split("</style>")[0]

@@ -199,6 +199,8 @@ class Candidates:
         self.skipped: Table = Table()
         self.judgements = Judgements()
         self.measured = 0
+        self.ended_after_tool = 0
+        """Runs whose final answer followed a tool turn (whatever its tools)."""
 
     def add(self, record: Mapping[str, Any], end: Any = None) -> None:
         """Fold one run's record in (records before schema version 4 add nothing).
@@ -232,6 +234,7 @@ class Candidates:
         if not isinstance(after, Mapping) or not isinstance(after.get("tools"), Mapping):
             return
         self.judgements.add(after.get("judged"))
+        self.ended_after_tool += bool(after["tools"])
         for tool, overlap in after["tools"].items():
             if not isinstance(overlap, (int, float)) or isinstance(overlap, bool):
                 continue
@@ -356,6 +359,18 @@ class Candidates:
             )
         self._sort(entries)
         return entries
+
+    def ended_by_advice(self, entries: list[dict[str, Any]]) -> dict[str, int]:
+        """Runs by the advice on the tool whose result their final answer followed, from every
+        entry of `document()` (none folded away; tools that signal already left out), in
+        `ADVICE` order; `none`: runs measured here that ended after no tool (an answer without
+        a tool call). A run that ended after parallel calls counts for each of their tools."""
+        counts: Counter[str] = Counter()
+        for entry in entries:
+            if not entry["signals"]:
+                counts[entry["advice"]] += entry["ended_runs"]
+        shown = {advice: counts[advice] for advice in ADVICE if counts[advice]}
+        return {**shown, "none": self.measured - self.ended_after_tool}
 
     def _would_save(self, tool: str, ended: Counter[str]) -> dict[str, int]:
         """What hard mode would save: every model call after the tool's first successful call

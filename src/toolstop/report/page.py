@@ -510,8 +510,8 @@ to {html.escape(when(document["last_run_ended"]))}. Generated {html.escape(made)
 {_MODES}
 {_candidates(document)}{render_evidence(document)}{what_if_html(document.get("what_if"))}
 {_days(document)}
-{inline_png(chart, "runs by rule (shadow runs by the rule that would have stopped them), "
-            "model calls per run by mode, what shadow mode would save")}
+{inline_png(chart, "runs by rule or by the advice on the tool before the answer, model "
+            "calls per run, what a stop would save or the tools advised for conversion")}
 <h2>In figures</h2><table id="headline">{figures}</table>
 {_folded(document)}
 {_counts("Runs by outcome (shadow runs: the rule that would have stopped them)",
