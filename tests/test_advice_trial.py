@@ -260,7 +260,7 @@ def test_the_chart_shows_the_gain(cut_db: Path, tmp_path: Path) -> None:
     refund = next(e for e in candidates if e["tool"] == "refund_order")
     assert gains == [refund["gain"]["model_calls"]] == [5]
     assert cuts == [0]
-    assert "cut-short runs apart" in axis.xlabel
+    assert "grey: cut short" in axis.xlabel
 
 
 def test_a_cut_short_tool_shows_its_cut_short_runs(cut_db: Path, tmp_path: Path) -> None:

@@ -8,6 +8,9 @@ import io
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from helpers import CHROMIUM, layout
 from report_runs import end
 from toolstop.report.page import render_html
 from toolstop.report.render import render_summary
@@ -125,3 +128,17 @@ def test_older_records_take_every_calling_run_as_stoppable() -> None:
     entry = _entry(_document(records))
     assert entry["stoppable_runs"] == entry["runs"] == 6
     assert entry["skips_writes"] == []
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium is not installed")
+def test_the_page_with_a_write_warning_lays_out_without_sideways_scrolling(
+    tmp_path: Path,
+) -> None:
+    """The advice cell names long tool names; a cell that cannot wrap them widened the table
+    past the window."""
+    page = tmp_path / "report.html"
+    render_html(_document(_records(served=28, errors=10, cut=2)), None, page)
+    for size in ((1280, 800), (390, 844)):
+        found = layout(page, tmp_path / "profile", size, tmp_path / f"shot-{size[0]}.png")
+        assert found["scroll"] <= found["inner"], (size, found["problems"])
+        assert found["problems"] == [], size

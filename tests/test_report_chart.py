@@ -69,7 +69,7 @@ def test_only_advised_tools_are_drawn_coloured_by_advice_the_cut_short_part_apar
     [(ticks, _)] = axis.all("set_yticks")
     assert ticks[1] == ["book_reservation", "cancel_reservation"]
     [(_, labels)] = axis.all("bar_label")
-    assert labels["labels"] == ["12 (convert_with_answer) + 3 cut short", "7 (convert)"]
+    assert labels["labels"] == ["12 (convert_with_answer)\n+ 3 cut short", "7 (convert)"]
 
 
 def test_with_no_tool_advised_the_panel_says_so() -> None:

@@ -127,7 +127,7 @@ def _ended_panel(axis: Any, document: dict[str, Any]) -> None:
     )
     axis.set_xticks(range(len(ended)), list(ended), rotation=30, ha="right", fontsize=8)
     axis.bar_label(bars, labels=[f"{v:,}" for v in ended.values()], fontsize=7)
-    axis.set_title("Runs by the advice on the tool before the answer")
+    axis.set_title("Runs by advice on the tool before the answer", fontsize=10)
 
 
 def _modes_panel(axis: Any, modes: dict[str, Any]) -> None:
@@ -189,23 +189,32 @@ def _candidate_panel(axis: Any, candidates: list[dict[str, Any]]) -> None:
     cuts = [(e.get("cut_short") or {}).get("model_calls", 0) for e in shown]
     advice = [str(e.get("advice", "convert")) for e in shown]
     positions = range(len(shown))
-    bars = axis.barh(positions, gains, color=[ADVICE_COLOURS[a] for a in advice])
-    axis.barh(
-        positions, cuts, left=gains, color=_CUT_COLOUR, hatch="//", label="cut short: no saving"
+    # at least three rows' room, so one tool is a bar and not a block
+    axis.set_ylim(max(len(shown), 3) - 0.5, -0.5)
+    axis.barh(positions, gains, color=[ADVICE_COLOURS[a] for a in advice], height=0.6)
+    ends = axis.barh(
+        positions,
+        cuts,
+        left=gains,
+        color=_CUT_COLOUR,
+        hatch="//",
+        height=0.6,
+        label="cut short: no saving",
     )
     axis.set_yticks(positions, _labels(e["tool"] for e in shown), fontsize=8)
-    axis.invert_yaxis()
+    # room on the right for the labels: a bar's label is drawn after its gain part
+    axis.set_xlim(0, 2.1 * max(g + c for g, c in zip(gains, cuts, strict=True)) or 1)
     axis.bar_label(
-        bars,
+        ends,  # after the cut-short part, so the label never covers it
         labels=[
-            f"{n:,} ({a})" + (f" + {c:,} cut short" if c else "")
+            f"{n:,} ({a})" + (f"\n+ {c:,} cut short" if c else "")
             for n, a, c in zip(gains, advice, cuts, strict=True)
         ],
         fontsize=7,
     )
     if any(cuts):
-        axis.legend(fontsize=7, loc="lower right")
-    axis.set_xlabel("model calls a stop would save (cut-short runs apart, grey)")
+        axis.legend(fontsize=7, loc="lower right", frameon=False)
+    axis.set_xlabel("model calls a stop would save (grey: cut short)")
 
 
 def _no_tool_advised(axis: Any, candidates: list[dict[str, Any]]) -> None:

@@ -36,7 +36,7 @@ pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f5f5f5; paddi
 .meta { color: #555; } .lead { font-size: 1.12rem; }
 .answer { background: #f1f8e9; border-left: 5px solid #43a047; padding: .6rem 1rem; }
 .note { background: #fff8e1; border-left: 5px solid #f9a825; padding: .5rem 1rem; }
-td.why { text-align: left; } td.first { font-weight: 600; }
+td.why { text-align: left; overflow-wrap: anywhere; } td.first { font-weight: 600; }
 img { height: auto; }
 @media (max-width: 44rem) {
   body { padding: .6rem; } .lead { font-size: 1rem; }
