@@ -142,3 +142,23 @@ def test_the_page_with_a_write_warning_lays_out_without_sideways_scrolling(
         found = layout(page, tmp_path / "profile", size, tmp_path / f"shot-{size[0]}.png")
         assert found["scroll"] <= found["inner"], (size, found["problems"])
         assert found["problems"] == [], size
+
+
+def test_the_page_says_which_earlier_results_a_template_needs(tmp_path: Path) -> None:
+    """Issue 46 item 5: a restated answer that took facts from earlier results says so."""
+    records = _records(served=10, errors=0, cut=0)
+    for record in records[:6]:
+        record["ended_after"]["judged"][EXCHANGE]["earlier"] = ["get_user_details"]
+    document = _document(records)
+    entry = _entry(document)
+    assert entry["judged"]["earlier"] == ["get_user_details"]
+    assert entry["advice_why"].endswith(
+        "(its template needs fields of earlier results: get_user_details)"
+    )
+    page = tmp_path / "report.html"
+    render_html(document, None, page)
+    answer = page.read_text().split('<div class="answer">')[1].split("</div>")[0]
+    assert (
+        "The answers also restated facts from earlier results of <b>get_user_details</b>: the "
+        "tool's template needs those fields too." in answer
+    )

@@ -133,12 +133,20 @@ def _to_convert(document: dict[str, Any], *, quiet: bool) -> list[str]:
             "after it, its result as it is would have served as the answer. " + tail
         ]
     fields = ", ".join(f"<code>{html.escape(f)}</code>" for f in judged["fields"])
+    earlier = ", ".join(f"<b>{html.escape(str(t))}</b>" for t in judged.get("earlier") or [])
     return [
         f"Convert <b>{tool}</b> first, with an answer the tool writes: in most of the {runs} "
         "runs that ended right after it, the model only restated its result"
         + (f" (the answers used {fields})" if fields else "")
         + ". Have the tool write the user's text with <code>signal(..., answer=...)</code>; "
-        "its raw result is not an answer. " + tail
+        "its raw result is not an answer. "
+        + (
+            f"The answers also restated facts from earlier results of {earlier}: the tool's "
+            "template needs those fields too. "
+            if earlier
+            else ""
+        )
+        + tail
     ]
 
 
