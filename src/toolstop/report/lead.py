@@ -171,27 +171,15 @@ def _shadow_saving(document: dict[str, Any], saved: dict[str, Any]) -> str:
     """What shadow mode says hard mode saves; the cut-short runs' part is never a gain."""
     cut = saved.get("cut_short") or {"runs": 0}
     if not cut["runs"]:
-        share = saved["share_of_shadow_model_calls"]
         return (
-            f"In shadow mode, hard mode would have saved "
-            f"{tagged('would_save.model_calls', saved['model_calls'])} model calls"
-            + (f" ({tagged('would_save.share_of_shadow_model_calls', share, f'{share:.0%}')} of "
-               "the shadow-mode calls)" if share is not None else "")
-            + f", {tagged('would_save.input_tokens', saved['input_tokens'])} input tokens and "
-            f"{tagged('would_save.output_tokens', saved['output_tokens'])} output tokens"
+            _saved("would_save", saved)
             + _money(document, "would_save.cost", saved.get("cost"))
             + f", in {tagged('would_save.runs', saved['runs'])} runs whose tools signalled a stop."
-        )  # fmt: skip
-    gain = saved["gain"]
-    share = gain["share_of_shadow_model_calls"]
+        )
     return (
-        f"In shadow mode, hard mode would have saved "
-        f"{tagged('would_save.gain.model_calls', gain['model_calls'])} model calls"
-        + (f" ({tagged('would_save.gain.share_of_shadow_model_calls', share, f'{share:.0%}')} of "
-           "the shadow-mode calls)" if share is not None else "")
-        + f", {tagged('would_save.gain.input_tokens', gain['input_tokens'])} input tokens and "
-        f"{tagged('would_save.gain.output_tokens', gain['output_tokens'])} output tokens, in the "
-        f"runs whose tools signalled a stop. In "
+        _saved("would_save.gain", saved["gain"])
+        + ", in the "
+        "runs whose tools signalled a stop. In "
         f"{tagged('would_save.cut_short.runs', cut['runs'])} of its "
         f"{tagged('would_save.runs', saved['runs'])} runs a stop would have <b>cut the run "
         f"short</b>: {_skipped(cut['skipped_tools'])} would not have run"
@@ -199,6 +187,20 @@ def _shadow_saving(document: dict[str, Any], saved: dict[str, Any]) -> str:
            "tool that writes)" if cut["writes_runs"] else "")
         + f". Their {tagged('would_save.cut_short.model_calls', cut['model_calls'])} later model "
         "calls are work a stop would skip, not a saving."
+    )  # fmt: skip
+
+
+def _saved(key: str, figures: dict[str, Any]) -> str:
+    """ "In shadow mode, hard mode would have saved N model calls (S of the shadow-mode calls),
+    I input tokens and O output tokens", each figure tagged with its path under `key`."""
+    share = figures["share_of_shadow_model_calls"]
+    return (
+        f"In shadow mode, hard mode would have saved "
+        f"{tagged(f'{key}.model_calls', figures['model_calls'])} model calls"
+        + (f" ({tagged(f'{key}.share_of_shadow_model_calls', share, f'{share:.0%}')} of "
+           "the shadow-mode calls)" if share is not None else "")
+        + f", {tagged(f'{key}.input_tokens', figures['input_tokens'])} input tokens and "
+        f"{tagged(f'{key}.output_tokens', figures['output_tokens'])} output tokens"
     )  # fmt: skip
 
 
