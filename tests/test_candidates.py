@@ -214,7 +214,12 @@ def test_prices_turn_the_savings_into_money(sqlite_db: tuple[Path, Seen], tmp_pa
     tokens = seen.hard["lookup_order"]
     expected = (tokens["input_tokens"] * 3 + tokens["output_tokens"] * 15) / 1_000_000
     assert document["candidates"][0]["would_save"]["cost"] == round(expected, 4)
-    assert document["prices"] == {"input_per_million": 3.0, "output_per_million": 15.0}
+    assert document["prices"] == {
+        "input_per_million": 3.0,
+        "output_per_million": 15.0,
+        "narrator_input_per_million": 3.0,  # no narrator prices given: the agent model's
+        "narrator_output_per_million": 15.0,
+    }
     gain = document["candidates"][0]["gain"]
     assert gain["cost"] == _cost(gain["input_tokens"], gain["output_tokens"])
     page = (tmp_path / "report.html").read_text()
@@ -484,6 +489,7 @@ def test_odd_values_in_a_record_count_as_nothing() -> None:
     assert entry == {
         "tool": "t",
         "runs": 3,
+        "stoppable_runs": 3,
         "ended_runs": 2,
         "would_save": {"model_calls": 2, "input_tokens": 100, "output_tokens": 0},
         "cut_short_runs": 0,
@@ -495,6 +501,7 @@ def test_odd_values_in_a_record_count_as_nothing() -> None:
             "writes_runs": 0,
             "skipped_tools": [],
         },
+        "skips_writes": [],
         "gain": {"model_calls": 2, "input_tokens": 100, "output_tokens": 0},
         "ended_on_it": 0,
         "answer_overlap": {"median": 0.8, "p10": 0.8},
@@ -502,7 +509,7 @@ def test_odd_values_in_a_record_count_as_nothing() -> None:
         "why": "only 2 run(s) ended after it: too few to tell",
         "advice": "too_few",
         "advice_why": "only 2 run(s) ended after it: too few to tell",
-        "judged": {"runs": 0, "actions": {}, "shapes": {}, "fields": []},
+        "judged": {"runs": 0, "actions": {}, "shapes": {}, "fields": [], "earlier": []},
         "threads": [],
         "signals": False,
     }

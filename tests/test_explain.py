@@ -416,3 +416,17 @@ def test_a_huge_tool_name_and_call_id_are_cut_as_the_report_cuts_them() -> None:
     assert f"  turn 1: {shown} {cut(call_id)} completed (stop)" in text.splitlines()
     assert f"  left open (answered as interrupted): {shown} ({cut(call_id)})" in text
     assert "\x1b" not in text
+
+
+def test_explain_names_the_earlier_results_an_answer_restated() -> None:
+    """Issue 46 item 5: the judgement says where the answer's other facts came from."""
+    from toolstop.report.explain import _print_ended_after
+
+    out = io.StringIO()
+    judged = {"action": "restated", "shape": "object", "fields": ["order_id"],
+              "earlier": ["get_user_details", "get_order_details"]}  # fmt: skip
+    _print_ended_after({"tools": {"exchange": 0.2}, "judged": {"exchange": judged}}, out)
+    assert out.getvalue() == (
+        "  the model answered right after: exchange (answer overlap 0.2, restated its object "
+        "result with facts from earlier results of get_user_details, get_order_details)\n"
+    )

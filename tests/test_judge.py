@@ -169,7 +169,8 @@ def test_the_advice_says_why() -> None:
     assert advise(runs=30, ended_runs=24, cut_short_runs=4, judged=judged(own=1), verdict="keep")[
         1
     ] == (
-        "a stop on it would have skipped later tool calls in 4 of its 30 runs: do not convert "
+        "a stop on it would have skipped later tool calls in 4 of the 30 runs it would end: do "
+        "not convert "
         "it as it is"
     )
     keep = advise(
@@ -204,6 +205,7 @@ def test_odd_judgements_count_as_nothing() -> None:
         "actions": {"restated": 1},
         "shapes": {"object": 1},
         "fields": ["a", "b"],
+        "earlier": [],
     }
 
 
@@ -307,3 +309,103 @@ def test_a_record_written_as_labelled_fields_is_restated_not_relayed() -> None:
         judge(notice, "You are being transferred to a human agent. Please hold on.")["action"]
         == "relayed"
     )
+
+
+# -- issue 46 item 5: facts restated from earlier results are not computed --------------------
+EXCHANGED = (
+    '{"order_id": "#W2378156", "status": "exchange requested", '
+    '"exchange_items": ["4602305039"], "exchange_price_difference": 0.0}'
+)
+USER = (
+    '{"user_id": "yusuf_rossi_9620", "payment_methods": {"credit_card_9513926": '
+    '{"source": "credit_card", "brand": "mastercard", "last_four": "2478"}}}'
+)
+FLIGHT = '{"flight_number": "HAT170", "scheduled_departure_time_est": "19:00:00"}'
+RECEIPT_ANSWER = (
+    "The exchange for order #W2378156 is requested; any difference goes to your mastercard "
+    "ending in 2478."
+)
+
+
+def test_a_number_from_an_earlier_result_is_restated_not_computed() -> None:
+    assert judge(EXCHANGED, RECEIPT_ANSWER)["action"] == "computed"  # as before, alone
+    earlier = [("get_user_details", USER), ("get_order_details", '{"order_id": "#W2378156"}')]
+    assert judge(EXCHANGED, RECEIPT_ANSWER, earlier) == {
+        "shape": "object",
+        "action": "restated",
+        "fields": ["order_id", "status"],
+        "earlier": ["get_user_details"],  # only the tool whose result held 2478
+    }
+
+
+def test_several_earlier_tools_are_named_the_most_recent_first() -> None:
+    answer = RECEIPT_ANSWER + " Your flight HAT170 leaves at 19:00."
+    earlier = [("get_user_details", USER), ("get_flight_status", FLIGHT)]
+    judged = judge(EXCHANGED, answer, earlier)
+    assert judged["action"] == "restated"
+    assert judged["earlier"] == ["get_flight_status", "get_user_details"]
+
+
+def test_a_number_in_no_result_is_still_computed() -> None:
+    answer = RECEIPT_ANSWER + " You will get 37 dollars back."  # 37 is in no result
+    judged = judge(EXCHANGED, answer, [("get_user_details", USER)])
+    assert judged == {"shape": "object", "action": "computed", "fields": ["order_id", "status"]}
+
+
+def test_a_prose_receipt_with_earlier_facts_is_restated_not_relayed() -> None:
+    receipt = "Your exchange is confirmed and a new item ships soon."
+    answer = "Your exchange is confirmed and the new item ships soon; card ending 2478 is billed."
+    assert judge(receipt, answer, [("get_user_details", USER)])["action"] == "restated"
+    # the same answer without the card: the receipt as it is would have served
+    assert judge(receipt, "Your exchange is confirmed and a new item ships soon.")["action"] == (
+        "relayed"
+    )
+
+
+def test_the_run_end_reads_earlier_results_of_the_thread() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from toolstop import StopPolicy
+    from toolstop._lifecycle import answered, ended_after, open_run
+    from toolstop.decision import current_turn
+
+    def asking(name: str, number: int) -> AIMessage:
+        return AIMessage(
+            "", id=f"a{number}", tool_calls=[{"name": name, "args": {}, "id": f"c{number}"}]
+        )
+
+    messages = [
+        HumanMessage("who am I", id="h1"),
+        asking("get_user_details", 1),
+        ToolMessage(USER, tool_call_id="c1", name="get_user_details"),
+        AIMessage("Which order?", id="a2"),
+        HumanMessage("exchange it", id="h2"),
+        asking("exchange_delivered_order_items", 3),
+        ToolMessage(EXCHANGED, tool_call_id="c3", name="exchange_delivered_order_items"),
+    ]
+    run = open_run(None, None, StopPolicy(mode="never"), None, messages=messages[:5])
+    run = {**run, "record": {**run["record"], "tool_turns": 1}}
+    final = AIMessage(RECEIPT_ANSWER, id="a4")
+    _, run = answered(run, final, StopPolicy(), remaining_steps=None, loop_steps=2)
+    turn = current_turn(messages)
+    judged = ended_after(run, turn, final, messages)["record"]["ended_after"]["judged"]
+    assert judged["exchange_delivered_order_items"]["action"] == "restated"
+    assert judged["exchange_delivered_order_items"]["earlier"] == ["get_user_details"]
+    alone = ended_after(run, turn, final)["record"]["ended_after"]["judged"]
+    assert alone["exchange_delivered_order_items"]["action"] == "computed"
+
+
+def test_the_advice_says_which_earlier_results_a_template_needs() -> None:
+    judgements = Judgements()
+    for _ in range(5):
+        judgements.add(
+            {"x": {"action": "restated", "shape": "object", "fields": ["order_id"],
+                   "earlier": ["get_user_details", 7]}}
+        )  # fmt: skip
+    judged = judgements.of("x")
+    assert judged["earlier"] == ["get_user_details"]
+    advice, why = advise(
+        runs=5, ended_runs=5, cut_short_runs=0, judged=judged, verdict="keep", why=""
+    )
+    assert advice == "convert_with_answer"
+    assert why.endswith("(its template needs fields of earlier results: get_user_details)")

@@ -150,8 +150,7 @@ def test_the_sections_and_their_columns(tmp_path: Path) -> None:
     ]
     assert heads[0] == [
         "tool", "runs", "ended after it", "cut short", "calls saved", "input tokens",
-        "output tokens", "money (at your prices)", "overlap median", "overlap p10", "verdict",
-        "advice",
+        "output tokens", "money (at your prices)", "overlap median", "overlap p10", "advice",
     ]  # fmt: skip
     assert heads[1] == [
         "day", "runs", "stopped", "model calls", "input tokens",
@@ -565,7 +564,7 @@ def test_the_candidates_table_cell_by_cell(tmp_path: Path) -> None:
         "<th>runs</th><th>ended after it</th><th>cut short</th><th>calls saved</th>"
         "<th>input tokens</th>"
         "<th>output tokens</th><th>overlap median</th><th>overlap p10</th><th>verdict</th>"
-        "<th>advice</th></tr></thead>"
+        "</tr></thead>"
     )
     rows = re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1])
     assert rows[0] == (
@@ -582,7 +581,7 @@ def test_the_candidates_table_cell_by_cell(tmp_path: Path) -> None:
         "1.00</td>"
         '<td data-label="overlap p10" data-metric="candidates.0.answer_overlap.p10">0.90</td>'
         '<td data-label="verdict" class="why">the answer repeats its result: a stop candidate'
-        '</td><td data-label="advice" class="why"></td>'
+        "</td>"  # a report before the advice: its verdict alone
     )
     firsts = [re.findall(r'<td class="first">(.*?)</td>', row) for row in rows]
     assert firsts == [
@@ -689,8 +688,8 @@ def test_the_chart_is_inlined_and_the_cards_styled(tmp_path: Path) -> None:
     render_html(report(), chart, path)
     page = path.read_text(encoding="utf-8")
     assert line(page, "<img") == (
-        '<img id="chart" alt="runs by rule (shadow runs by the rule that would have stopped '
-        'them), model calls per run by mode, what shadow mode would save" '
+        '<img id="chart" alt="runs by rule or by the advice on the tool before the answer, '
+        'model calls per run, what a stop would save or the tools advised for conversion" '
         'src="data:image/png;base64,iVBORw==">'
     )
     style = page.split("<style>")[1].split("</style>")[0]
@@ -834,3 +833,16 @@ def test_the_page_says_plainly_when_there_is_little_to_save(tmp_path: Path) -> N
         "little to save on this traffic: no tool's result would have served as the answer "
         "(as it is or with a tool-written answer); keep the model"
     )
+
+
+def test_the_advice_and_its_sentence_are_said_once_per_tool(tmp_path: Path) -> None:
+    """Issue 46 item 6: the verdict column repeated the advice's sentence (a judged tool's `why`
+    is its `advice_why`)."""
+    why = "in 5 of 5 runs the result as is would have served"
+    entry = candidate("find", advice="convert", advice_why=why, why=why)
+    page = rendered(report(candidates=[entry]), tmp_path)
+    table = page.split("<h2>Tools worth converting</h2>")[1].split("</table>")[0]
+    [row] = re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1])
+    assert text(row).count(why) == 1
+    assert f'<td data-label="advice" class="why">convert: {why}</td>' in row
+    assert 'data-label="verdict"' not in row

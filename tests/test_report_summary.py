@@ -94,41 +94,44 @@ EXPECTED: dict[str, Any] = {
     ],
     "candidates": [
         {
-            "tool": "search", "runs": 1, "ended_runs": 1,
+            "tool": "search", "runs": 1, "stoppable_runs": 1, "ended_runs": 1,
             "would_save": {"model_calls": 1, "input_tokens": 15, "output_tokens": 1},
             "cut_short_runs": 0,
             "cut_short": {
                 "runs": 0, "model_calls": 0, "input_tokens": 0, "output_tokens": 0,
                 "writes_runs": 0, "skipped_tools": [],
             },
+            "skips_writes": [],
             "gain": {"model_calls": 1, "input_tokens": 15, "output_tokens": 1},
             "ended_on_it": 0,
             "answer_overlap": {"median": 0.1, "p10": 0.1},
             "verdict": "few", "why": FEW, "advice": "too_few",
             "advice_why": "only 1 run(s) ended after it: too few to tell",
-            "judged": {"runs": 0, "actions": {}, "shapes": {}, "fields": []},
+            "judged": {"runs": 0, "actions": {}, "shapes": {}, "fields": [], "earlier": []},
             "threads": ["c"],
             "signals": False,
         },
         {
-            "tool": "pay", "runs": 1, "ended_runs": 1,
+            "tool": "pay", "runs": 1, "stoppable_runs": 1, "ended_runs": 1,
             "would_save": {"model_calls": 1, "input_tokens": 100, "output_tokens": 20},
             "cut_short_runs": 0,
             "cut_short": {
                 "runs": 0, "model_calls": 0, "input_tokens": 0, "output_tokens": 0,
                 "writes_runs": 0, "skipped_tools": [],
             },
+            "skips_writes": [],
             "gain": {"model_calls": 1, "input_tokens": 100, "output_tokens": 20},
             "ended_on_it": 0,
             "answer_overlap": {"median": 0.9, "p10": 0.9},
             "verdict": "few", "why": FEW, "advice": "too_few",
             "advice_why": "only 1 run(s) ended after it: too few to tell",
-            "judged": {"runs": 0, "actions": {}, "shapes": {}, "fields": []},
+            "judged": {"runs": 0, "actions": {}, "shapes": {}, "fields": [], "earlier": []},
             "threads": ["a"],
             "signals": True,
         },
     ],
     "candidate_runs": 2,
+    "runs_by_advice": {"too_few": 1, "none": 0},  # search; pay signals already
     "folded": {},
 }  # fmt: skip
 
@@ -365,9 +368,11 @@ def test_the_charts_bars_are_report_jsons_figures(
     ]
 
 
-def test_the_chart_shows_the_top_six_tools_without_shadow_savings(
+def test_the_chart_shows_the_advised_tools_without_shadow_savings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Tools 4 to 6 (5 to 7 runs, answers that repeat the result) are advised convert; tools 0
+    to 3 have too few runs and are not drawn as worth converting (issue 46)."""
     runs = [
         end("t", None, mode="hard", rule="none", model_calls=1, calls_by_tool={f"tool{i}": 1},
             ended_after={"tools": {f"tool{i}": 0.9}})
@@ -377,9 +382,10 @@ def test_the_chart_shows_the_top_six_tools_without_shadow_savings(
     document = summary(runs)
     figure = drawn(document, tmp_path / "chart.png", monkeypatch)
     panel = figure.axes[2]
-    assert [p.get_width() for p in panel.patches] == [7, 6, 5, 4, 3, 2]
-    assert [t.get_text() for t in panel.get_yticklabels()] == [f"tool{i}" for i in range(6, 0, -1)]
-    assert [p.get_height() for p in figure.axes[1].patches] == [1.0]
+    assert [p.get_width() for p in panel.patches] == [7, 6, 5, 0, 0, 0]  # then no cut short
+    assert [t.get_text() for t in panel.get_yticklabels()] == ["tool6", "tool5", "tool4"]
+    # one mode: the runs by their model calls (all 28 made one)
+    assert [p.get_height() for p in figure.axes[1].patches] == [28]
 
 
 def test_the_chart_shows_no_share_of_nothing_spent(
@@ -407,6 +413,7 @@ def test_names_a_run_produced_are_drawn_as_text_never_as_mathtext(
             ended_after={"tools": {name: 0.9}, "input_tokens": 1, "output_tokens": 1},
         )
         for name in names
+        for _ in range(5)  # enough runs to be advised, so drawn as worth converting
     ]  # fmt: skip
     figure = drawn(summary(runs), tmp_path / "chart.png", monkeypatch)
     rules, modes, tools = figure.axes

@@ -15,6 +15,11 @@ into advice (`toolstop.report.candidates`). Pure functions, no I/O.
   result: the model's own reasoning).
 - **Fields**: the names of the JSON keys whose values the answer uses (at most `FIELDS_MAX`,
   masked to letters, digits, `_`, `-` and `.`, each cut at `FIELD_CHARS`).
+- **Earlier**: a number the answer states that this result does not hold is not computed when
+  an earlier result the model saw holds it (a card's last four digits, a departure time): the
+  answer restated it from there. `earlier` names those results' tools, and such an answer is
+  `restated` rather than `relayed` (the result as is lacks those facts). A number found in no
+  result is `computed`.
 
 Words are case-folded `\\w+` tokens; digit-only tokens, JSON keys, punctuation and common short
 words never count as repeated words (digits from times and prices made a filtered flight list
@@ -27,12 +32,14 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Sequence
 from typing import Any, Literal
 
 __all__ = [
     "FIELDED",
     "FIELDS_MAX",
     "FIELD_CHARS",
+    "TOOL_CHARS",
     "Action",
     "Shape",
     "judge",
@@ -46,6 +53,8 @@ FIELDS_MAX = 8
 """At most this many field names are kept per judged result."""
 FIELD_CHARS = 40
 """A field name is cut at this many characters."""
+TOOL_CHARS = 64
+"""A tool name in `earlier` is cut at this many characters (masked as field names are)."""
 
 RELAYED = 0.6
 """A prose result: at least this share of the answer's words found in it reads as relayed."""
@@ -187,10 +196,28 @@ def _mask(name: str) -> str:
     return _FIELD_SAFE.sub("_", name)[:FIELD_CHARS] or "_"
 
 
-def _computed(answer: str, result: str) -> bool:
-    """The answer states a number (10 or more) that the result does not hold."""
+def _unheld(answer: str, result: str) -> set[float]:
+    """The numbers (10 or more) the answer states that the result does not hold."""
     held = _numbers(result)
-    return any(n >= 10 and n not in held for n in _numbers(answer))
+    return {n for n in _numbers(answer) if n >= 10 and n not in held}
+
+
+def _sources(unheld: set[float], earlier: Sequence[tuple[str, str]]) -> list[str] | None:
+    """The tools of the earlier results that hold every number of `unheld` (the most recent
+    result first, each tool named once, at most `FIELDS_MAX`), or `None` when some number is
+    in none of them."""
+    left = set(unheld)
+    tools: list[str] = []
+    for tool, text in reversed(earlier):
+        found = left & _numbers(text)
+        if found:
+            left -= found
+            name = _FIELD_SAFE.sub("_", tool)[:TOOL_CHARS] or "_"
+            if name not in tools and len(tools) < FIELDS_MAX:
+                tools.append(name)
+        if not left:
+            return tools
+    return None
 
 
 def _asked(answer: str) -> bool:
@@ -232,16 +259,20 @@ def _items_used(items: list[Any], answer_words: set[str], answer_numbers: set[fl
     return used
 
 
-def judge(result: str, answer: str) -> dict[str, Any]:
+def judge(result: str, answer: str, earlier: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
     """The features of one (result, final answer) pair: `shape`, `action`, `fields`.
 
     Args:
         result: The tool's result text (the ToolMessage's text; several results of the same
             tool in one turn joined by spaces).
         answer: The model's final answer text.
+        earlier: `(tool, result text)` of the results the model saw before this turn, oldest
+            first: where a number the answer states and `result` does not hold may come from.
 
     Returns:
-        `{"shape": Shape, "action": Action, "fields": [names]}`; `fields` is empty for prose.
+        `{"shape": Shape, "action": Action, "fields": [names]}`, and `earlier` (the tools
+        whose results held the answer's other numbers) when there are such; `fields` is empty
+        for prose.
     """
     shape, data = shape_of(result)
     answer_words = set(_words(answer))
@@ -258,9 +289,11 @@ def judge(result: str, answer: str) -> dict[str, Any]:
                 if masked not in fields and len(fields) < FIELDS_MAX:
                     fields.append(masked)
     action: Action
+    unheld = _unheld(answer, result)
+    sources = _sources(unheld, earlier) if unheld else []
     if _asked(answer):
         action = "asked"
-    elif _computed(answer, result):
+    elif sources is None:
         action = "computed"
     elif shape == "list":
         items = data if isinstance(data, list) else []
@@ -275,7 +308,11 @@ def judge(result: str, answer: str) -> dict[str, Any]:
         action = _prose_action(shape, result, answer)
     if action == "own" and _receipt(shape, data, result):
         action = "restated"  # the outcome announced in the model's words (or translated)
-    return {"shape": shape, "action": action, "fields": fields}
+    if not sources or action == "asked":
+        return {"shape": shape, "action": action, "fields": fields}
+    if action == "relayed":
+        action = "restated"  # the result as is lacks the facts taken from earlier results
+    return {"shape": shape, "action": action, "fields": fields, "earlier": sources}
 
 
 def _prose_action(shape: Shape, result: str, answer: str) -> Action:

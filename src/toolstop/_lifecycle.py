@@ -540,12 +540,57 @@ _JUDGED_CHARS = 200_000
 """A result or answer longer than this is judged on its first characters (bounded work)."""
 
 
-def _judged(source: str, answer: str) -> Judged | None:
+_EARLIER_RESULTS = 64
+"""At most this many earlier results (the most recent) are read for an answer's other facts."""
+_EARLIER_MESSAGES = 1000
+"""...found among at most this many messages before the turn (bounded work per run end)."""
+
+
+def _earlier_results(
+    messages: Sequence[BaseMessage], asking: AIMessage | None
+) -> list[tuple[str, str]]:
+    """`(tool, text)` of the results the model saw before the turn `asking` asked for, oldest
+    first: at most `_EARLIER_RESULTS` of the `_EARLIER_MESSAGES` messages before it, in all at
+    most `_JUDGED_CHARS` characters. Empty when `asking` is not among `messages`."""
+    if asking is None:
+        return []
+    at = next(
+        (
+            i
+            for i in range(len(messages) - 1, -1, -1)
+            if messages[i] is asking or (asking.id is not None and messages[i].id == asking.id)
+        ),
+        None,
+    )
+    if at is None:
+        return []
+    found: list[tuple[str, str]] = []
+    left = _JUDGED_CHARS
+    for message in reversed(messages[max(0, at - _EARLIER_MESSAGES) : at]):
+        if isinstance(message, ToolMessage):
+            text = _text(message.content)[:left]
+            found.append((str(message.name or "?"), text))
+            left -= len(text)
+            if left <= 0 or len(found) >= _EARLIER_RESULTS:
+                break
+    found.reverse()
+    return found
+
+
+def _judged(
+    source: str,
+    answer: str,
+    earlier: Callable[[], list[tuple[str, str]]] = list,
+) -> Judged | None:
     """`toolstop._judge.judge` of a result and the answer, on their first `_JUDGED_CHARS`
     characters; `None` (the tool is left out of `judged`) should judging fail, so the run's
-    record is still written."""
+    record is still written. An answer judged `computed` is judged again with the `earlier`
+    results (read only then): a number from one of them is restated, not computed."""
     try:
-        return cast(Judged, judge(source[:_JUDGED_CHARS], answer[:_JUDGED_CHARS]))
+        judged = judge(source[:_JUDGED_CHARS], answer[:_JUDGED_CHARS])
+        if judged["action"] == "computed":
+            judged = judge(source[:_JUDGED_CHARS], answer[:_JUDGED_CHARS], earlier())
+        return cast(Judged, judged)
     except Exception:  # a heuristic must never break the end of a run
         return None
 
@@ -579,7 +624,12 @@ def answer_overlap(answer: str, source: str) -> float:
     return round(found / len(words), 4)
 
 
-def ended_after(run: RunState, turn: Turn | None, answer: BaseMessage | None) -> RunState:
+def ended_after(
+    run: RunState,
+    turn: Turn | None,
+    answer: BaseMessage | None,
+    messages: Sequence[BaseMessage] = (),
+) -> RunState:
     """`run` with `ended_after` recorded, when the model's final answer followed a tool turn.
 
     Recorded when `answer` is the model's final answer right after one of the run's tool turns
@@ -594,6 +644,10 @@ def ended_after(run: RunState, turn: Turn | None, answer: BaseMessage | None) ->
         answer: The final answer, when it is a model answer (`None` for a relay). It must be
             the run's last model answer (`last_answer` / `answered`), else another middleware
             wrote it and nothing is recorded.
+        messages: The thread's messages (the turn's among them): an answer that states a
+            number the turn's result does not hold is judged against the results before the
+            turn too (`toolstop._judge`: restated from them, or computed). Without them, such
+            an answer is `computed`.
     """
     record = run["record"]
     if (
@@ -619,10 +673,17 @@ def ended_after(run: RunState, turn: Turn | None, answer: BaseMessage | None) ->
     usage = answer.usage_metadata
     tools = {}
     judged: dict[str, Judged] = {}
+    read: list[list[tuple[str, str]]] = []
+
+    def earlier() -> list[tuple[str, str]]:
+        if not read:  # read once per run end, and only for an answer judged `computed`
+            read.append(_earlier_results(messages, turn.asking))
+        return read[0]
+
     for tool, parts in by_tool.items():
         source = parts[0] if len(parts) == 1 else " ".join(parts)
         tools[tool] = answer_overlap(text, source)
-        features = _judged(source, text)
+        features = _judged(source, text, earlier)
         if features is not None and errors[tool]:
             # an error never served as the answer as is, whatever the answer repeats; its shape
             # is `error` whatever the framework made of it (an SDK's retry prompt may be empty)

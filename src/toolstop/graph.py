@@ -226,13 +226,13 @@ class _Nodes:
     def _end(
         self, begun: Begun, run: RunState, answer: AIMessage, config: RunnableConfig
     ) -> dict[str, Any]:
-        record, run = finish(ended_after(run, begun.turn, answer), config)
+        record, run = finish(ended_after(run, begun.turn, answer, begun.messages), config)
         return {**self._update(begun, run, answer), "stop_record": record}
 
     async def _aend(
         self, begun: Begun, run: RunState, answer: AIMessage, config: RunnableConfig
     ) -> dict[str, Any]:
-        record, run = await afinish(ended_after(run, begun.turn, answer), config)
+        record, run = await afinish(ended_after(run, begun.turn, answer, begun.messages), config)
         return {**self._update(begun, run, answer), "stop_record": record}
 
     def _answer(

@@ -702,7 +702,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         if ended_by:
             run = cast(RunState, {**run, "record": {**run["record"], **ended_by}})
         if answered:
-            run = ended_after(run, turn, last)
+            run = ended_after(run, turn, last, messages)
         if swallowed and decision is not None and decision.stop and last is not None:
             # No model call is allowed any more, so a polish stop is relayed as it is.
             relay = relay_message(

@@ -85,6 +85,11 @@ class Judged(TypedDict):
     that `reads_as_error`): an error never serves as the answer."""
     fields: list[str]
     """The result's JSON keys whose values the answer used (masked, at most 8)."""
+    earlier: NotRequired[list[str]]
+    """The tools of earlier results that held the numbers the answer stated and this result
+    did not (masked, at most 8): facts restated from them, not computed. Absent when there
+    were none, and in records written before it was recorded (a `computed` there may be
+    such a restatement)."""
 
 
 class EndedAfter(TypedDict):

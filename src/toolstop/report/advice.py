@@ -5,13 +5,17 @@ report.json's `candidates[].advice`, from what the final answers did with the to
 would have cut short (`after_first`).
 
 - `cut_short`: a stop on it would have skipped later tool calls in at least `CUT_SHORT_SHARE`
-  of its runs (checked first: never `convert` then).
+  of the runs a stop would end (its stoppable runs: those where a call of it succeeded; an
+  error result signals no stop). Checked first: never `convert` then. A tool advised
+  `convert` or `convert_with_answer` whose stop would still have skipped a write in some run
+  says so in its sentence (`advise`'s `writes`).
 - `too_few`: fewer than `MIN_ENDED_RUNS` runs ended right after it.
 - `convert`: in at least `SERVED` of the judged runs the answer relayed the result (prose it
   repeated, or a short receipt it paraphrased): the result, as is, would have served.
 - `convert_with_answer`: in at least `SERVED` of them the answer relayed or only restated the
   result's fields: the tool should write the user's text (`signal(..., answer=...)`); `fields`
-  names the JSON keys the answers used.
+  names the JSON keys the answers used, `earlier` the tools whose earlier results held facts
+  the answers restated too (a template needs them).
 - `keep`: the model selected, computed, asked the user or reasoned beyond the result, or most
   of the runs that ended after it ended after an error result (`failed`): an error never served
   as the answer, and a converted tool would not signal a stop on one.
@@ -53,7 +57,8 @@ answer."""
 SERVED = 0.6
 """The share of judged runs whose answer the result (or a tool-written answer) would have served."""
 CUT_SHORT_SHARE = 0.1
-"""The share of a tool's runs that a stop would have cut short that makes it `cut_short`."""
+"""The share of a tool's stoppable runs that a stop would have cut short that makes it
+`cut_short`."""
 
 _FIELDS_KEPT = 64
 """At most this many distinct field names are counted per tool (the first seen)."""
@@ -68,6 +73,7 @@ class Judgements:
         self.actions: dict[str, Counter[str]] = {}
         self.shapes: dict[str, Counter[str]] = {}
         self.fields: dict[str, Counter[str]] = {}
+        self.earlier: dict[str, Counter[str]] = {}
 
     def add(self, judged: Any) -> None:
         """Fold one record's `ended_after.judged` in (anything else adds nothing)."""
@@ -89,19 +95,28 @@ class Judgements:
             for field in fields if isinstance(fields, list) else []:
                 if isinstance(field, str) and (field in counts or len(counts) < _FIELDS_KEPT):
                     counts[field[:40]] += 1
+            earlier = features.get("earlier")
+            sources = self.earlier.setdefault(name, Counter())
+            for source in earlier[:_FIELDS_SHOWN] if isinstance(earlier, list) else []:
+                if isinstance(source, str) and (source in sources or len(sources) < _FIELDS_KEPT):
+                    sources[source[:64]] += 1
 
     def of(self, tool: str) -> dict[str, Any]:
-        """What the answers after `tool` did: `runs` judged, `actions`, `shapes`, `fields`."""
+        """What the answers after `tool` did: `runs` judged, `actions`, `shapes`, `fields`, and
+        `earlier`: the tools whose earlier results held facts the answers restated (most
+        often first)."""
         actions = self.actions.get(tool, Counter())
-        fields = self.fields.get(tool, Counter())
         return {
             "runs": sum(actions.values()),
             "actions": {a: actions[a] for a in ACTIONS if actions[a]},
             "shapes": dict(sorted(self.shapes.get(tool, Counter()).items())),
-            "fields": [name for name, _ in sorted(fields.items(), key=lambda i: (-i[1], i[0]))][
-                :_FIELDS_SHOWN
-            ],
+            "fields": _ranked(self.fields.get(tool, Counter())),
+            "earlier": _ranked(self.earlier.get(tool, Counter())),
         }
+
+
+def _ranked(counts: Counter[str]) -> list[str]:
+    return [name for name, _ in sorted(counts.items(), key=lambda i: (-i[1], i[0]))][:_FIELDS_SHOWN]
 
 
 def advise(
@@ -112,16 +127,40 @@ def advise(
     judged: dict[str, Any],
     verdict: str,
     why: str = "",
+    stoppable_runs: int | None = None,
+    writes: tuple[int, list[str]] = (0, []),
 ) -> tuple[str, str]:
     """`(advice, sentence)` for one tool (see the module's docstring).
 
     `verdict` and `why` are the word-overlap verdict and its sentence: the advice of a tool
-    with no judged run (records before schema version 5) is read from them."""
-    if cut_short_runs and cut_short_runs >= CUT_SHORT_SHARE * max(runs, 1):
+    with no judged run (records before schema version 5) is read from them. `stoppable_runs`:
+    the runs a stop would end (a call of the tool succeeded; `runs` when not known, records
+    before schema version 5); `writes`: in how many of them a stop would have skipped a tool
+    that writes, and those tools."""
+    stoppable = runs if stoppable_runs is None else stoppable_runs
+    if cut_short_runs and cut_short_runs >= CUT_SHORT_SHARE * max(stoppable, 1):
         return "cut_short", (
-            f"a stop on it would have skipped later tool calls in {cut_short_runs} of its "
-            f"{runs} runs: do not convert it as it is"
+            f"a stop on it would have skipped later tool calls in {cut_short_runs} of the "
+            f"{stoppable} runs it would end" + _writes(writes) + ": do not convert it as it is"
         )
+    advice, sentence = _advise(ended_runs, judged, verdict, why)
+    if writes[0] and advice in ("convert", "convert_with_answer"):
+        sentence += (
+            f"; but a stop on it would have skipped a write ({', '.join(writes[1])}) in "
+            f"{writes[0]} of the {stoppable} runs it would end: signal a stop only when "
+            "nothing is left to write"
+        )
+    return advice, sentence
+
+
+def _writes(writes: tuple[int, list[str]]) -> str:
+    if not writes[0]:
+        return ""
+    return f", a write ({', '.join(writes[1])}) in {writes[0]} of them"
+
+
+def _advise(ended_runs: int, judged: dict[str, Any], verdict: str, why: str) -> tuple[str, str]:
+    """The advice from the judged runs, once `cut_short` is ruled out."""
     if ended_runs < 5:  # MIN_ENDED_RUNS, as the verdict's
         return "too_few", f"only {ended_runs} run(s) ended after it: too few to tell"
     total = judged["runs"]
@@ -140,9 +179,15 @@ def advise(
         return "convert", f"in {relayed} of {total} runs the result as is would have served"
     if relayed + restated >= SERVED * total:
         used = ", ".join(judged["fields"]) or "its words"
+        earlier = judged.get("earlier") or []
+        needs = (
+            f" (its template needs fields of earlier results: {', '.join(earlier)})"
+            if earlier
+            else ""
+        )
         return "convert_with_answer", (
             f"in {relayed + restated} of {total} runs the answer only restated the result "
-            f"({used}): have the tool write the user's text with signal(..., answer=...)"
+            f"({used}): have the tool write the user's text with signal(..., answer=...)" + needs
         )
     beyond = {a: n for a, n in actions.items() if a not in ("relayed", "restated", "failed")}
     said = ", ".join(f"{action} {n}" for action, n in sorted(beyond.items(), key=lambda i: -i[1]))

@@ -199,6 +199,8 @@ class Candidates:
         self.skipped: Table = Table()
         self.judgements = Judgements()
         self.measured = 0
+        self.ended_after_tool = 0
+        """Runs whose final answer followed a tool turn (whatever its tools)."""
 
     def add(self, record: Mapping[str, Any], end: Any = None) -> None:
         """Fold one run's record in (records before schema version 4 add nothing).
@@ -232,6 +234,7 @@ class Candidates:
         if not isinstance(after, Mapping) or not isinstance(after.get("tools"), Mapping):
             return
         self.judgements.add(after.get("judged"))
+        self.ended_after_tool += bool(after["tools"])
         for tool, overlap in after["tools"].items():
             if not isinstance(overlap, (int, float)) or isinstance(overlap, bool):
                 continue
@@ -306,8 +309,12 @@ class Candidates:
             histogram = self.overlaps.get(tool, Counter())
             median = _percentile(histogram, 0.5)
             kind, sentence = verdict(ended["runs"], median)
-            runs = max(self.runs[tool], ended["runs"], self.hard.get(tool, Counter())["runs"])
-            cut_runs = self.hard.get(tool, Counter())["cut_runs"]
+            hard = self.hard.get(tool)
+            runs = max(self.runs[tool], ended["runs"], hard["runs"] if hard else 0)
+            cut_runs = hard["cut_runs"] if hard else 0
+            # schema 5: the runs a stop would end are those with a successful call of it
+            stoppable = hard["runs"] if hard is not None else runs
+            written = self._written(tool)
             judged = self.judgements.of(tool)
             advice, why = advise(
                 runs=runs,
@@ -316,6 +323,8 @@ class Candidates:
                 judged=judged,
                 verdict=kind,
                 why=sentence,
+                stoppable_runs=stoppable,
+                writes=(hard["cut_writes"] if hard else 0, written),
             )
             on_it = self.hard.get(tool, Counter())["ended_on_it"]
             if kind == "none" and on_it:
@@ -330,10 +339,12 @@ class Candidates:
                 {
                     "tool": tool,
                     "runs": runs,
+                    "stoppable_runs": stoppable,
                     "ended_runs": ended["runs"],
                     "would_save": (saved := self._would_save(tool, ended)),
                     "cut_short_runs": cut_runs,
                     "cut_short": (cut := self._cut_short(tool)),
+                    "skips_writes": written if hard and hard["cut_writes"] else [],
                     "gain": {key: saved[key] - cut[key] for key in saved},
                     "ended_on_it": on_it,
                     "answer_overlap": {"median": median, "p10": _percentile(histogram, 0.1)},
@@ -348,6 +359,18 @@ class Candidates:
             )
         self._sort(entries)
         return entries
+
+    def ended_by_advice(self, entries: list[dict[str, Any]]) -> dict[str, int]:
+        """Runs by the advice on the tool whose result their final answer followed, from every
+        entry of `document()` (none folded away; tools that signal already left out), in
+        `ADVICE` order; `none`: runs measured here that ended after no tool (an answer without
+        a tool call). A run that ended after parallel calls counts for each of their tools."""
+        counts: Counter[str] = Counter()
+        for entry in entries:
+            if not entry["signals"]:
+                counts[entry["advice"]] += entry["ended_runs"]
+        shown = {advice: counts[advice] for advice in ADVICE if counts[advice]}
+        return {**shown, "none": self.measured - self.ended_after_tool}
 
     def _would_save(self, tool: str, ended: Counter[str]) -> dict[str, int]:
         """What hard mode would save: every model call after the tool's first successful call
@@ -379,6 +402,12 @@ class Candidates:
                 ]
             ],
         }
+
+    def _written(self, tool: str) -> list[str]:
+        """The tools that write which a stop on `tool` would have skipped, most often first."""
+        skipped = self.skipped.get(tool, Counter())
+        ranked = sorted(skipped.items(), key=lambda i: (-i[1], i[0]))
+        return [name for name, _ in ranked if writes(name, self.declared)][:_SKIPPED_SHOWN]
 
     def _threads(self, tool: str, *, cut_first: bool = False) -> list[str]:
         """Up to `THREADS_MAX` threads behind `tool`: runs that ended right after it first;

@@ -14,11 +14,39 @@ from typing import Any
 __all__ = ["render_evidence"]
 
 
+def _skipped(example: dict[str, Any]) -> str:
+    """The calls a stop would have skipped: `a, b (2 calls)`: every call, repeats included."""
+    names = [str(t) for t in example.get("later_tools") or []]
+    counts = {name: names.count(name) for name in dict.fromkeys(names)}
+    said = ", ".join(name + (f" ({n} calls)" if n > 1 else "") for name, n in counts.items())
+    calls = example.get("skipped_calls")
+    if isinstance(calls, int) and calls > len(names):
+        said += f" and {calls - len(names)} more call(s)"
+    return said or "later tools"
+
+
+def _judgement(example: dict[str, Any]) -> str:
+    """`judged: restated (fields: a, b)`: what the answer did with the result, as counted."""
+    judged = example.get("judged")
+    if not isinstance(judged, dict):
+        return ""
+    fields = judged.get("fields") or []
+    said = f"judged: {judged.get('action')}, result {judged.get('shape')}"
+    if fields:
+        said += f" (fields used: {', '.join(str(f) for f in fields)})"
+    earlier = judged.get("earlier") or []
+    if earlier:
+        said += f"; facts from earlier results of {', '.join(str(t) for t in earlier)}"
+    return said
+
+
 def _pair(example: dict[str, Any]) -> str:
     where = f"thread {example.get('thread_id')}, run {example.get('run')}"
     if example.get("cut_short"):
-        later = ", ".join(str(t) for t in example.get("later_tools") or []) or "later tools"
-        where += f" (cut short: had it signalled a stop, {later} would not have run)"
+        where += f" (cut short: had it signalled a stop, {_skipped(example)} would not have run)"
+    judgement = _judgement(example)
+    if judgement:
+        where += f"; {judgement}"
     return (
         f"<details><summary>{html.escape(where)}</summary>"
         f"<p><b>tool result</b></p><pre>{html.escape(str(example.get('tool_result', '')))}</pre>"

@@ -18,11 +18,14 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from toolstop._judge import judge
 from toolstop._secrets import mask_secrets as _mask_secrets
+from toolstop.record import reads_as_error
 from toolstop.report.records import cut
 
 __all__ = [
     "EXAMPLE_CHARS",
+    "SKIPPED_SHOWN",
     "THREADS_MAX",
     "clean",
     "collect_examples",
@@ -122,26 +125,110 @@ def messages_at(database: Any, end: Any) -> list[BaseMessage] | None:
     return list(messages) if isinstance(messages, list) else None
 
 
-def cut_short_pair(messages: Sequence[BaseMessage], tool: str) -> dict[str, Any] | None:
-    """The last run's first result of `tool`, the tools called after it and the final answer.
+SKIPPED_SHOWN = 20
+"""At most this many skipped calls are named in a cut-short pair (`skipped_calls` counts all)."""
 
-    `{"tool_result": text, "final_answer": text, "later_tools": [names]}` (cleaned, each name
-    cut to `NAME_LIMIT`): a run a stop on `tool` would have cut short. The last run starts
-    after the last human message.
-    `None` when the messages do not end with a model answer or `tool` has no result in it."""
+
+def _succeeded(message: ToolMessage) -> bool:
+    """A result a converted tool would signal a stop on: no error (`record.reads_as_error`)."""
+    return message.status != "error" and not reads_as_error(message.content)
+
+
+def cut_short_pair(messages: Sequence[BaseMessage], tool: str) -> dict[str, Any] | None:
+    """The last run's first successful result of `tool`, the calls after it and the answer.
+
+    `{"tool_result": text, "final_answer": text, "later_tools": [names], "skipped_calls": n,
+    "judged": {...}}` (cleaned): a run a stop on `tool` would have cut short. `later_tools`
+    names every tool call of the later turns in call order, repeats and `tool`'s own later
+    calls included (a second exchange is skipped as much as a refund), at most
+    `SKIPPED_SHOWN`; `skipped_calls` counts them all. Calls of the same turn are not skipped
+    (a stop ends the turn after them). `judged`: what the final answer did with that result
+    (`toolstop._judge.judge`). The last run starts after the last human message. `None` when
+    the messages do not end with a model answer or `tool` has no successful result in it."""
     if not messages or not isinstance(messages[-1], AIMessage) or messages[-1].tool_calls:
         return None
     start = max((i for i, m in enumerate(messages) if m.type == "human"), default=-1) + 1
     run = messages[start:]
-    at = next((i for i, m in enumerate(run) if isinstance(m, ToolMessage) and m.name == tool), None)
+    at = next(
+        (
+            i
+            for i, m in enumerate(run)
+            if isinstance(m, ToolMessage) and m.name == tool and _succeeded(m)
+        ),
+        None,
+    )
     if at is None:
         return None
-    later = [str(m.name) for m in run[at + 1 :] if isinstance(m, ToolMessage) and m.name != tool]
+    turn_end = next((i for i in range(at + 1, len(run)) if isinstance(run[i], AIMessage)), len(run))
+    later = [str(m.name) for m in run[turn_end:] if isinstance(m, ToolMessage)]
+    result, answer = _text(run[at].content), _text(messages[-1].content)
     return {
-        "tool_result": clean(_text(run[at].content)),
-        "final_answer": clean(_text(messages[-1].content)),
-        "later_tools": [cut(name) for name in dict.fromkeys(later)][:10],
+        "tool_result": clean(result),
+        "final_answer": clean(answer),
+        "later_tools": [cut(name) for name in later[:SKIPPED_SHOWN]],
+        "skipped_calls": len(later),
+        "judged": judge(
+            result[:_JUDGED_CHARS], answer[:_JUDGED_CHARS], _context(messages, run[at])
+        ),
     }
+
+
+def _context(messages: Sequence[BaseMessage], but: BaseMessage) -> list[tuple[str, str]]:
+    """`(tool, text)` of the thread's results other than `but` (the last `_CONTEXT` of them, at
+    most `_JUDGED_CHARS` characters in all): where an answer's other facts may come from."""
+    found: list[tuple[str, str]] = []
+    left = _JUDGED_CHARS
+    for message in reversed(messages):
+        if isinstance(message, ToolMessage) and message is not but and left > 0:
+            text = _text(message.content)[:left]
+            found.append((str(message.name), text))
+            left -= len(text)
+            if len(found) >= _CONTEXT:
+                break
+    return found[::-1]
+
+
+_CONTEXT = 64
+
+
+_JUDGED_CHARS = 200_000
+"""As the records: a longer text is judged on its first characters."""
+
+
+def _judged(end: Any, tool: str, raw: Sequence[BaseMessage]) -> Any:
+    """The judgement the advice counted for this pair: the record's (`ended_after.judged`), or,
+    for a record without one (before schema version 5), the judgement made now."""
+    after = end.record.get("ended_after") if isinstance(end.record, Mapping) else None
+    judged = after.get("judged") if isinstance(after, Mapping) else None
+    if isinstance(judged, Mapping) and isinstance(judged.get(tool), Mapping):
+        return _features(judged[tool])
+    turn = _last_turn(raw)
+    results = [_text(m.content) for m in turn if isinstance(m, ToolMessage) and m.name == tool]
+    answer = _text(raw[-1].content)
+    earlier = _context(raw[: len(raw) - 1 - len(turn)], raw[-1])
+    return judge(" ".join(results)[:_JUDGED_CHARS], answer[:_JUDGED_CHARS], earlier)
+
+
+def _features(judged: Mapping[str, Any]) -> dict[str, Any]:
+    """A record's judgement, bounded: it was read from a database (strings cut, lists capped)."""
+    fields, earlier = judged.get("fields"), judged.get("earlier")
+    features = {
+        "shape": cut(str(judged.get("shape")), 20),
+        "action": cut(str(judged.get("action")), 20),
+        "fields": [cut(str(f), 40) for f in fields[:8]] if isinstance(fields, list) else [],
+    }
+    if isinstance(earlier, list) and earlier:
+        features["earlier"] = [cut(str(t), 64) for t in earlier[:8]]
+    return features
+
+
+def _last_turn(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    turn: list[BaseMessage] = []
+    for message in reversed(messages[:-1]):
+        if isinstance(message, AIMessage):
+            break
+        turn.append(message)
+    return turn[::-1]
 
 
 def read_examples(
@@ -152,11 +239,13 @@ def read_examples(
 ) -> dict[str, list[dict[str, Any]]]:
     """Per tool, the example pairs of the runs `kept` for it (`Candidates.kept`), in order.
 
-    Each pair: `thread_id`, `run`, `tool_result`, `final_answer` (cleaned, see `clean`). A run
-    whose checkpoint cannot be read, or whose messages do not end after the tool, gives none.
-    A run in `cut_short` (`Candidates.cut_kept`) comes first, its pair the tool's result in it,
-    the final answer and `later_tools` (what a stop would have skipped), marked `cut_short`;
-    then at most `limit` pairs in all.
+    Each pair: `thread_id`, `run`, `tool_result`, `final_answer` (cleaned, see `clean`) and
+    `judged`, what the answer did with the result as the advice counted it (the record's
+    `ended_after.judged`). A run whose checkpoint cannot be read, or whose messages do not end
+    after the tool, gives none. A run in `cut_short` (`Candidates.cut_kept`) comes first, its
+    pair the tool's first successful result in it, the final answer, `later_tools` and
+    `skipped_calls` (what a stop would have skipped, see `cut_short_pair`), marked
+    `cut_short`; then at most `limit` pairs in all.
     """
     return collect_examples(lambda end: messages_at(database, end), kept, cut_short, limit)
 
@@ -182,13 +271,14 @@ def collect_examples(
                 break
             messages = messages_of(end)
             pair = ended_after_pair(messages, tool) if messages is not None else None
-            if pair is not None:
+            if pair is not None and messages is not None:
                 found.setdefault(tool, []).append(
                     {
                         "thread_id": cut(end.thread_id or ""),
                         "run": end.record.get("run"),
                         "tool_result": pair["tool_result"],
                         "final_answer": pair["final_answer"],
+                        "judged": _judged(end, tool, messages),
                     }
                 )
     return found

@@ -381,6 +381,9 @@ def _print_ended_after(after: Any, out: TextIO) -> None:
     for tool, overlap in after["tools"].items():
         features = judged.get(tool) or {}
         how = f", {features['action']} its {features['shape']} result" if features else ""
+        earlier = features.get("earlier") if isinstance(features, dict) else None
+        if isinstance(earlier, list) and earlier:
+            how += f" with facts from earlier results of {', '.join(str(t) for t in earlier[:8])}"
         said.append(f"{tool} (answer overlap {overlap}{how})")
     print(f"  the model answered right after: {', '.join(said)}", file=out)
     if after.get("final_answer") is not None:

@@ -22,11 +22,14 @@ from toolstop._printable import printable_data
 from toolstop._redact import is_postgres
 from toolstop.report.candidates import REASONS, REPEATS
 from toolstop.report.evidence import render_evidence
+from toolstop.report.lead import answer, money
+from toolstop.report.lead import number as _n
+from toolstop.report.lead import tagged as _b
 from toolstop.report.model_judge import judge_note
 from toolstop.report.tally import SHOWN
 from toolstop.report.what_if import what_if_html
 
-__all__ = ["render_html", "when"]
+__all__ = ["money", "render_html", "when"]
 
 _STYLE = """
 body { margin: 0 auto; padding: 1rem 1.2rem; max-width: 68rem; line-height: 1.45; }
@@ -36,7 +39,7 @@ pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f5f5f5; paddi
 .meta { color: #555; } .lead { font-size: 1.12rem; }
 .answer { background: #f1f8e9; border-left: 5px solid #43a047; padding: .6rem 1rem; }
 .note { background: #fff8e1; border-left: 5px solid #f9a825; padding: .5rem 1rem; }
-td.why { text-align: left; } td.first { font-weight: 600; }
+td.why { text-align: left; overflow-wrap: anywhere; } td.first { font-weight: 600; }
 img { height: auto; }
 @media (max-width: 44rem) {
   body { padding: .6rem; } .lead { font-size: 1rem; }
@@ -86,25 +89,6 @@ def _source(source: dict[str, Any]) -> str:
     return "JSON log lines read from standard input" if log == "-" else f"the log file {log}"
 
 
-def money(value: float | None) -> str:
-    """An amount of money: two decimals, four below 1 (a saving of 0.0042 is not 0.00)."""
-    if value is None:
-        return "-"
-    return f"{value:,.2f}" if abs(value) >= 1 or value == 0 else f"{value:.4f}"
-
-
-def _n(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:,.2f}"
-    return "-" if value is None else f"{value:,}" if isinstance(value, int) else str(value)
-
-
-def _b(path: str, value: Any, text: str | None = None) -> str:
-    """A figure in a sentence, bold, tagged with its report.json path."""
-    shown = _n(value) if text is None else text
-    return f'<b data-metric="{html.escape(path)}">{html.escape(shown)}</b>'
-
-
 def _td(path: str | None, value: Any, label: str, css: str = "", text: str | None = None) -> str:
     metric = f' data-metric="{html.escape(path)}"' if path else ""
     klass = f' class="{css}"' if css else ""
@@ -145,172 +129,17 @@ def _by_key(title: str, prefix: str, table: dict[str, dict[str, Any]]) -> str:
     return _table(title, ["", *columns], rows, wide=True)
 
 
-def _money(document: dict[str, Any], path: str, value: Any) -> str:
-    if "prices" not in document or value is None:
-        return ""
-    return f", worth {_b(path, value, money(value))} at your prices"
-
-
-def _answer(document: dict[str, Any]) -> str:
-    """The opening sentences: what hard mode saves, saved, and which tool to convert first."""
-    lines = []
-    saved, hard = document["would_save"], document["hard_mode"]
-    if saved["runs"]:
-        lines.append(_shadow_saving(document, saved))
-    if hard["stopped"]:
-        h = {key: _b(f"hard_mode.{key}", value) for key, value in hard.items()}
-        estimate = ""
-        if hard["input_tokens_saved_estimate"] is not None:
-            estimate = (
-                f" (about {h['input_tokens_saved_estimate']} input and "
-                f"{h['output_tokens_saved_estimate']} output tokens, estimated from shadow "
-                "mode's savings per call"
-                + _money(document, "hard_mode.cost_saved_estimate", hard.get("cost_saved_estimate"))
-                + ")"
-            )
-        lines.append(
-            f"Hard mode saved at least {h['model_calls_saved']} model calls{estimate}: it "
-            f"stopped {h['stopped']} of its {h['runs']} runs without calling the model again."
-        )
-    lines += _to_convert(document, quiet=bool(saved["runs"] or hard["stopped"]))
-    if not lines:
-        lines.append(
-            "Nothing to save yet: no run would have stopped, none was stopped, and no run "
-            "recorded which tool preceded its answer (records before schema version 4)."
-        )
-    return "".join(f'<p class="lead">{line}</p>' for line in lines)
-
-
-_CONVERT = ("convert", "convert_with_answer")
-
-
-def _advice(entry: dict[str, Any]) -> str:
-    """The entry's advice; a report without one (older) reads it from its verdict."""
-    if "advice" in entry:
-        return str(entry["advice"])
-    return "convert" if entry["verdict"] == "candidate" else "keep"
-
-
-def _to_convert(document: dict[str, Any], *, quiet: bool) -> list[str]:
-    """The sentence on which tool to convert first, or that there is little to save."""
-    signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
-    unconverted = [e for e in document["candidates"] if e["tool"] not in signalling]
-    top = next((e for e in unconverted if _advice(e) in _CONVERT), None)
-    if top is None:
-        if not document["candidates"]:
-            return []
-        if signalling and any((e.get("judged") or {}).get("runs") for e in unconverted):
-            return [
-                "The remaining (unconverted) tools have little to save on this traffic: none's "
-                "result would have served as the final answer, as it is or with a tool-written "
-                "answer (see the advice below). Keep the model for them."
-            ]
-        if any((e.get("judged") or {}).get("runs") for e in unconverted):
-            return [
-                "Little to save on this traffic: no tool's result would have served as the "
-                "final answer, as it is or with a tool-written answer (see the advice below). "
-                "Keep the model; that is a result too."
-            ]
-        if quiet:
-            return []
-        return [
-            "No tool's result is repeated as the final answer often enough to convert it yet: "
-            "see the verdicts below."
-        ]
-    at = document["candidates"].index(top)
-    saved = top.get("gain") or top["would_save"]
-    key = "gain" if "gain" in top else "would_save"
-    ws = {k: _b(f"candidates.{at}.{key}.{k}", v) for k, v in saved.items() if k != "cost"}
-    tail = (
-        f"A stop there would save {ws['model_calls']} model calls{_of_all(document, saved)}, "
-        f"{ws['input_tokens']} input and {ws['output_tokens']} output tokens"
-        + _money(document, f"candidates.{at}.{key}.cost", top[key].get("cost"))
-        + "."
-    )
-    tool = html.escape(top["tool"])
-    judged = top.get("judged") or {}
-    if not judged.get("runs"):
-        median = _b(f"candidates.{at}.answer_overlap.median", top["answer_overlap"]["median"])
-        return [
-            f"Convert <b>{tool}</b> first: "
-            f"{_b(f'candidates.{at}.ended_runs', top['ended_runs'])} of its "
-            f"{_b(f'candidates.{at}.runs', top['runs'])} runs ended right after it, with an answer "
-            f"that repeats its result (median overlap {median}). " + tail
-        ]
-    runs = _b(f"candidates.{at}.judged.runs", judged["runs"])
-    if top["advice"] == "convert":
-        relayed = _b(f"candidates.{at}.judged.actions.relayed", judged["actions"]["relayed"])
-        return [
-            f"Convert <b>{tool}</b> first: in {relayed} of the {runs} runs that ended right "
-            "after it, its result as it is would have served as the answer. " + tail
-        ]
-    fields = ", ".join(f"<code>{html.escape(f)}</code>" for f in judged["fields"])
-    return [
-        f"Convert <b>{tool}</b> first, with an answer the tool writes: in most of the {runs} "
-        "runs that ended right after it, the model only restated its result"
-        + (f" (the answers used {fields})" if fields else "")
-        + ". Have the tool write the user's text with <code>signal(..., answer=...)</code>; "
-        "its raw result is not an answer. " + tail
-    ]
-
-
-def _shadow_saving(document: dict[str, Any], saved: dict[str, Any]) -> str:
-    """What shadow mode says hard mode saves; the cut-short runs' part is never a gain."""
-    cut = saved.get("cut_short") or {"runs": 0}
-    if not cut["runs"]:
-        share = saved["share_of_shadow_model_calls"]
-        return (
-            f"In shadow mode, hard mode would have saved "
-            f"{_b('would_save.model_calls', saved['model_calls'])} model calls"
-            + (f" ({_b('would_save.share_of_shadow_model_calls', share, f'{share:.0%}')} of "
-               "the shadow-mode calls)" if share is not None else "")
-            + f", {_b('would_save.input_tokens', saved['input_tokens'])} input tokens and "
-            f"{_b('would_save.output_tokens', saved['output_tokens'])} output tokens"
-            + _money(document, "would_save.cost", saved.get("cost"))
-            + f", in {_b('would_save.runs', saved['runs'])} runs whose tools signalled a stop."
-        )  # fmt: skip
-    gain = saved["gain"]
-    share = gain["share_of_shadow_model_calls"]
-    return (
-        f"In shadow mode, hard mode would have saved "
-        f"{_b('would_save.gain.model_calls', gain['model_calls'])} model calls"
-        + (f" ({_b('would_save.gain.share_of_shadow_model_calls', share, f'{share:.0%}')} of "
-           "the shadow-mode calls)" if share is not None else "")
-        + f", {_b('would_save.gain.input_tokens', gain['input_tokens'])} input tokens and "
-        f"{_b('would_save.gain.output_tokens', gain['output_tokens'])} output tokens, in the "
-        f"runs whose tools signalled a stop. In "
-        f"{_b('would_save.cut_short.runs', cut['runs'])} of its "
-        f"{_b('would_save.runs', saved['runs'])} runs a stop would have <b>cut the run "
-        f"short</b>: {_skipped(cut['skipped_tools'])} would not have run"
-        + (f" ({_b('would_save.cut_short.writes_runs', cut['writes_runs'])} of them with a "
-           "tool that writes)" if cut["writes_runs"] else "")
-        + f". Their {_b('would_save.cut_short.model_calls', cut['model_calls'])} later model "
-        "calls are work a stop would skip, not a saving."
-    )  # fmt: skip
-
-
-def _skipped(tools: list[dict[str, Any]]) -> str:
-    names = [
-        f"<b>{html.escape(t['tool'])}</b>" + (" (writes)" if t["writes"] else "") for t in tools
-    ]
-    return ", ".join(names) or "later tools"
-
-
-def _of_all(document: dict[str, Any], saved: dict[str, Any]) -> str:
-    if not document["model_calls"]:
-        return ""
-    share = saved["model_calls"] / document["model_calls"]
-    return f" ({share:.0%} of all {_n(document['model_calls'])} model calls)"
-
-
 def _candidates(document: dict[str, Any]) -> str:
     entries = document["candidates"]
     signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
     priced = "prices" in document
+    # the advice says what the verdict said, in the same sentence for a judged tool: one column
+    # (the verdict's alone only for a report written before the advice)
+    advised = all("advice" in e for e in entries)
     columns = ["tool", "runs", "ended after it", "cut short", "calls saved", "input tokens",
                "output tokens"]  # fmt: skip
-    columns += [_AT_PRICES, "overlap median", "overlap p10", "verdict", "advice"] if priced else [
-        "overlap median", "overlap p10", "verdict", "advice"]  # fmt: skip
+    columns += [_AT_PRICES] if priced else []
+    columns += ["overlap median", "overlap p10", "advice" if advised else "verdict"]
     judged = "model_judge" in document
     columns += [f"model judge ({document['model_judge']['model']})"] if judged else []
     rows = []
@@ -336,10 +165,9 @@ def _candidates(document: dict[str, Any]) -> str:
         cells += [
             _td(f"{p}.answer_overlap.median", overlap["median"], "overlap median"),
             _td(f"{p}.answer_overlap.p10", overlap["p10"], "overlap p10"),
-            _td(None, e["why"], "verdict", "why"),
-            _td(
-                None, f"{e['advice']}: {e['advice_why']}" if "advice" in e else "", "advice", "why"
-            ),
+            _td(None, f"{e['advice']}: {e['advice_why']}", "advice", "why")
+            if advised
+            else _td(None, e["why"], "verdict", "why"),
         ]
         if judged:
             mj = e.get("model_judge")
@@ -486,12 +314,12 @@ def render_html(document: dict[str, Any], chart: Path | None, path: Path) -> Non
 <p class="meta">{_b("runs", document["runs"])} runs{since} from
 {html.escape(_source(document["source"]))}, ended {html.escape(when(document["first_run_ended"]))}
 to {html.escape(when(document["last_run_ended"]))}. Generated {html.escape(made)}.</p>
-<div class="answer">{_answer(document)}</div>
+<div class="answer">{answer(document)}</div>
 {_MODES}
 {_candidates(document)}{render_evidence(document)}{what_if_html(document.get("what_if"))}
 {_days(document)}
-{inline_png(chart, "runs by rule (shadow runs by the rule that would have stopped them), "
-            "model calls per run by mode, what shadow mode would save")}
+{inline_png(chart, "runs by rule or by the advice on the tool before the answer, model "
+            "calls per run, what a stop would save or the tools advised for conversion")}
 <h2>In figures</h2><table id="headline">{figures}</table>
 {_folded(document)}
 {_counts("Runs by outcome (shadow runs: the rule that would have stopped them)",

@@ -24,7 +24,8 @@ REPORT_VERSION = 3
 """The shape of report.json (2 added `candidates`, `would_stop_rules`, `by_day`, `hard_mode`;
 3 added cut-short runs: `would_save.cut_short`, each candidate's `cut_short_runs`,
 `cut_short` and `ended_on_it`, and counted its `would_save` from the tool's first successful
-call)."""
+call; later, without a new version: each candidate's `stoppable_runs`, the runs a stop would
+end, and `skips_writes`, the writes a stop would have skipped; `runs_by_advice`)."""
 
 _TOKENS = ("model_calls", "input_tokens", "output_tokens")
 _NARRATOR = ("narrator_calls", "narrator_input_tokens", "narrator_output_tokens")
@@ -245,8 +246,11 @@ class Summary:
                 {"day": day, **{key: counts[key] for key in _DAY}}
                 for day, counts in sorted(self.days.items())
             ],
-            "candidates": self.candidates.document(set(self.stops) | set(self.would_stops)),
+            "candidates": (
+                entries := self.candidates.document(set(self.stops) | set(self.would_stops))
+            ),
             "candidate_runs": self.candidates.measured,
+            "runs_by_advice": self.candidates.ended_by_advice(entries),
         }
 
     def _cut_short(self) -> dict[str, Any]:

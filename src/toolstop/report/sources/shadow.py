@@ -90,7 +90,7 @@ def _ending(
 ) -> StopRecord:
     """The run's end, as `StopOnArtifact.after_agent` makes it when the model answered."""
     _, run, turn = _ended(run, previous, history, policy, delivered=False)
-    return ended_after(run, turn, history[-1])["record"]
+    return ended_after(run, turn, history[-1], history)["record"]
 
 
 def limit_ending(
