@@ -509,6 +509,7 @@ def test_odd_values_in_a_record_count_as_nothing() -> None:
         "why": "only 2 run(s) ended after it: too few to tell",
         "advice": "too_few",
         "advice_why": "only 2 run(s) ended after it: too few to tell",
+        "convert_line": None,
         "judged": {"runs": 0, "actions": {}, "shapes": {}, "fields": [], "earlier": []},
         "threads": [],
         "signals": False,

@@ -296,6 +296,10 @@ def test_the_tool_to_convert_first_with_prices_and_the_per_tool_tables(tmp_path:
     }
     page = rendered(document, tmp_path)
     leads = [text(p) for p in re.findall(r'<p class="lead">(.*?)</p>', page, re.S)]
+    # the line that converts it follows, as code
+    assert re.findall(r'<p class="lead convert">(.*?)</p>', page) == [
+        "In one line: <code>toolstop.convert(find)</code>"
+    ]
     assert leads[-1] == (
         "Convert find first: 5 of its 5 runs ended right after it, with an answer that repeats "
         "its result (median overlap 1.00). A stop there would save 5 model calls (62% of all 8 "

@@ -107,6 +107,7 @@ EXPECTED: dict[str, Any] = {
             "answer_overlap": {"median": 0.1, "p10": 0.1},
             "verdict": "few", "why": FEW, "advice": "too_few",
             "advice_why": "only 1 run(s) ended after it: too few to tell",
+            "convert_line": None,
             "judged": {"runs": 0, "actions": {}, "shapes": {}, "fields": [], "earlier": []},
             "threads": ["c"],
             "signals": False,
@@ -125,6 +126,7 @@ EXPECTED: dict[str, Any] = {
             "answer_overlap": {"median": 0.9, "p10": 0.9},
             "verdict": "few", "why": FEW, "advice": "too_few",
             "advice_why": "only 1 run(s) ended after it: too few to tell",
+            "convert_line": None,
             "judged": {"runs": 0, "actions": {}, "shapes": {}, "fields": [], "earlier": []},
             "threads": ["a"],
             "signals": True,
@@ -231,10 +233,11 @@ def test_the_terminal_summary_names_a_stop_candidate_to_convert_first() -> None:
     out = io.StringIO()
     render_summary(document, out)
     lines = out.getvalue().splitlines()
-    assert lines[-2:] == [
+    assert lines[-3:] == [
         "threads: 1; open runs: 2",
         "convert first: find (5 of 5 runs ended after it, median answer overlap 1.00): "
         "the answer repeats its result: a stop candidate",
+        "  toolstop.convert(find)",  # the line that converts it
     ]
 
 

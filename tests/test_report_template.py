@@ -189,3 +189,16 @@ def test_on_real_recorded_traffic_the_template_is_checked_against_every_answer()
     assert "{supply_number}" in learned.template
     assert "{debt_amount}" in learned.template
     assert learned.coverage == 1.0
+
+
+def test_the_advice_prints_the_line_that_converts_a_tool() -> None:
+    from toolstop.report.advice import convert_line
+
+    assert convert_line("lookup", "convert", {}) == "toolstop.convert(lookup)"
+    judged = {"fields": ["reservation_id", "total", 'x"}', "{a}"], "earlier": ["search", "a b"]}
+    assert convert_line("book", "convert_with_answer", judged) == (
+        'toolstop.convert(book, answer="{reservation_id} {total} {context[search][...]}")'
+    )  # a field or tool that is no plain name is left out (it comes from the log)
+    assert convert_line("get-order", "convert", {}) == "toolstop.convert(TOOL)"
+    assert convert_line("x", "keep", {}) is None
+    assert convert_line("x", "cut_short", {}) is None

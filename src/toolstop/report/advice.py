@@ -30,6 +30,7 @@ tools the `verdict` is mapped back from the advice, so readers of `verdict` keep
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -43,6 +44,7 @@ __all__ = [
     "SERVED",
     "Judgements",
     "advise",
+    "convert_line",
     "verdict_of",
 ]
 
@@ -201,3 +203,24 @@ def verdict_of(advice: str, ended_runs: int) -> str:
     if advice == "too_few":
         return "few" if ended_runs else "none"
     return "keep"
+
+
+_FIELD = re.compile(r"[A-Za-z_][\w-]{0,39}")
+
+
+def convert_line(tool: str, advice: str, judged: Mapping[str, Any]) -> str | None:
+    """The line that converts a tool advised `convert` or `convert_with_answer`, else `None`.
+
+    `toolstop.convert(TOOL)`; with an answer, a template over the JSON fields the answers used
+    (`judged["fields"]`), the earlier tools it needs named. A tool name that is no Python name
+    is written `TOOL` (the name is the log's, not code)."""
+    if advice not in ("convert", "convert_with_answer"):
+        return None
+    name = tool if tool.isidentifier() else "TOOL"
+    if advice == "convert":
+        return f"toolstop.convert({name})"
+    fields = [str(f) for f in judged.get("fields") or [] if _FIELD.fullmatch(str(f))]
+    template = " ".join(f"{{{f}}}" for f in fields[:8]) or "..."
+    earlier = [str(t) for t in judged.get("earlier") or [] if str(t).isidentifier()][:4]
+    hint = "".join(f" {{context[{t}][...]}}" for t in earlier)
+    return f'toolstop.convert({name}, answer="{template}{hint}")'

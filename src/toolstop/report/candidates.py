@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from toolstop.report.advice import ADVICE, Judgements, advise, verdict_of
+from toolstop.report.advice import ADVICE, Judgements, advise, convert_line, verdict_of
 from toolstop.report.model_judge import Sample
 from toolstop.report.records import cut
 from toolstop.report.tally import LABELS, TRACKED, Table, Tally
@@ -352,6 +352,7 @@ class Candidates:
                     "why": sentence,
                     "advice": advice,
                     "advice_why": why,
+                    "convert_line": convert_line(tool, advice, judged),
                     "judged": judged,
                     "threads": self._threads(tool, cut_first=advice == "cut_short"),
                     "signals": tool in signalling,

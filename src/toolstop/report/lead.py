@@ -60,16 +60,35 @@ def answer(document: dict[str, Any]) -> str:
             f"stopped {h['stopped']} of its {h['runs']} runs without calling the model again."
         )
     lines += _to_convert(document, quiet=bool(saved["runs"] or hard["stopped"]))
+    code = _convert_line(document)
     lines += _skipped_writes(document)
     if not lines:
         lines.append(
             "Nothing to save yet: no run would have stopped, none was stopped, and no run "
             "recorded which tool preceded its answer (records before schema version 4)."
         )
-    return "".join(f'<p class="lead">{line}</p>' for line in lines)
+    return "".join(f'<p class="lead">{line}</p>' for line in lines) + "".join(
+        f'<p class="lead convert">{line}</p>' for line in code
+    )
 
 
 _CONVERT = ("convert", "convert_with_answer")
+
+
+def _convert_line(document: dict[str, Any]) -> list[str]:
+    """The line that converts the top tool advised for conversion, as code."""
+    signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
+    top = next(
+        (
+            e
+            for e in document["candidates"]
+            if e["tool"] not in signalling and _advice(e) in _CONVERT
+        ),
+        None,
+    )
+    if top is None or not top.get("convert_line"):
+        return []
+    return [f"In one line: <code>{html.escape(top['convert_line'])}</code>"]
 
 
 def _advice(entry: dict[str, Any]) -> str:

@@ -165,7 +165,13 @@ def _candidates(document: dict[str, Any]) -> str:
         cells += [
             _td(f"{p}.answer_overlap.median", overlap["median"], "overlap median"),
             _td(f"{p}.answer_overlap.p10", overlap["p10"], "overlap p10"),
-            _td(None, f"{e['advice']}: {e['advice_why']}", "advice", "why")
+            _td(
+                None,
+                f"{e['advice']}: {e['advice_why']}"
+                + (f" — {e['convert_line']}" if e.get("convert_line") else ""),
+                "advice",
+                "why",
+            )
             if advised
             else _td(None, e["why"], "verdict", "why"),
         ]

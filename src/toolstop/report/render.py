@@ -128,6 +128,8 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
             f"{cell(top['answer_overlap']['median'])}): {top.get('advice_why') or top['why']}",
             file=out,
         )
+        if top.get("convert_line"):
+            print(f"  {top['convert_line']}", file=out)
     for entry in converts:
         if entry is not top and entry.get("skips_writes"):
             print(
