@@ -10,7 +10,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from toolstop.cli import main
 from toolstop.convert import render_answer
-from toolstop.report.template import Pair, learn_template, pairs_of
+from toolstop.report.template import Pair, learn_template, pairs_of, template_lines
 
 TRAFFIC = Path(__file__).parent / "fixtures" / "traffic" / "tau2_student_domains"
 
@@ -202,3 +202,29 @@ def test_the_advice_prints_the_line_that_converts_a_tool() -> None:
     assert convert_line("get-order", "convert", {}) == "toolstop.convert(TOOL)"
     assert convert_line("x", "keep", {}) is None
     assert convert_line("x", "cut_short", {}) is None
+
+
+def test_a_list_position_that_is_the_wrong_item_is_caught() -> None:
+    """A search returns two flights; the booked one alternates. A template that reads the
+    departure of `flights[1]` is right on half the bookings only: it must not pass as covered."""
+    flights = [{"number": "HA100", "departs": "06:10"}, {"number": "HA200", "departs": "13:15"}]
+    pairs = []
+    for n in range(6):
+        booked = flights[n % 2]
+        pairs.append(
+            Pair(
+                result={"reservation_id": f"R{n}", "flight": booked["number"]},
+                answer=f"Booked R{n} on {booked['number']}, departing {booked['departs']}.",
+                context={"search": {"flights": flights}},
+            )
+        )
+    learned = learn_template("book", pairs)
+    document = learned.document()
+    assert learned.template is not None
+    if "[departs]" in learned.template:  # it reads a departure by position: flagged
+        assert document["wrong_pairs"] == 3
+        assert document["list_positions"]
+        assert any("WARNING" in line for line in template_lines(document))
+    else:  # or it left the departure out
+        assert document["wrong_pairs"] == 0
+    assert learned.coverage < 1.0  # no template carries every departure

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import string
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -99,6 +100,9 @@ class Learned:
     template: str | None = None
     coverage: float = 0.0
     covered_share: float = 0.0
+    wrong_share: float = 0.0
+    wrong_pairs: int = 0
+    list_positions: list[str] = field(default_factory=list)
     uses_context: list[str] = field(default_factory=list)
     examples: list[dict[str, str]] = field(default_factory=list)
     not_reached: list[str] = field(default_factory=list)
@@ -116,6 +120,9 @@ class Learned:
             "convert": line,
             "coverage": round(self.coverage, 3),
             "covered_share": round(self.covered_share, 3),
+            "wrong_share": round(self.wrong_share, 3),
+            "wrong_pairs": self.wrong_pairs,
+            "list_positions": self.list_positions,
             "uses_context": self.uses_context,
             "examples": self.examples,
             "not_reached": self.not_reached,
@@ -166,15 +173,19 @@ def learn_template(tool: str, pairs: Iterable[Pair]) -> Learned:
     tried = sorted(skeletons, key=lambda s: (skeletons[s], len(s)))[:CANDIDATES_MAX]
     best: tuple[float, float, str] | None = None
     for skeleton in tried:
-        coverage, share = _validated(skeleton, kept, facts)
-        score = (coverage - 0.1 * skeletons[skeleton], share, skeleton)
-        if best is None or score[:2] > best[:2]:
-            best = (score[0], share, skeleton)
+        checked = _validated(skeleton, kept, facts)
+        # a fact the recorded answer does not state is worse than one left out
+        score = checked.coverage - 2 * checked.wrong_share - 0.1 * skeletons[skeleton]
+        if best is None or (score, checked.covered_share) > best[:2]:
+            best = (score, checked.covered_share, skeleton)
     if best is None:
         return learned
     template = best[2]
     learned.template = template
-    learned.coverage, learned.covered_share = _validated(template, kept, facts)
+    checked = _validated(template, kept, facts)
+    learned.coverage, learned.covered_share = checked.coverage, checked.covered_share
+    learned.wrong_share, learned.wrong_pairs = checked.wrong_share, checked.wrong_pairs
+    learned.list_positions = sorted(set(re.findall(r"\{([^{}]*\[\d+\][^{}]*)\}", template)))
     learned.uses_context = sorted(
         {m.group(1) for m in re.finditer(r"\{context\[([^\]]+)\]", template)}
     )
@@ -184,7 +195,7 @@ def learn_template(tool: str, pairs: Iterable[Pair]) -> Learned:
     for pair in kept[:3]:
         learned.examples.append(
             {
-                "rendered": clean(_saferender_answer(template, pair) or ""),
+                "rendered": clean(_rendered(template, pair) or ""),
                 "recorded": clean(pair.answer),
             }
         )
@@ -299,7 +310,7 @@ def _escaped(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-def _saferender_answer(template: str, pair: Pair) -> str | None:
+def _rendered(template: str, pair: Pair) -> str | None:
     try:
         text = render_answer(template, pair.result, pair.context)
     except Exception:  # a field this result lacks: the template cannot render it
@@ -307,18 +318,60 @@ def _saferender_answer(template: str, pair: Pair) -> str | None:
     return text if isinstance(text, str) else None
 
 
+@dataclass(frozen=True)
+class _Validation:
+    coverage: float
+    """Mean share of each recorded answer's facts the rendered text carries."""
+    covered_share: float
+    """Share of the answers with at least 80% of their facts carried."""
+    wrong_share: float
+    """Mean share of the template's fields that, rendered, contradict the recorded answer."""
+    wrong_pairs: int
+    """Pairs on which a field contradicts the recorded answer (see `_contradicted`)."""
+
+
+def _name(path: str) -> str:
+    """A field path's last key: `flights[1][departs]` -> `departs`."""
+    return path.rsplit("[", 1)[-1].rstrip("]") if "[" in path else path.split(":", 1)[0]
+
+
+def _contradicted(template: str, pair: Pair, stated: set[Any]) -> tuple[int, int]:
+    """(fields that contradict the recorded answer, fields rendered) on one pair.
+
+    A field contradicts the answer when its value is not among the answer's facts while the
+    answer states a value of a field of that name (the template says departs 13:15 where the
+    answer said departs 06:10: the wrong item of a list)."""
+    index = _index(pair)
+    names = {_name(index[key].path) for key in stated if key in index}
+    fields = [f for _, f, _, _ in string.Formatter().parse(template) if f]
+    wrong = 0
+    for path in fields:
+        try:
+            value = render_answer("{" + path + "}", pair.result, pair.context)
+        except Exception:  # a field this result lacks: not rendered, not wrong
+            continue
+        if _key(value) not in stated and _name(path) in names:
+            wrong += 1
+    return wrong, len(fields)
+
+
 def _validated(
     template: str, pairs: Sequence[Pair], facts: Sequence[list[tuple[int, int, Any]]]
-) -> tuple[float, float]:
-    """Mean share of each answer's facts the rendered text carries, and the share of pairs
-    with at least 80% of them."""
+) -> _Validation:
+    """The template rendered on every pair, its facts compared with the recorded answer's."""
     scores: list[float] = []
+    wrong: list[float] = []
     for pair, answer_facts in zip(pairs, facts, strict=True):
-        if not answer_facts:
-            continue
-        rendered = _saferender_answer(template, pair)
+        rendered = _rendered(template, pair)
         if rendered is None:
-            scores.append(0.0)
+            if answer_facts:
+                scores.append(0.0)
+            continue
+        stated = {key for _, _, key in answer_facts}
+        contradicting, fields = _contradicted(template, pair, stated)
+        if fields:
+            wrong.append(contradicting / fields)
+        if not answer_facts:
             continue
         carried = {_key(m.group()) for m in _TOKEN.finditer(rendered)}
         folded = rendered.casefold()
@@ -328,9 +381,12 @@ def _validated(
             if key in carried or (isinstance(key, str) and key in folded)
         )
         scores.append(hits / len(answer_facts))
-    if not scores:
-        return 0.0, 0.0
-    return sum(scores) / len(scores), sum(s >= 0.8 for s in scores) / len(scores)
+    return _Validation(
+        coverage=sum(scores) / len(scores) if scores else 0.0,
+        covered_share=sum(s >= 0.8 for s in scores) / len(scores) if scores else 0.0,
+        wrong_share=sum(wrong) / len(wrong) if wrong else 0.0,
+        wrong_pairs=sum(w > 0 for w in wrong),
+    )
 
 
 def template_from(source: str, tool: str, *, format: str | None = None) -> Learned:  # noqa: A002
@@ -380,6 +436,19 @@ def template_lines(document: Mapping[str, Any]) -> list[str]:
         f"  coverage: {document['coverage']:.0%} of the answers' facts (numbers, ids, names) "
         f"carried; {document['covered_share']:.0%} of the answers at 80% or more",
     ]
+    if document["wrong_pairs"]:
+        lines.append(
+            f"  WARNING: on {document['wrong_pairs']} of the recorded results a field of it "
+            "contradicts the recorded answer (another value of the same field, e.g. the wrong "
+            "item of a list): read the pairs; a wrong receipt is worse than a model call"
+        )
+    if document["list_positions"]:
+        lines.append(
+            "  uses list positions ("
+            + ", ".join(document["list_positions"])
+            + "): right only when the item is always there; otherwise write answer= as a "
+            "function that finds the item"
+        )
     if document["uses_context"]:
         lines.append("  uses earlier results of the run: " + ", ".join(document["uses_context"]))
     if document["not_reached"]:
