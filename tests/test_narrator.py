@@ -149,6 +149,6 @@ def test_the_report_counts_and_prices_both_models(tmp_path: Any) -> None:
     }
     assert document["model_calls"] == 4  # two tool turns per run; the narration is not one
     spent = document["spent"]
-    assert spent["narrator"] == round((narrated_in * 0.1 + narrated_out * 0.4) / 1e6, 4)
+    assert spent["narrator"] == round((narrated_in * 0.1 + narrated_out * 0.4) / 1e6, 6)
     expected = (document["input_tokens"] * 3 + document["output_tokens"] * 15) / 1e6
-    assert spent["model"] == round(expected, 4)
+    assert spent["model"] == round(expected, 6)

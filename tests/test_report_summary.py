@@ -171,7 +171,7 @@ def test_prices_put_money_beside_each_saving() -> None:
         "narrator_input_per_million": 3.0,  # no narrator prices: the agent model's
         "narrator_output_per_million": 15.0,
     }
-    assert priced["spent"] == {"model": round((720 * 3 + 90 * 15) / 1e6, 4), "narrator": 0.0}
+    assert priced["spent"] == {"model": round((720 * 3 + 90 * 15) / 1e6, 6), "narrator": 0.0}
     assert priced["would_save"] == {
         **EXPECTED["would_save"],
         "cost": round((160 * 3 + 20 * 15) / 1_000_000, 4),

@@ -52,8 +52,8 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
     spent = document.get("spent")
     if spent:
         print(
-            f"spent at your prices: {spent['model']} on the agent's model, "
-            f"{spent['narrator']} on the narrator",
+            f"spent at your prices: {spent['model']:.6f} on the agent's model, "
+            f"{spent['narrator']:.6f} on the narrator",
             file=out,
         )
     print(

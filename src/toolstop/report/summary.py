@@ -327,10 +327,12 @@ def _nested(table: dict[str, Counter[str]]) -> dict[str, dict[str, int]]:
     return {key: dict(sorted(counts.items())) for key, counts in sorted(table.items())}
 
 
-def _cost(input_tokens: Any, output_tokens: Any, prices: tuple[float, float]) -> float | None:
+def _cost(
+    input_tokens: Any, output_tokens: Any, prices: tuple[float, float], digits: int = 4
+) -> float | None:
     if not isinstance(input_tokens, int) or not isinstance(output_tokens, int):
         return None
-    return round((input_tokens * prices[0] + output_tokens * prices[1]) / 1_000_000, 4)
+    return round((input_tokens * prices[0] + output_tokens * prices[1]) / 1_000_000, digits)
 
 
 def with_prices(
@@ -359,9 +361,11 @@ def with_prices(
             "narrator_input_per_million": narrator_prices[0],
             "narrator_output_per_million": narrator_prices[1],
         },
-        "spent": {
-            "model": _cost(document["input_tokens"], document["output_tokens"], prices),
-            "narrator": _cost(narrated["input_tokens"], narrated["output_tokens"], narrator_prices),
+        "spent": {  # to the millionth: a narrator's spend is often below a ten-thousandth
+            "model": _cost(document["input_tokens"], document["output_tokens"], prices, 6),
+            "narrator": _cost(
+                narrated["input_tokens"], narrated["output_tokens"], narrator_prices, 6
+            ),
         },
         "would_save": {
             **saved,
