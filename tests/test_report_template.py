@@ -228,3 +228,36 @@ def test_a_list_position_that_is_the_wrong_item_is_caught() -> None:
     else:  # or it left the departure out
         assert document["wrong_pairs"] == 0
     assert learned.coverage < 1.0  # no template carries every departure
+
+
+def _numbers_answer(n: int) -> list[Pair]:
+    result = {f"v{i}": i * 7 + 1 for i in range(n)}
+    answer = "\n".join(f"Value {i * 7 + 1}." for i in range(n))
+    return [Pair(result=result, answer=answer, context={})] * 3
+
+
+def test_learning_takes_work_linear_in_an_answers_length() -> None:
+    """A security review: an answer of numbers on separate lines took 96 s at 129 KB (every
+    sentence compared with every fact). Counted, not timed: Python calls (generator steps
+    included) while learning, for an answer 4 times as long."""
+    import cProfile
+    import pstats
+
+    work = []
+    for n in (50, 200):
+        profile = cProfile.Profile()
+        profile.enable()
+        learn_template("t", _numbers_answer(n))
+        profile.disable()
+        work.append(pstats.Stats(profile).total_calls)  # type: ignore[attr-defined]
+    assert work[1] <= 5 * work[0]  # 4 times the answer: about 4 times the work, not 16
+
+
+def test_a_huge_answer_gives_a_bounded_template() -> None:
+    pairs = [
+        Pair(result={"order": 7}, answer="Order 7 ok, " * 10_000, context={}) for _ in range(3)
+    ]
+    learned = learn_template("t", pairs)
+    document = learned.document()
+    assert learned.template is None or len(learned.template) <= 1000
+    assert all(len(line) <= 4200 for line in template_lines(document))

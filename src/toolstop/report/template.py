@@ -35,6 +35,13 @@ __all__ = ["Learned", "Pair", "learn_template", "pairs_of", "template_from", "te
 PAIRS_MAX = 500
 """Recorded pairs read per tool at most."""
 CANDIDATES_MAX = 60
+ANSWER_CHARS = 4000
+"""Characters of a recorded answer read at most (a longer one is cut: its template too long)."""
+TEMPLATE_CHARS = 1000
+"""A template longer than this is not suggested (the line to paste stays readable)."""
+RANKED_PAIRS = 100
+"""Pairs the candidate templates are ranked on; the one kept is validated on every pair."""
+_NAMES_MAX = 200
 """Answers tried as the template's skeleton at most (the shortest first)."""
 _LEAVES_MAX = 2000
 _DEPTH_MAX = 12
@@ -152,29 +159,38 @@ def pairs_of(messages: Sequence[BaseMessage], tool: str) -> Iterator[Pair]:
                 context[str(earlier.name)] = parsed_result(earlier.content)
         answer = content_text(run[-1].content)
         if answer and answer.strip():
-            yield Pair(result=parsed_result(results[-1].content), answer=answer, context=context)
+            yield Pair(
+                result=parsed_result(results[-1].content),
+                answer=answer[:ANSWER_CHARS],
+                context=context,
+            )
 
 
 def learn_template(tool: str, pairs: Iterable[Pair]) -> Learned:
-    """The template that carries most facts of the recorded answers, validated on every pair."""
+    """The template that carries most facts of the recorded answers, validated on every pair.
+
+    Time is linear in the pairs' size for each candidate (at most `CANDIDATES_MAX`, ranked on
+    `RANKED_PAIRS` pairs): a pair's facts and fields are found once."""
     kept = [p for _, p in zip(range(PAIRS_MAX), pairs, strict=False)]
     learned = Learned(tool=tool, pairs=len(kept))
     if not kept:
         return learned
-    facts = [_facts(p) for p in kept]
+    indexes = [_index(p) for p in kept]
+    facts = [_facts(p, index) for p, index in zip(kept, indexes, strict=True)]
     used: Counter[str] = Counter()
     skeletons: dict[str, int] = {}
-    for index, pair in enumerate(kept):
-        skeleton, paths, unmapped = _skeleton(pair, facts[index])
+    for number, pair in enumerate(kept):
+        skeleton, paths, unmapped = _skeleton(pair, facts[number], indexes[number])
         used.update(set(paths))
         learned.unmapped_answers += unmapped > 0
-        if skeleton is not None and skeleton not in skeletons:
+        if skeleton is not None and len(skeleton) <= TEMPLATE_CHARS and skeleton not in skeletons:
             skeletons[skeleton] = unmapped
     tried = sorted(skeletons, key=lambda s: (skeletons[s], len(s)))[:CANDIDATES_MAX]
+    ranked = slice(0, RANKED_PAIRS)
     best: tuple[float, float, str] | None = None
     for skeleton in tried:
-        checked = _validated(skeleton, kept, facts)
-        # a fact the recorded answer does not state is worse than one left out
+        checked = _validated(skeleton, kept[ranked], facts[ranked], indexes[ranked])
+        # a fact that contradicts the recorded answer is worse than one left out
         score = checked.coverage - 2 * checked.wrong_share - 0.1 * skeletons[skeleton]
         if best is None or (score, checked.covered_share) > best[:2]:
             best = (score, checked.covered_share, skeleton)
@@ -182,7 +198,7 @@ def learn_template(tool: str, pairs: Iterable[Pair]) -> Learned:
         return learned
     template = best[2]
     learned.template = template
-    checked = _validated(template, kept, facts)
+    checked = _validated(template, kept, facts, indexes)
     learned.coverage, learned.covered_share = checked.coverage, checked.covered_share
     learned.wrong_share, learned.wrong_pairs = checked.wrong_share, checked.wrong_pairs
     learned.list_positions = sorted(set(re.findall(r"\{([^{}]*\[\d+\][^{}]*)\}", template)))
@@ -194,10 +210,7 @@ def learn_template(tool: str, pairs: Iterable[Pair]) -> Learned:
     ][:10]
     for pair in kept[:3]:
         learned.examples.append(
-            {
-                "rendered": clean(_rendered(template, pair) or ""),
-                "recorded": clean(pair.answer),
-            }
+            {"rendered": clean(_rendered(template, pair) or ""), "recorded": clean(pair.answer)}
         )
     return learned
 
@@ -243,15 +256,14 @@ def _index(pair: Pair) -> dict[Any, _Leaf]:
     return found
 
 
-def _facts(pair: Pair) -> list[tuple[int, int, Any]]:
+def _facts(pair: Pair, index: dict[Any, _Leaf]) -> list[tuple[int, int, Any]]:
     """The facts of the answer: `(start, end, key)` of its numbers and ids, and of the names
-    (text values of the run's results) it contains, longest first where they overlap."""
+    (text values of the run's results, the longest `_NAMES_MAX`) it contains, longest first
+    where they overlap."""
     spans = [(m.start(), m.end(), _key(m.group())) for m in _TOKEN.finditer(pair.answer)]
     folded = pair.answer.casefold()
-    names = [
-        k for k in _index(pair) if isinstance(k, str) and _WORD_LEAF.match(k) and k not in _COMMON
-    ]
-    for name in sorted(names, key=len, reverse=True):
+    names = [k for k in index if isinstance(k, str) and _WORD_LEAF.match(k) and k not in _COMMON]
+    for name in sorted(names, key=len, reverse=True)[:_NAMES_MAX]:
         for match in re.finditer(rf"(?<!\w){re.escape(name)}(?!\w)", folded):
             spans.append((match.start(), match.end(), name))
     spans.sort(key=lambda s: (s[0], -(s[1] - s[0])))
@@ -262,18 +274,23 @@ def _facts(pair: Pair) -> list[tuple[int, int, Any]]:
     return kept
 
 
-def _skeleton(pair: Pair, facts: list[tuple[int, int, Any]]) -> tuple[str | None, list[str], int]:
+def _skeleton(
+    pair: Pair, facts: list[tuple[int, int, Any]], index: dict[Any, _Leaf]
+) -> tuple[str | None, list[str], int]:
     """The answer with each fact found in a result replaced by its field; the paths used, and
     how many facts were found in no result.
 
     A sentence holding a number or id found in no result is left out: kept as it is, it would
     tell every later user this one's figure."""
-    index = _index(pair)
     parts: list[str] = []
     paths: list[str] = []
     unmapped = 0
+    at_fact = 0  # facts are in order: each sentence takes the next ones
     for begin, finish in _sentences(pair.answer, facts):
-        inside = [f for f in facts if begin <= f[0] < finish]
+        first = at_fact
+        while at_fact < len(facts) and facts[at_fact][0] < finish:
+            at_fact += 1
+        inside = [f for f in facts[first:at_fact] if f[0] >= begin]
         if any(index.get(key) is None for _, _, key in inside):
             unmapped += sum(index.get(key) is None for _, _, key in inside)
             continue
@@ -296,9 +313,12 @@ def _skeleton(pair: Pair, facts: list[tuple[int, int, Any]]) -> tuple[str | None
 def _sentences(text: str, facts: list[tuple[int, int, Any]]) -> Iterator[tuple[int, int]]:
     """`(start, end)` of each sentence of `text`, the space after it included; never inside a
     fact (`Dr. Carlos` is one name)."""
+    inside = bytearray(len(text) + 1)  # 1: a position within a fact (no break there)
+    for start, end, _ in facts:
+        inside[start + 1 : end + 1] = b"\x01" * (end - start)
     start = 0
     for match in re.finditer(r"(?<=[.!?:])\s+(?=[^a-z0-9])|\n+", text):
-        if any(f[0] < match.end() <= f[1] for f in facts):
+        if inside[match.end()]:
             continue
         yield start, match.end()
         start = match.end()
@@ -335,13 +355,14 @@ def _name(path: str) -> str:
     return path.rsplit("[", 1)[-1].rstrip("]") if "[" in path else path.split(":", 1)[0]
 
 
-def _contradicted(template: str, pair: Pair, stated: set[Any]) -> tuple[int, int]:
+def _contradicted(
+    template: str, pair: Pair, stated: set[Any], index: dict[Any, _Leaf]
+) -> tuple[int, int]:
     """(fields that contradict the recorded answer, fields rendered) on one pair.
 
     A field contradicts the answer when its value is not among the answer's facts while the
     answer states a value of a field of that name (the template says departs 13:15 where the
     answer said departs 06:10: the wrong item of a list)."""
-    index = _index(pair)
     names = {_name(index[key].path) for key in stated if key in index}
     fields = [f for _, f, _, _ in string.Formatter().parse(template) if f]
     wrong = 0
@@ -356,19 +377,22 @@ def _contradicted(template: str, pair: Pair, stated: set[Any]) -> tuple[int, int
 
 
 def _validated(
-    template: str, pairs: Sequence[Pair], facts: Sequence[list[tuple[int, int, Any]]]
+    template: str,
+    pairs: Sequence[Pair],
+    facts: Sequence[list[tuple[int, int, Any]]],
+    indexes: Sequence[dict[Any, _Leaf]],
 ) -> _Validation:
     """The template rendered on every pair, its facts compared with the recorded answer's."""
     scores: list[float] = []
     wrong: list[float] = []
-    for pair, answer_facts in zip(pairs, facts, strict=True):
+    for pair, answer_facts, index in zip(pairs, facts, indexes, strict=True):
         rendered = _rendered(template, pair)
         if rendered is None:
             if answer_facts:
                 scores.append(0.0)
             continue
         stated = {key for _, _, key in answer_facts}
-        contradicting, fields = _contradicted(template, pair, stated)
+        contradicting, fields = _contradicted(template, pair, stated, index)
         if fields:
             wrong.append(contradicting / fields)
         if not answer_facts:
