@@ -79,12 +79,28 @@ _EDITS_KEY = "hitl_edited_tool_calls"
 """`HumanInTheLoopMiddleware`'s state key: tool call id -> the call a reviewer ran instead."""
 
 
-def _to_model(request: ModelRequest) -> ModelRequest:
-    """The request with each earlier relay's `answer` replaced by the tools' content."""
-    messages = list(request.messages)
-    sent = to_model(messages)
-    changed = any(a is not b for a, b in zip(sent, messages, strict=True))
-    return request.override(messages=sent) if changed else request
+def _to_model(request: ModelRequest, begun: Begun) -> ModelRequest:
+    """The request with each earlier relay's `answer` replaced by the tools' content.
+
+    The messages are read only when the thread holds such a relay (`begun.relays`), or when the
+    request's messages are not the state's (another middleware's `wrap_model_call` gave the
+    model messages of its own, which the run has not looked at).
+    """
+    sent = request.messages
+    held = begun.messages
+    if not begun.relays and (
+        sent is held
+        or (len(sent) == len(held) and (not sent or (sent[0] is held[0] and sent[-1] is held[-1])))
+    ):
+        return request
+    messages = list(sent)
+    swapped = to_model(messages)
+    changed = False
+    for a, b in zip(swapped, messages, strict=True):
+        if a is not b:
+            changed = True
+            break
+    return request.override(messages=swapped) if changed else request
 
 
 class StopOnArtifactState(AgentState[Any]):
@@ -543,7 +559,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         narrated = decision is not None and decision.narrate
         if begun.aborted is not None:
             request = self._repaired(request, begun)
-        request = _to_model(request)
+        request = _to_model(request, begun)
         response = handler(self._narrating(request) if narrated else request)
         if decision is not None:
             turn_event(decision, begun.turn, begun.run)
@@ -563,7 +579,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         narrated = decision is not None and decision.narrate
         if begun.aborted is not None:
             request = self._repaired(request, begun)
-        request = _to_model(request)
+        request = _to_model(request, begun)
         response = await handler(self._narrating(request) if narrated else request)
         if decision is not None:
             turn_event(decision, begun.turn, begun.run)
