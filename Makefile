@@ -11,7 +11,7 @@ SERVE_VENV := .venv-serve
 SERVE_STAMP := $(SERVE_VENV)/.installed
 
 .PHONY: help demo test test-fast format lint typecheck unit matrix mutation clean serve serve-env \
-	serve-bench docs
+	serve-bench docs counts
 
 ## List the targets and what each does (plain `make`).
 help:
@@ -74,6 +74,14 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts
 	$(BIN)/ruff format --check src tests scripts
 	$(BIN)/lint-imports
+
+# The regression guard on toolstop's cost (tests/test_call_counts.py, part of `make test`)
+# compares Python calls per run of each router with docs/bench/call_counts.json, one entry per
+# stack. After a change meant to cost more (or one that saves), rewrite this stack's entry
+# deliberately, and commit it with the change.
+## Rewrite this stack's call-count baseline (docs/bench/call_counts.json).
+counts: $(STAMP)
+	$(BIN)/python scripts/call_counts.py --update
 
 ## mypy --strict over the package and tests/typecheck.
 typecheck: $(STAMP)

@@ -721,3 +721,60 @@ def test_the_gc_throughput_figures_are_computed_from_their_bursts() -> None:
         f"{on[bare]['runs_per_s']} runs/s with the collector on and {off[bare]['runs_per_s']}"
         in page
     )
+
+
+COMMIT_LABELS = {"old": "a2a35af", "base": "868c87f", "new": "after #51"}
+"""docs/bench/commits-*.json's source labels -> the commit docs/benchmarks.md names."""
+
+
+def test_the_commits_side_by_side_are_their_samples() -> None:
+    """docs/bench/commits.py: each ratio is the ratio of the stored samples' medians, and
+    docs/benchmarks.md quotes them, per stack and commit."""
+    import statistics
+
+    page = (Path(__file__).parent.parent / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    stored = sorted(BENCH_DOCS.glob("commits-*.json"))
+    assert len(stored) == 2
+    for path in stored:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        versions = document["stack"]
+        stack = f"langchain {versions['langchain']}, langgraph {versions['langgraph']}"
+        assert set(document["figures"]) == set(COMMIT_LABELS)
+        for label, samples in document["samples_ms"].items():
+            runs = document["cycles"] * document["rounds"]
+            assert all(len(values) == runs for values in samples.values())
+            median = {name: statistics.median(values) for name, values in samples.items()}
+            f = document["figures"][label]
+            for ratio, (a, b) in {
+                "soa/floor": ("soa", "floor"),
+                "soa/floor_m": ("soa", "floor_m"),
+                "soa/bare": ("soa", "bare"),
+                "graph/bare": ("graph", "bare"),
+            }.items():
+                assert f[ratio] == round(median[a] / median[b], 4)
+            row = (
+                f"| {stack} | {COMMIT_LABELS[label]} | {f['soa/floor']:.3f}x | "
+                f"{f['soa/floor_m']:.3f}x | {f['soa/bare']:.3f}x | {f['graph/bare']:.3f}x |"
+            )
+            assert row in page, row
+
+
+def test_the_commits_call_counts_are_their_counts() -> None:
+    """docs/bench/commits_calls.py: the ratios follow from the stored counts, as quoted."""
+    page = (Path(__file__).parent.parent / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    stored = sorted(BENCH_DOCS.glob("commits_calls-*.json"))
+    assert len(stored) == 2
+    for path in stored:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        versions = document["stack"]
+        stack = f"langchain {versions['langchain']}, langgraph {versions['langgraph']}"
+        for label, calls in document["calls_per_run"].items():
+            f = document["figures"][label]
+            assert f["soa/floor"] == round(calls["soa"] / calls["floor"], 4)
+            assert f["soa/floor_m"] == round(calls["soa"] / calls["floor_m"], 4)
+            assert f["graph/bare"] == round(calls["graph"] / calls["bare"], 4)
+            row = (
+                f"| {stack} | {COMMIT_LABELS[label]} | {calls['soa']:,} | {f['soa/floor']:.3f}x "
+                f"| {f['soa/floor_m']:.3f}x | {calls['graph']:,} | {f['graph/bare']:.3f}x |"
+            )
+            assert row in page, row

@@ -14,7 +14,7 @@ from langgraph.errors import GraphRecursionError
 
 from helpers import arun, run
 from routers import ROUTERS, Router
-from toolstop import Outcome, StopPolicy, ToolstopConfigError, signal
+from toolstop import Outcome, Rule, StopPolicy, ToolstopConfigError, signal
 from toolstop.examples import make_search_tool
 from toolstop.testing import ScriptedChatModel, assert_valid_history, call, forced_tool, turn
 
@@ -700,3 +700,27 @@ def test_on_budget_model_fits_the_step_budget_under_any_limit(router: Router, li
     expected = "wrap-up" if fits else policy.step_budget_message
     assert state["messages"][-1].content == expected
     assert_valid_history(state["messages"])
+
+
+def test_a_relay_in_the_input_is_sent_with_the_content(router: Router) -> None:
+    """No run of this thread wrote the relay (it came with the input): it is still swapped."""
+    from toolstop._lifecycle import relay_message
+
+    relay = relay_message("The answer for you.", Rule.COMPLETED, for_model="raw page")
+    agent, model = build(router, ["ok"], forced_tool("lookup", DONE))
+    agent.invoke({"messages": [HumanMessage("q"), relay, HumanMessage("thanks")]})
+    model.assert_complete()
+    assert [m.content for m in model.calls[0].messages] == ["q", "raw page", "thanks"]
+
+
+def test_a_relay_later_in_the_thread_is_sent_with_the_content(router: Router) -> None:
+    """A run that looked at a thread without relays still reads the messages added since."""
+    from toolstop._lifecycle import relay_message
+
+    agent, model = build(router, ["first", "ok"], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}}
+    agent.invoke({"messages": [HumanMessage("q")]}, config)
+    relay = relay_message("The answer for you.", Rule.COMPLETED, for_model="raw page")
+    agent.invoke({"messages": [relay, HumanMessage("thanks")]}, config)
+    model.assert_complete()
+    assert [m.content for m in model.calls[1].messages] == ["q", "first", "raw page", "thanks"]

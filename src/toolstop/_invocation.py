@@ -296,6 +296,9 @@ def current(config: Any) -> str | None:
     loop = _loop(config)
     if loop is None:
         return None
+    name = _names.get(loop)  # named (and its thread claimed) already: no lock to take
+    if name is not None:
+        return name
     return _claim(loop, _written, waited=False)
 
 
@@ -309,7 +312,7 @@ async def aclaim(config: Any) -> None:
         ToolstopConcurrentRunError: as `current`.
     """
     loop = _loop(config)
-    if loop is None:
+    if loop is None or loop in _names:  # named (and its thread claimed) already
         return
     deadline = time.monotonic() + GRACE_S
     waited, thread = False, None

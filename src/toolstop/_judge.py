@@ -118,6 +118,8 @@ _COMMON = frozenset(
 
 def _folded(text: str) -> str:
     """`text` case-folded, accents dropped ("Sótero" and "Sotero" are one word)."""
+    if text.isascii():  # nothing to decompose, no accent to drop: skip the per-character pass
+        return text.casefold()
     decomposed = unicodedata.normalize("NFKD", text.casefold())
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 

@@ -40,6 +40,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from typing_extensions import TypedDict
 
 from toolstop._judge import judge
+from toolstop._relay import holds_relay
 from toolstop.decision import (
     Decision,
     Rule,
@@ -114,6 +115,10 @@ class RunState(TypedDict):
             checkpointed before it existed.
         answer: The id of the run's last model answer (see `last_answer`), so the run's end can
             tell the model's final answer from one another middleware wrote.
+        relays: The thread holds a relay that showed an `answer` (see `toolstop._relay`): model
+            calls are then sent the tools' content in its place. Kept from run to run.
+        seen: The id of the last message looked at for such a relay (`relays` covers the
+            messages up to it). Kept from run to run.
     """
 
     open: bool
@@ -125,6 +130,8 @@ class RunState(TypedDict):
     invocation: NotRequired[int | str | None]
     start: NotRequired[str | None]
     answer: NotRequired[str | None]
+    relays: NotRequired[bool]
+    seen: NotRequired[str | None]
 
 
 INTERRUPTED_TEXT = (
@@ -320,6 +327,8 @@ def open_run(
         loop=run.get("loop") if run is not None else None,
         tail=run.get("tail") if run is not None else None,
         start=messages[-1].id if messages else None,
+        relays=run.get("relays", False) if run is not None else False,
+        seen=run.get("seen") if run is not None else None,
     )
 
 
@@ -398,6 +407,8 @@ class Begun(NamedTuple):
         aborted: An earlier run of the thread this request closed, if any.
         messages: The messages the model gets (the repaired ones after an aborted run).
         needed: The steps a further tool turn needs from this model call (see `decide`).
+        relays: Whether `messages` hold a relay that showed an `answer`: only then must the
+            model be sent them through `toolstop._relay.to_model`.
     """
 
     decision: Decision | None
@@ -406,6 +417,7 @@ class Begun(NamedTuple):
     aborted: Aborted | None
     messages: list[AnyMessage]
     needed: int
+    relays: bool = True
 
 
 def begin(
@@ -470,7 +482,14 @@ def begin(
                 run, said, policy, remaining_steps=remaining_steps, loop_steps=needed
             )
         run = decided
-    return Begun(decision, served(run, invocation), turn, aborted, messages, needed)
+    relays = run.get("relays") is True or holds_relay(messages, run.get("seen"))
+    run = {
+        **run,
+        "invocation": invocation,
+        "relays": relays,
+        "seen": messages[-1].id if messages else None,
+    }
+    return Begun(decision, run, turn, aborted, messages, needed, relays)
 
 
 def turn_event(decision: Decision | None, turn: Turn | None, run: RunState) -> None:

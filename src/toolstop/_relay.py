@@ -5,6 +5,10 @@ when its artifact has one. The relay stays in the thread, so every later model c
 the `answer` again. The routers call `to_model` on the messages they send instead: a relay that
 showed an `answer` is sent with the text the model would have been shown without one (kept in
 the relay's `response_metadata`, which no provider is sent). The thread itself is unchanged.
+
+Most threads hold no such relay, so the routers do not scan the history on every model call:
+the run remembers whether the thread holds one and the last message it has looked at
+(`holds_relay`), and a model call looks only at the messages after it.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from toolstop.decision import is_answer
 
-__all__ = ["model_text", "to_model"]
+__all__ = ["holds_relay", "model_text", "to_model"]
 
 _M = TypeVar("_M", bound=BaseMessage)
 
@@ -51,3 +55,18 @@ def to_model(messages: Sequence[_M]) -> list[_M]:
             out = list(messages)
         out[index] = message.model_copy(update={"content": text})
     return list(messages) if out is None else out
+
+
+def holds_relay(messages: Sequence[BaseMessage], seen: str | None) -> bool:
+    """Whether the messages after the one whose id is `seen` hold a relay that showed an `answer`.
+
+    Read from the end back to that message: O(messages added since), usually a tool turn. When
+    `seen` is `None` or no longer in the messages (the history was rewritten), all are read.
+    """
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if seen is not None and message.id == seen:
+            return False
+        if isinstance(message, AIMessage) and model_text(message.response_metadata) is not None:
+            return True
+    return False

@@ -266,7 +266,7 @@ def _read(message: ToolMessage) -> tuple[Outcome, bool] | Problem:
         if "envelope_error" in artifact:
             return Problem.MALFORMED_ENVELOPE
         for key in artifact:  # a key that is a signal key but for case, space or a doubled letter
-            if type(key) is str and near_miss_key(key):
+            if type(key) is str and key not in SIGNAL_KEYS and near_miss_key(key):
                 return Problem.NEAR_MISS_KEY
         if "stop" not in artifact:
             signals = "reason" in artifact or "answer" in artifact

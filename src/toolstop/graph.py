@@ -203,11 +203,17 @@ class _Nodes:
         turn_event(decision, begun.turn, begun.run)
         return begun, decision
 
+    @staticmethod
+    def _sent(begun: Begun) -> list[BaseMessage]:
+        """The messages the model is sent: the tools' content in a relay's `answer` place (the
+        history is read for relays only when the thread holds one)."""
+        return to_model(begun.messages) if begun.relays else list(begun.messages)
+
     def _messages(self, begun: Begun, state: ReactState, config: RunnableConfig) -> Any:
-        return self.prompt.apply(state, to_model(begun.messages), config)
+        return self.prompt.apply(state, self._sent(begun), config)
 
     async def _amessages(self, begun: Begun, state: ReactState, config: RunnableConfig) -> Any:
-        return await self.prompt.aapply(state, to_model(begun.messages), config)
+        return await self.prompt.aapply(state, self._sent(begun), config)
 
     def _named(self, answer: BaseMessage) -> BaseMessage:
         if self.name is not None and isinstance(answer, AIMessage):
@@ -425,11 +431,15 @@ class _ClaimingTools(RunnableBinding[Any, Any]):
     A resume after a review (`interrupt_before=["tools"]`, an `interrupt()` in a tool) starts
     at the tools, before any model call: a second resume of the same review is refused here,
     before it runs them again. A binding, so `find_tool_node` still sees the `ToolNode`.
+
+    The binding holds nothing to merge (no config, factories or keyword arguments), so the
+    node's config goes to the tools node as LangGraph made it: `RunnableBinding` would merge it
+    with an empty one on every tool turn (two `merge_configs`, each copying the callbacks).
     """
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:  # noqa: A002 - Runnable's name
         _invocation.current(config)
-        return super().invoke(input, config, **kwargs)
+        return self.bound.invoke(input, config, **kwargs)
 
     async def ainvoke(
         self,
@@ -438,7 +448,7 @@ class _ClaimingTools(RunnableBinding[Any, Any]):
         **kwargs: Any,
     ) -> Any:
         await _invocation.aclaim(config)
-        return await super().ainvoke(input, config, **kwargs)
+        return await self.bound.ainvoke(input, config, **kwargs)
 
 
 def _tools_node(tools: Any, where: str) -> tuple[Any, list[BaseTool]]:

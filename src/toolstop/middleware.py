@@ -88,12 +88,28 @@ _EDITS_KEY = "hitl_edited_tool_calls"
 """`HumanInTheLoopMiddleware`'s state key: tool call id -> the call a reviewer ran instead."""
 
 
-def _to_model(request: ModelRequest) -> ModelRequest:
-    """The request with each earlier relay's `answer` replaced by the tools' content."""
-    messages = list(request.messages)
-    sent = to_model(messages)
-    changed = any(a is not b for a, b in zip(sent, messages, strict=True))
-    return request.override(messages=sent) if changed else request
+def _to_model(request: ModelRequest, begun: Begun) -> ModelRequest:
+    """The request with each earlier relay's `answer` replaced by the tools' content.
+
+    The messages are read only when the thread holds such a relay (`begun.relays`), or when the
+    request's messages are not the state's (another middleware's `wrap_model_call` gave the
+    model messages of its own, which the run has not looked at).
+    """
+    sent = request.messages
+    held = begun.messages
+    if not begun.relays and (
+        sent is held
+        or (len(sent) == len(held) and (not sent or (sent[0] is held[0] and sent[-1] is held[-1])))
+    ):
+        return request
+    messages = list(sent)
+    swapped = to_model(messages)
+    changed = False
+    for a, b in zip(swapped, messages, strict=True):
+        if a is not b:
+            changed = True
+            break
+    return request.override(messages=swapped) if changed else request
 
 
 class StopOnArtifactState(AgentState[Any]):
@@ -581,16 +597,18 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         decision = begun.decision
         if begun.aborted is not None:
             publish_run_end(begun.aborted.record, config)
-        begun, extra, ended = self._settle(request, begun, decision)
-        if ended is not None:  # a held hand-off is carried out: this agent's run ends here
-            publish_run_end(ended[0], config)
-            raise ended[1]
+        extra = None
+        if cast(Mapping[str, Any], request.state).get(HANDOFF_KEY):  # a hand-off held back
+            begun, extra, ended = self._settle(request, begun, decision)
+            if ended is not None:  # it is carried out: this agent's run ends here
+                publish_run_end(ended[0], config)
+                raise ended[1]
         if decision is not None and decision.stop and not decision.narrate:
             return self._relay(request, begun, decision, config, extra)
         narrated = decision is not None and decision.narrate
         if begun.aborted is not None:
             request = self._repaired(request, begun)
-        request = _to_model(request)
+        request = _to_model(request, begun)
         if narrated and self.policy.narrator is not None:
             answer = answer_of(self.policy.narrator.invoke(narration(request.messages), config))
             response = ModelResponse(result=[_named(answer, config)])
@@ -609,16 +627,18 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         decision = begun.decision
         if begun.aborted is not None:
             await apublish_run_end(begun.aborted.record, config)
-        begun, extra, ended = self._settle(request, begun, decision)
-        if ended is not None:  # a held hand-off is carried out: this agent's run ends here
-            await apublish_run_end(ended[0], config)
-            raise ended[1]
+        extra = None
+        if cast(Mapping[str, Any], request.state).get(HANDOFF_KEY):  # a hand-off held back
+            begun, extra, ended = self._settle(request, begun, decision)
+            if ended is not None:  # it is carried out: this agent's run ends here
+                await apublish_run_end(ended[0], config)
+                raise ended[1]
         if decision is not None and decision.stop and not decision.narrate:
             return self._relay(request, begun, decision, config, extra)
         narrated = decision is not None and decision.narrate
         if begun.aborted is not None:
             request = self._repaired(request, begun)
-        request = _to_model(request)
+        request = _to_model(request, begun)
         if narrated and self.policy.narrator is not None:
             narrator = self.policy.narrator
             answer = answer_of(await narrator.ainvoke(narration(request.messages), config))
@@ -642,7 +662,13 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         (`toolstop.levels.forward_in_update`)."""
         config = _config()
         _invocation.current(config)
-        result = forward_in_update(handler(without_record(request)))
+        state = request.state
+        if isinstance(state, Mapping) and "stop_record" in state:
+            request = without_record(request)
+        result = handler(request)
+        if not isinstance(result, Command):  # a ToolMessage: no sub-agent state, no hand-off
+            return result
+        result = forward_in_update(result)
         deferred = defer_handoff(request, result)
         record = handoff_record(request.state, deferred)
         if record is not None:
@@ -653,7 +679,13 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         """Async twin of `wrap_tool_call`."""
         config = _config()
         await _invocation.aclaim(config)
-        result = forward_in_update(await handler(without_record(request)))
+        state = request.state
+        if isinstance(state, Mapping) and "stop_record" in state:
+            request = without_record(request)
+        result = await handler(request)
+        if not isinstance(result, Command):  # a ToolMessage: no sub-agent state, no hand-off
+            return result
+        result = forward_in_update(result)
         deferred = defer_handoff(request, result)
         record = handoff_record(request.state, deferred)
         if record is not None:

@@ -252,6 +252,8 @@ def wall_per_run(
     Each round runs every configuration once, in an order rotated by one each round (so no
     configuration always follows the same one); `samples_ms` keeps every run's time and the
     figures are the medians of those samples and their ratios to bare `create_agent`.
+    Garbage is collected before each timed run and the collector paused during it, so no run
+    pays for the garbage another configuration left (`gc_fair` in the result says so).
     `builders` (name -> `(model, tools) -> agent`) replaces the bench's configurations.
     """
     builders = builders if builders is not None else _builders(floors=True)
@@ -262,16 +264,29 @@ def wall_per_run(
         for name in names[shift:] + names[:shift]:
             model = ScriptedChatModel([call("search"), call("search"), call("search"), "answer"])
             agent = builders[name](model, _no_stop_tools())
-            start = time.perf_counter()
-            agent.invoke({"messages": [HumanMessage("q")]})
-            samples[name].append(round(1000 * (time.perf_counter() - start), 4))
+            samples[name].append(_timed_ms(agent))
             model.assert_complete()
     return {
         "runs": runs,
+        "gc_fair": True,
         "baseline": _baseline(names),
         "samples_ms": samples,
         "figures": wall_figures(samples),
     }
+
+
+def _timed_ms(agent: Any) -> float:
+    """Milliseconds of one run, garbage collected before and the collector paused during it."""
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        agent.invoke({"messages": [HumanMessage("q")]})
+        return round(1000 * (time.perf_counter() - start), 4)
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def decide_scaling(repeat: int = 2000) -> dict[str, Any]:
