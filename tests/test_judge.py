@@ -219,7 +219,7 @@ def test_a_judge_that_fails_leaves_the_tool_out_and_the_record_written(
     from toolstop._lifecycle import answered, ended_after, open_run
     from toolstop.decision import current_turn
 
-    def broken(result: str, answer: str) -> dict[str, Any]:
+    def broken(results: Any, answer: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
         raise ZeroDivisionError
 
     asking = AIMessage("", id="a1", tool_calls=[{"name": "t", "args": {}, "id": "c1"}])
@@ -236,7 +236,7 @@ def test_a_judge_that_fails_leaves_the_tool_out_and_the_record_written(
     assert ended_after(run, turn, final)["record"]["ended_after"]["judged"] == {
         "t": {"shape": "value", "action": "relayed", "fields": []}
     }
-    monkeypatch.setattr(_lifecycle, "judge", broken)
+    monkeypatch.setattr(_lifecycle, "judge_turn", broken)
     after = ended_after(run, turn, final)["record"]["ended_after"]
     assert after["judged"] == {}
     assert after["tools"] == {"t": 1.0}

@@ -18,7 +18,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from toolstop._judge import judge
+from toolstop._judge import judge, judge_turn
 from toolstop._secrets import mask_secrets as _mask_secrets
 from toolstop.record import reads_as_error
 from toolstop.report.records import cut
@@ -206,7 +206,7 @@ def _judged(end: Any, tool: str, raw: Sequence[BaseMessage]) -> Any:
     results = [_text(m.content) for m in turn if isinstance(m, ToolMessage) and m.name == tool]
     answer = _text(raw[-1].content)
     earlier = _context(raw[: len(raw) - 1 - len(turn)], raw[-1])
-    return judge(" ".join(results)[:_JUDGED_CHARS], answer[:_JUDGED_CHARS], earlier)
+    return judge_turn(results, answer, earlier, limit=_JUDGED_CHARS)
 
 
 def _features(judged: Mapping[str, Any]) -> dict[str, Any]:

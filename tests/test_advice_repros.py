@@ -1,0 +1,74 @@
+"""The advisor on a new user's repro logs (the third trial): one tool called twice in a turn is
+never read as one prose text, a call a stop would skip is counted even when it never got a
+result, a call that never got a result is no stop, and the evidence shows what came before."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from toolstop._judge import judge_turn
+from toolstop.cli import main
+
+
+def _call(*calls: tuple[str, str]) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": i, "type": "function", "function": {"name": name, "arguments": "{}"}}
+            for i, name in calls
+        ],
+    }
+
+
+def _result(call_id: str, text: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": text}
+
+
+def _report(tmp_path: Path, conversations: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    log = tmp_path / "log.jsonl"
+    log.write_text("".join(json.dumps({"messages": c}) + "\n" for c in conversations))
+    out = tmp_path / "out"
+    argv = ["report", "--from", str(log), "--out", str(out), "--examples", "3"]
+    assert main(argv, out=io.StringIO()) == 0
+    return json.loads((out / "report.json").read_text())
+
+
+def _entry(document: dict[str, Any], tool: str) -> dict[str, Any]:
+    return next(c for c in document["candidates"] if c["tool"] == tool)
+
+
+def _exchange(n: int) -> list[dict[str, Any]]:
+    """One run: `exchange_items` called twice in one turn, the answer naming both results."""
+    first, second = (f'{{"exchange_id": "EX-{k}{n}", "status": "requested"}}' for k in (1, 2))
+    return [
+        {"role": "user", "content": "exchange both items"},
+        _call((f"a{n}", "exchange_items"), (f"b{n}", "exchange_items")),
+        _result(f"a{n}", first),
+        _result(f"b{n}", second),
+        {"role": "assistant", "content": f"Both items are exchanged (EX-1{n} and EX-2{n})."},
+    ]
+
+
+def test_two_results_of_one_tool_are_judged_as_a_list_not_as_prose(tmp_path: Path) -> None:
+    document = _report(tmp_path, [_exchange(n) for n in range(6)])
+    entry = _entry(document, "exchange_items")
+    # joined by a space, the two JSON objects read as prose the answer "relayed": `convert`,
+    # while hard mode would show the user two raw JSON objects
+    assert entry["judged"]["actions"] == {"restated": 6}
+    assert entry["judged"]["shapes"] == {"list": 6}
+    assert entry["advice"] == "convert_with_answer"
+    assert entry["judged"]["fields"] == ["exchange_id"]
+
+
+def test_several_prose_results_are_never_relayed_one_is() -> None:
+    receipt = "Your exchange request was filed and a return label is on its way by email."
+    answer = "Your exchange request was filed; a return label is on its way by email."
+    assert judge_turn([receipt], answer)["action"] == "relayed"
+    assert judge_turn([receipt, receipt], answer)["action"] == "restated"
+    mixed = judge_turn(['{"exchange_id": "EX-1"}', receipt], answer)
+    assert mixed["shape"] == "prose"
+    assert mixed["action"] == "restated"
