@@ -72,3 +72,30 @@ def test_several_prose_results_are_never_relayed_one_is() -> None:
     mixed = judge_turn(['{"exchange_id": "EX-1"}', receipt], answer)
     assert mixed["shape"] == "prose"
     assert mixed["action"] == "restated"
+
+
+def _open_after_a_lookup() -> list[dict[str, Any]]:
+    """`get_order` succeeds, then the run is cut off on an `exchange_items` call."""
+    return [
+        {"role": "user", "content": "swap the shirt"},
+        _call(("c2", "get_order")),
+        _result("c2", '{"order_id": "#W1", "status": "delivered"}'),
+        _call(("c3", "exchange_items")),
+    ]
+
+
+def test_a_call_left_without_a_result_is_skipped_by_an_earlier_stop(tmp_path: Path) -> None:
+    left_open = [{"role": "user", "content": "where is my order?"}, _call(("c1", "get_order"))]
+    document = _report(tmp_path, [left_open, _open_after_a_lookup()])
+    lookup = _entry(document, "get_order")
+    # a stop on get_order's result would never have asked for the exchange
+    assert lookup["cut_short_runs"] == 1
+    assert lookup["cut_short"]["skipped_tools"] == [
+        {"tool": "exchange_items", "runs": 1, "writes": True}
+    ]
+    assert lookup["advice"] == "cut_short"
+    assert lookup["advice_why"].startswith("a stop on it would have skipped later tool calls")
+    # the run left open on get_order's own call: it ended on it, but no stop there
+    assert (lookup["runs"], lookup["stoppable_runs"], lookup["ended_on_it"]) == (2, 1, 1)
+    exchange = _entry(document, "exchange_items")
+    assert (exchange["runs"], exchange["stoppable_runs"]) == (1, 0)

@@ -58,6 +58,7 @@ from toolstop.record import (
     count_model_call,
     failed_calls,
     fold_turn,
+    fold_unanswered,
     new_record,
     reads_as_error,
     stopped,
@@ -226,12 +227,14 @@ def close_aborted(
         _, run = begin_turn(
             run, current_turn(messages), policy, remaining_steps=None, loop_steps=0, delivered=False
         )
+    names = [str(c.get("name")) for c in left_open]
     record = StopRecord(
         **{
-            **run["record"],
+            # the calls left open came after every folded turn: a stop there skips them too
+            **fold_unanswered(run["record"], names),
             "rule": Rule.INTERRUPTED.value,
             "stopped": False,
-            "tools": [str(c.get("name")) for c in left_open],
+            "tools": names,
             "tool_call_ids": [str(c.get("id")) for c in left_open],
         }
     )

@@ -226,7 +226,7 @@ class Candidates:
                 # left open on those calls, its last turn never folded: it ended on them
                 for tool in dict.fromkeys(str(name) for name in asked):
                     if tool not in firsts:
-                        self._add_first(tool, {"skipped": []})
+                        self._add_first(tool, {"skipped": []}, unanswered=True)
                         _remember(self.calling_threads, tool, thread)
                         if not isinstance(calls, Mapping) or not _int(calls.get(tool)):
                             self.runs[tool] += 1
@@ -268,13 +268,19 @@ class Candidates:
         for tool in dict.fromkeys(str(name) for name in asked):
             if tool not in self.hard and len(self.hard) >= TRACKED:
                 continue  # bounded: tool names are the model's choice (report.tally)
-            self._add_first(tool, {"skipped": []})
+            self._add_first(tool, {"skipped": []}, unanswered=True)
             self.runs[tool] += 1
             _remember(self.calling_threads, tool, thread)
 
-    def _add_first(self, tool: str, entry: Mapping[str, Any], end: Any = None) -> None:
-        """One run's `after_first` entry of `tool`: what hard mode would have done there."""
+    def _add_first(
+        self, tool: str, entry: Mapping[str, Any], end: Any = None, *, unanswered: bool = False
+    ) -> None:
+        """One run's `after_first` entry of `tool`: what hard mode would have done there.
+
+        `unanswered`: the run ended on a call of `tool` that never got a result (no entry of its
+        own): it ended on it, but no successful call of it would have stopped it."""
         hard = self.hard.setdefault(tool, Counter())
+        hard["unanswered"] += unanswered
         skipped = entry.get("skipped")
         cut = isinstance(skipped, list) and bool(skipped)
         if cut and end is not None:
@@ -312,8 +318,9 @@ class Candidates:
             hard = self.hard.get(tool)
             runs = max(self.runs[tool], ended["runs"], hard["runs"] if hard else 0)
             cut_runs = hard["cut_runs"] if hard else 0
-            # schema 5: the runs a stop would end are those with a successful call of it
-            stoppable = hard["runs"] if hard is not None else runs
+            # schema 5: the runs a stop would end are those with a successful call of it, not
+            # a call left without a result
+            stoppable = hard["runs"] - hard["unanswered"] if hard is not None else runs
             written = self._written(tool)
             judged = self.judgements.of(tool)
             advice, why = advise(
@@ -327,7 +334,7 @@ class Candidates:
                 writes=(hard["cut_writes"] if hard else 0, written),
             )
             on_it = self.hard.get(tool, Counter())["ended_on_it"]
-            if kind == "none" and on_it:
+            if kind == "none" and on_it and advice != "cut_short":
                 sentence = why = (
                     f"{on_it} run(s) ended on it (left open on its call, e.g. a hand-off): no "
                     "model call after it to save"
