@@ -99,3 +99,64 @@ def test_a_call_left_without_a_result_is_skipped_by_an_earlier_stop(tmp_path: Pa
     assert (lookup["runs"], lookup["stoppable_runs"], lookup["ended_on_it"]) == (2, 1, 1)
     exchange = _entry(document, "exchange_items")
     assert (exchange["runs"], exchange["stoppable_runs"]) == (1, 0)
+
+
+def test_earlier_names_only_results_before_the_judged_one() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    from toolstop.report.examples import cut_short_pair
+
+    def asks(call_id: str, name: str) -> AIMessage:
+        return AIMessage("", tool_calls=[{"id": call_id, "name": name, "args": {}}])
+
+    def run(before: list[Any]) -> list[Any]:
+        return [
+            HumanMessage("refund my order"),
+            *before,
+            asks("g", "get_order"),
+            ToolMessage(
+                '{"order_id": "W1", "status": "delivered"}', tool_call_id="g", name="get_order"
+            ),
+            asks("r", "refund"),
+            ToolMessage('{"refund_id": 4711}', tool_call_id="r", name="refund"),
+            AIMessage("Refund 4711 of order W1 is on its way."),
+        ]
+
+    # 4711 came from a result after get_order's: not restated from an earlier one
+    later = cut_short_pair(run([]), "get_order")
+    assert later is not None
+    assert later["judged"]["action"] == "computed"
+    assert "earlier" not in later["judged"]
+    # the same number in a result before it is
+    lookup = [asks("p", "past_refunds"), ToolMessage("4711", tool_call_id="p", name="past_refunds")]
+    before = cut_short_pair(run(lookup), "get_order")
+    assert before is not None
+    assert before["judged"]["earlier"] == ["past_refunds"]
+
+
+def _lookup_run(n: int, *, refund: bool) -> list[dict[str, Any]]:
+    """`get_order` answers last; with `refund`, called again after a refund (cut short)."""
+    order = f'{{"order_id": "W{n}", "status": "delivered"}}'
+    again = [
+        _call((f"r{n}", "refund")),
+        _result(f"r{n}", '{"refunded": true}'),
+        _call((f"h{n}", "get_order")),
+        _result(f"h{n}", order),
+    ]
+    return [
+        {"role": "user", "content": f"refund order W{n}"},
+        _call((f"g{n}", "get_order")),
+        _result(f"g{n}", order),
+        *(again if refund else []),
+        {"role": "assistant", "content": f"Order W{n} is refunded."},
+    ]
+
+
+def test_a_cut_short_tool_shows_k_distinct_cut_short_runs_first(tmp_path: Path) -> None:
+    runs = [_lookup_run(n, refund=n < 4) for n in range(8)]
+    document = _report(tmp_path, runs)
+    entry = _entry(document, "get_order")
+    assert (entry["advice"], entry["cut_short_runs"]) == ("cut_short", 4)
+    examples = entry["examples"]
+    assert [e.get("cut_short", False) for e in examples] == [True, True, True]
+    assert len({(e["thread_id"], e["run"]) for e in examples}) == 3

@@ -27,7 +27,14 @@ from collections import Counter
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from toolstop.report.advice import ADVICE, Judgements, advise, convert_line, verdict_of
+from toolstop.report.advice import (
+    ADVICE,
+    CUT_SHORT_SHARE,
+    Judgements,
+    advise,
+    convert_line,
+    verdict_of,
+)
 from toolstop.report.model_judge import Sample
 from toolstop.report.records import cut
 from toolstop.report.tally import LABELS, TRACKED, Table, Tally
@@ -190,8 +197,8 @@ class Candidates:
         self.calling_threads: dict[str, dict[str, None]] = {}
         self.cut_threads: dict[str, dict[str, None]] = {}
         self.cut_kept: dict[str, list[Any]] = {}
-        """Per tool, one run a stop on it would have cut short (with `keep`): its pair is
-        shown first (`examples.read_examples`)."""
+        """Per tool, the first `keep` runs a stop on it would have cut short: their pairs are
+        shown first (`cut_shown`, `examples.read_examples`)."""
         self.runs: Tally = Tally()
         self.ended: Table = Table()
         self.overlaps: Table = Table()
@@ -285,8 +292,10 @@ class Candidates:
         cut = isinstance(skipped, list) and bool(skipped)
         if cut and end is not None:
             _remember(self.cut_threads, tool, getattr(end, "thread_id", None))
-            if self.keep and tool not in self.cut_kept and len(self.cut_kept) < TRACKED:
-                self.cut_kept[tool] = [end]
+            if self.keep and (tool in self.cut_kept or len(self.cut_kept) < TRACKED):
+                kept = self.cut_kept.setdefault(tool, [])
+                if len(kept) < self.keep:
+                    kept.append(end)
         hard["runs"] += 1
         hard["ended_on_it"] += not _int(entry.get("model_calls"))
         for key in ("model_calls", "input_tokens", "output_tokens"):
@@ -392,6 +401,18 @@ class Candidates:
             }
         keys = ("model_calls", "input_tokens", "output_tokens")
         return {key: hard[key] for key in keys}
+
+    def cut_shown(self) -> dict[str, list[Any]]:
+        """Per tool, the cut-short runs whose pairs come first among its examples: every one
+        kept (`keep`) for a tool a stop on which cuts short enough runs to be advised
+        `cut_short`, the first one for any other."""
+        shown: dict[str, list[Any]] = {}
+        for tool, ends in self.cut_kept.items():
+            hard = self.hard.get(tool, Counter())
+            stoppable = hard["runs"] - hard["unanswered"]
+            cut = hard["cut_runs"] >= CUT_SHORT_SHARE * max(stoppable, 1)
+            shown[tool] = list(ends) if cut else ends[:1]
+        return shown
 
     def _cut_short(self, tool: str) -> dict[str, Any]:
         """The cut-short part of `would_save`: runs where a stop would have skipped tools."""
