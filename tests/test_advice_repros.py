@@ -160,3 +160,14 @@ def test_a_cut_short_tool_shows_k_distinct_cut_short_runs_first(tmp_path: Path) 
     examples = entry["examples"]
     assert [e.get("cut_short", False) for e in examples] == [True, True, True]
     assert len({(e["thread_id"], e["run"]) for e in examples}) == 3
+
+
+def test_the_page_of_a_log_says_what_applies_to_it(tmp_path: Path) -> None:
+    _report(tmp_path, [_exchange(n) for n in range(6)])
+    page = (tmp_path / "out" / "report.html").read_text()
+    # explain reads a checkpoint database: a --from user has none
+    assert "toolstop explain" not in page
+    assert "<code>line-N</code>: the one on its line N" in page
+    # an OpenAI log records no time
+    assert "ended - to -" not in page
+    assert "no run&#x27;s end time recorded" in page
