@@ -164,7 +164,8 @@ def test_the_advice_says_why() -> None:
         runs=8, ended_runs=5, cut_short_runs=0, judged=judged(restated=4, own=1), verdict="keep"
     )[1] == (
         "in 4 of 5 runs the answer only restated the result (id): have the tool write the "
-        "user's text with signal(..., answer=...)"
+        "user's text with toolstop.convert(TOOL, answer=...) (its convert line) or "
+        "signal(..., answer=...)"
     )
     assert advise(runs=30, ended_runs=24, cut_short_runs=4, judged=judged(own=1), verdict="keep")[
         1
