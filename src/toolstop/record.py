@@ -409,12 +409,12 @@ def _fold_later(
 
 
 def fold_unanswered(record: StopRecord, names: list[str]) -> StopRecord:
-    """Return `record` with tool calls that never got a result (a run left open on them, or cut
-    off after it asked for them) added to what an earlier stop would have skipped.
+    """Return `record` with tool calls that never got a result added to what stops skip.
 
-    Each `after_first` entry's `skipped` and, once the run would have stopped, `would_skip` get
-    `names`: a stop on an earlier successful call would never have asked for them. A new dict
-    (`record` is not changed); `record` itself when there is nothing to add."""
+    A run left open on them, or cut off after it asked for them: each `after_first` entry's
+    `skipped` and, once the run would have stopped, `would_skip` get `names`, since a stop on
+    an earlier successful call would never have asked for them. A new dict (`record` is not
+    changed); `record` itself when there is nothing to add."""
     if not names:
         return record
     updated = record.copy()

@@ -403,8 +403,9 @@ class Candidates:
         return {key: hard[key] for key in keys}
 
     def cut_shown(self) -> dict[str, list[Any]]:
-        """Per tool, the cut-short runs whose pairs come first among its examples: every one
-        kept (`keep`) for a tool a stop on which cuts short enough runs to be advised
+        """Per tool, the cut-short runs whose pairs come first among its examples.
+
+        Every one kept (`keep`) for a tool a stop on which cuts short enough runs to be advised
         `cut_short`, the first one for any other."""
         shown: dict[str, list[Any]] = {}
         for tool, ends in self.cut_kept.items():
