@@ -171,3 +171,21 @@ def test_the_page_of_a_log_says_what_applies_to_it(tmp_path: Path) -> None:
     # an OpenAI log records no time
     assert "ended - to -" not in page
     assert "no run&#x27;s end time recorded" in page
+
+
+def test_calls_left_without_a_result_go_into_what_a_stop_would_skip() -> None:
+    from toolstop import StopPolicy
+    from toolstop.record import AfterFirst, fold_unanswered, new_record
+
+    record = new_record(StopPolicy(mode="never"))
+    record["would_stop"] = "completed"
+    record["after_first"] = {
+        "get_order": AfterFirst(model_calls=1, input_tokens=9, output_tokens=2, skipped=["log"])
+    }
+    folded = fold_unanswered(record, ["exchange_items", "exchange_items", "log"])
+    assert folded["would_skip"] == ["exchange_items", "log"]
+    assert folded["after_first"]["get_order"] == AfterFirst(
+        model_calls=1, input_tokens=9, output_tokens=2, skipped=["log", "exchange_items"]
+    )
+    assert record["after_first"]["get_order"]["skipped"] == ["log"]  # not changed
+    assert fold_unanswered(record, []) is record
