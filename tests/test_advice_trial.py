@@ -125,10 +125,13 @@ def test_a_tool_whose_results_are_errors_is_never_advised_convert(
         assert f"convert first: {name}" not in text
     # the converted tool's saving is the shadow line; the rest have little to save
     assert "shadow mode: 5 runs would have stopped" in text
-    assert "the remaining (unconverted) tools have little to save on this traffic" in text
+    assert (
+        "the remaining (unconverted) tools have little to save on this traffic: no tool's "
+        "result would have served"
+    ) in text
     assert "\nlittle to save on this traffic" not in text
     page = (tmp_path / "report.html").read_text()
-    assert "The remaining (unconverted) tools have little to save" in page
+    assert "The remaining (unconverted) tools have little to save on this traffic: no " in page
 
 
 def test_verdict_why_and_advice_why_agree(errors_db: Path, tmp_path: Path) -> None:

@@ -164,7 +164,8 @@ def test_the_advice_says_why() -> None:
         runs=8, ended_runs=5, cut_short_runs=0, judged=judged(restated=4, own=1), verdict="keep"
     )[1] == (
         "in 4 of 5 runs the answer only restated the result (id): have the tool write the "
-        "user's text with signal(..., answer=...)"
+        "user's text with toolstop.convert(TOOL, answer=...) (its convert line) or "
+        "signal(..., answer=...)"
     )
     assert advise(runs=30, ended_runs=24, cut_short_runs=4, judged=judged(own=1), verdict="keep")[
         1
@@ -219,7 +220,7 @@ def test_a_judge_that_fails_leaves_the_tool_out_and_the_record_written(
     from toolstop._lifecycle import answered, ended_after, open_run
     from toolstop.decision import current_turn
 
-    def broken(result: str, answer: str) -> dict[str, Any]:
+    def broken(results: Any, answer: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
         raise ZeroDivisionError
 
     asking = AIMessage("", id="a1", tool_calls=[{"name": "t", "args": {}, "id": "c1"}])
@@ -236,7 +237,7 @@ def test_a_judge_that_fails_leaves_the_tool_out_and_the_record_written(
     assert ended_after(run, turn, final)["record"]["ended_after"]["judged"] == {
         "t": {"shape": "value", "action": "relayed", "fields": []}
     }
-    monkeypatch.setattr(_lifecycle, "judge", broken)
+    monkeypatch.setattr(_lifecycle, "judge_turn", broken)
     after = ended_after(run, turn, final)["record"]["ended_after"]
     assert after["judged"] == {}
     assert after["tools"] == {"t": 1.0}

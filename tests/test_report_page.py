@@ -808,8 +808,10 @@ def test_the_page_leads_with_the_top_tool_to_convert_by_its_advice(tmp_path: Pat
     assert lead == (
         "Convert cancel_reservation first, with an answer the tool writes: in most of the 5 runs "
         "that ended right after it, the model only restated its result (the answers used "
-        "reservation_id, refund<x>). Have the tool write the user's text with "
-        "signal(..., answer=...); its raw result is not an answer. A stop there would save 4 "
+        "reservation_id, refund<x>). Have the tool write the user's text: "
+        "toolstop.convert(cancel_reservation, answer=...) (the one line below) or "
+        "signal(..., answer=...) in the tool; its raw result is not an answer. A stop there "
+        "would save 4 "
         "model calls (0% of all 2,000 model calls), 1,200 input and 16 output tokens."
     )
     assert 'data-metric="candidates.0.gain.model_calls">4<' in page

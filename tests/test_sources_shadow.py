@@ -138,6 +138,8 @@ def test_a_run_left_open_is_closed_as_shadow_mode_closes_it() -> None:
     assert on_call[1]["tools"] == on_call[1]["asked"] == ["transfer_to_human_agents"]
     assert on_call[1]["model_calls"] == 2
     assert on_call[1]["calls_by_tool"] == {"lookup": 1}
+    # a stop on the lookup before it would never have asked for the call left open: cut short
+    assert on_call[1]["after_first"]["lookup"]["skipped"] == ["transfer_to_human_agents"]
     # left open on the result: the turn is folded in, nothing after it to save
     assert (on_result[1]["rule"], on_result[1]["tools"]) == ("interrupted", [])
     assert on_result[1]["calls_by_tool"] == {"lookup": 1, "transfer_to_human_agents": 1}

@@ -43,6 +43,7 @@ __all__ = [
     "Action",
     "Shape",
     "judge",
+    "judge_turn",
     "shape_of",
 ]
 
@@ -265,8 +266,8 @@ def judge(result: str, answer: str, earlier: Sequence[tuple[str, str]] = ()) -> 
     """The features of one (result, final answer) pair: `shape`, `action`, `fields`.
 
     Args:
-        result: The tool's result text (the ToolMessage's text; several results of the same
-            tool in one turn joined by spaces).
+        result: The tool's result text (the ToolMessage's text; for several results of the
+            same tool in one turn, see `judge_turn`).
         answer: The model's final answer text.
         earlier: `(tool, result text)` of the results the model saw before this turn, oldest
             first: where a number the answer states and `result` does not hold may come from.
@@ -315,6 +316,35 @@ def judge(result: str, answer: str, earlier: Sequence[tuple[str, str]] = ()) -> 
     if action == "relayed":
         action = "restated"  # the result as is lacks the facts taken from earlier results
     return {"shape": shape, "action": action, "fields": fields, "earlier": sources}
+
+
+def judge_turn(
+    results: Sequence[str],
+    answer: str,
+    earlier: Sequence[tuple[str, str]] = (),
+    *,
+    limit: int = 200_000,
+) -> dict[str, Any]:
+    """`judge` of one tool's results of a turn: one result, or several (the tool called twice).
+
+    Several results are never read as one prose text: when every one is JSON they are judged
+    as a JSON list of them (its items the results), else their texts joined by blank lines;
+    either way never `relayed` (`restated` instead), as hard mode would show the user each
+    result as it is, not one answer. `limit`: the texts are judged on their first `limit`
+    characters (a JSON list longer than that is judged as joined text)."""
+    answer = answer[:limit]
+    if len(results) == 1:
+        return judge(results[0][:limit], answer, earlier)
+    parsed = [_parsed(text) for text in results]
+    text = ""
+    if parsed and all(data is not _NOT_JSON for data in parsed):
+        text = json.dumps(parsed, ensure_ascii=False)
+    if not text or len(text) > limit:
+        text = "\n\n".join(results)[:limit]
+    judged = judge(text, answer, earlier)
+    if judged["action"] == "relayed":
+        judged["action"] = "restated"
+    return judged
 
 
 def _prose_action(shape: Shape, result: str, answer: str) -> Action:

@@ -39,7 +39,7 @@ from langchain_core.messages import (
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from typing_extensions import TypedDict
 
-from toolstop._judge import judge
+from toolstop._judge import judge_turn
 from toolstop._relay import holds_relay
 from toolstop.decision import (
     Decision,
@@ -59,6 +59,7 @@ from toolstop.record import (
     count_model_call,
     failed_calls,
     fold_turn,
+    fold_unanswered,
     new_record,
     reads_as_error,
     stopped,
@@ -233,12 +234,14 @@ def close_aborted(
         _, run = begin_turn(
             run, current_turn(messages), policy, remaining_steps=None, loop_steps=0, delivered=False
         )
+    names = [str(c.get("name")) for c in left_open]
     record = StopRecord(
         **{
-            **run["record"],
+            # the calls left open came after every folded turn: a stop there skips them too
+            **fold_unanswered(run["record"], names),
             "rule": Rule.INTERRUPTED.value,
             "stopped": False,
-            "tools": [str(c.get("name")) for c in left_open],
+            "tools": names,
             "tool_call_ids": [str(c.get("id")) for c in left_open],
         }
     )
@@ -597,18 +600,19 @@ def _earlier_results(
 
 
 def _judged(
-    source: str,
+    results: Sequence[str],
     answer: str,
     earlier: Callable[[], list[tuple[str, str]]] = list,
 ) -> Judged | None:
-    """`toolstop._judge.judge` of a result and the answer, on their first `_JUDGED_CHARS`
-    characters; `None` (the tool is left out of `judged`) should judging fail, so the run's
-    record is still written. An answer judged `computed` is judged again with the `earlier`
-    results (read only then): a number from one of them is restated, not computed."""
+    """`toolstop._judge.judge_turn` of a tool's results of the turn and the answer, on their
+    first `_JUDGED_CHARS` characters; `None` (the tool is left out of `judged`) should judging
+    fail, so the run's record is still written. An answer judged `computed` is judged again
+    with the `earlier` results (read only then): a number from one of them is restated, not
+    computed."""
     try:
-        judged = judge(source[:_JUDGED_CHARS], answer[:_JUDGED_CHARS])
+        judged = judge_turn(results, answer, limit=_JUDGED_CHARS)
         if judged["action"] == "computed":
-            judged = judge(source[:_JUDGED_CHARS], answer[:_JUDGED_CHARS], earlier())
+            judged = judge_turn(results, answer, earlier(), limit=_JUDGED_CHARS)
         return cast(Judged, judged)
     except Exception:  # a heuristic must never break the end of a run
         return None
@@ -702,7 +706,7 @@ def ended_after(
     for tool, parts in by_tool.items():
         source = parts[0] if len(parts) == 1 else " ".join(parts)
         tools[tool] = answer_overlap(text, source)
-        features = _judged(source, text, earlier)
+        features = _judged(parts, text, earlier)
         if features is not None and errors[tool]:
             # an error never served as the answer as is, whatever the answer repeats; its shape
             # is `error` whatever the framework made of it (an SDK's retry prompt may be empty)

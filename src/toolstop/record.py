@@ -34,6 +34,7 @@ __all__ = [
     "count_model_call",
     "failed_calls",
     "fold_turn",
+    "fold_unanswered",
     "new_record",
     "reads_as_error",
     "stopped",
@@ -405,6 +406,32 @@ def _fold_later(
                 model_calls=0, input_tokens=0, output_tokens=0, skipped=[]
             )
     updated["after_first"] = later
+
+
+def fold_unanswered(record: StopRecord, names: list[str]) -> StopRecord:
+    """Return `record` with tool calls that never got a result added to what stops skip.
+
+    A run left open on them, or cut off after it asked for them: each `after_first` entry's
+    `skipped` and, once the run would have stopped, `would_skip` get `names`, since a stop on
+    an earlier successful call would never have asked for them. A new dict (`record` is not
+    changed); `record` itself when there is nothing to add."""
+    if not names:
+        return record
+    updated = record.copy()
+    if record["would_stop"] is not None and "would_skip" in record:
+        updated["would_skip"] = _merged(record["would_skip"], names)
+    after = record.get("after_first")
+    if after:
+        updated["after_first"] = {
+            tool: AfterFirst(
+                model_calls=entry["model_calls"],
+                input_tokens=entry["input_tokens"],
+                output_tokens=entry["output_tokens"],
+                skipped=_merged(entry["skipped"], names),
+            )
+            for tool, entry in after.items()
+        }
+    return updated
 
 
 def stopped(record: StopRecord, decision: Decision) -> StopRecord:

@@ -55,7 +55,7 @@ def read_from_args(
     for line in found.messages():
         print(f"toolstop report: {line}", file=sys.stderr)
     examples = (
-        found.pairs(summary.candidates.kept, summary.candidates.cut_kept, limit=args.examples)
+        found.pairs(summary.candidates.kept, summary.candidates.cut_shown(), limit=args.examples)
         if args.examples
         else None
     )

@@ -262,7 +262,7 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                     examples = read_examples(
                         database,
                         summary.candidates.kept,
-                        summary.candidates.cut_kept,
+                        summary.candidates.cut_shown(),
                         limit=args.examples,
                     )
                 if judge is not None:

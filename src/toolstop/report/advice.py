@@ -13,9 +13,10 @@ would have cut short (`after_first`).
 - `convert`: in at least `SERVED` of the judged runs the answer relayed the result (prose it
   repeated, or a short receipt it paraphrased): the result, as is, would have served.
 - `convert_with_answer`: in at least `SERVED` of them the answer relayed or only restated the
-  result's fields: the tool should write the user's text (`signal(..., answer=...)`); `fields`
-  names the JSON keys the answers used, `earlier` the tools whose earlier results held facts
-  the answers restated too (a template needs them).
+  result's fields: the tool should write the user's text (`toolstop.convert(TOOL,
+  answer=...)`, or `signal(..., answer=...)`); `fields` names the JSON keys the answers used,
+  `earlier` the tools whose earlier results held facts the answers restated too (a template
+  needs them).
 - `keep`: the model selected, computed, asked the user or reasoned beyond the result, or most
   of the runs that ended after it ended after an error result (`failed`): an error never served
   as the answer, and a converted tool would not signal a stop on one.
@@ -189,7 +190,8 @@ def _advise(ended_runs: int, judged: dict[str, Any], verdict: str, why: str) -> 
         )
         return "convert_with_answer", (
             f"in {relayed + restated} of {total} runs the answer only restated the result "
-            f"({used}): have the tool write the user's text with signal(..., answer=...)" + needs
+            f"({used}): have the tool write the user's text with toolstop.convert(TOOL, "
+            "answer=...) (its convert line) or signal(..., answer=...)" + needs
         )
     beyond = {a: n for a, n in actions.items() if a not in ("relayed", "restated", "failed")}
     said = ", ".join(f"{action} {n}" for action, n in sorted(beyond.items(), key=lambda i: -i[1]))

@@ -27,7 +27,14 @@ from collections import Counter
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from toolstop.report.advice import ADVICE, Judgements, advise, convert_line, verdict_of
+from toolstop.report.advice import (
+    ADVICE,
+    CUT_SHORT_SHARE,
+    Judgements,
+    advise,
+    convert_line,
+    verdict_of,
+)
 from toolstop.report.model_judge import Sample
 from toolstop.report.records import cut
 from toolstop.report.tally import LABELS, TRACKED, Table, Tally
@@ -190,8 +197,8 @@ class Candidates:
         self.calling_threads: dict[str, dict[str, None]] = {}
         self.cut_threads: dict[str, dict[str, None]] = {}
         self.cut_kept: dict[str, list[Any]] = {}
-        """Per tool, one run a stop on it would have cut short (with `keep`): its pair is
-        shown first (`examples.read_examples`)."""
+        """Per tool, the first `keep` runs a stop on it would have cut short: their pairs are
+        shown first (`cut_shown`, `examples.read_examples`)."""
         self.runs: Tally = Tally()
         self.ended: Table = Table()
         self.overlaps: Table = Table()
@@ -226,7 +233,7 @@ class Candidates:
                 # left open on those calls, its last turn never folded: it ended on them
                 for tool in dict.fromkeys(str(name) for name in asked):
                     if tool not in firsts:
-                        self._add_first(tool, {"skipped": []})
+                        self._add_first(tool, {"skipped": []}, unanswered=True)
                         _remember(self.calling_threads, tool, thread)
                         if not isinstance(calls, Mapping) or not _int(calls.get(tool)):
                             self.runs[tool] += 1
@@ -268,19 +275,27 @@ class Candidates:
         for tool in dict.fromkeys(str(name) for name in asked):
             if tool not in self.hard and len(self.hard) >= TRACKED:
                 continue  # bounded: tool names are the model's choice (report.tally)
-            self._add_first(tool, {"skipped": []})
+            self._add_first(tool, {"skipped": []}, unanswered=True)
             self.runs[tool] += 1
             _remember(self.calling_threads, tool, thread)
 
-    def _add_first(self, tool: str, entry: Mapping[str, Any], end: Any = None) -> None:
-        """One run's `after_first` entry of `tool`: what hard mode would have done there."""
+    def _add_first(
+        self, tool: str, entry: Mapping[str, Any], end: Any = None, *, unanswered: bool = False
+    ) -> None:
+        """One run's `after_first` entry of `tool`: what hard mode would have done there.
+
+        `unanswered`: the run ended on a call of `tool` that never got a result (no entry of its
+        own): it ended on it, but no successful call of it would have stopped it."""
         hard = self.hard.setdefault(tool, Counter())
+        hard["unanswered"] += unanswered
         skipped = entry.get("skipped")
         cut = isinstance(skipped, list) and bool(skipped)
         if cut and end is not None:
             _remember(self.cut_threads, tool, getattr(end, "thread_id", None))
-            if self.keep and tool not in self.cut_kept and len(self.cut_kept) < TRACKED:
-                self.cut_kept[tool] = [end]
+            if self.keep and (tool in self.cut_kept or len(self.cut_kept) < TRACKED):
+                kept = self.cut_kept.setdefault(tool, [])
+                if len(kept) < self.keep:
+                    kept.append(end)
         hard["runs"] += 1
         hard["ended_on_it"] += not _int(entry.get("model_calls"))
         for key in ("model_calls", "input_tokens", "output_tokens"):
@@ -312,8 +327,9 @@ class Candidates:
             hard = self.hard.get(tool)
             runs = max(self.runs[tool], ended["runs"], hard["runs"] if hard else 0)
             cut_runs = hard["cut_runs"] if hard else 0
-            # schema 5: the runs a stop would end are those with a successful call of it
-            stoppable = hard["runs"] if hard is not None else runs
+            # schema 5: the runs a stop would end are those with a successful call of it, not
+            # a call left without a result
+            stoppable = hard["runs"] - hard["unanswered"] if hard is not None else runs
             written = self._written(tool)
             judged = self.judgements.of(tool)
             advice, why = advise(
@@ -327,7 +343,7 @@ class Candidates:
                 writes=(hard["cut_writes"] if hard else 0, written),
             )
             on_it = self.hard.get(tool, Counter())["ended_on_it"]
-            if kind == "none" and on_it:
+            if kind == "none" and on_it and advice != "cut_short":
                 sentence = why = (
                     f"{on_it} run(s) ended on it (left open on its call, e.g. a hand-off): no "
                     "model call after it to save"
@@ -385,6 +401,19 @@ class Candidates:
             }
         keys = ("model_calls", "input_tokens", "output_tokens")
         return {key: hard[key] for key in keys}
+
+    def cut_shown(self) -> dict[str, list[Any]]:
+        """Per tool, the cut-short runs whose pairs come first among its examples.
+
+        Every one kept (`keep`) for a tool a stop on which cuts short enough runs to be advised
+        `cut_short`, the first one for any other."""
+        shown: dict[str, list[Any]] = {}
+        for tool, ends in self.cut_kept.items():
+            hard = self.hard.get(tool, Counter())
+            stoppable = hard["runs"] - hard["unanswered"]
+            cut = hard["cut_runs"] >= CUT_SHORT_SHARE * max(stoppable, 1)
+            shown[tool] = list(ends) if cut else ends[:1]
+        return shown
 
     def _cut_short(self, tool: str) -> dict[str, Any]:
         """The cut-short part of `would_save`: runs where a stop would have skipped tools."""

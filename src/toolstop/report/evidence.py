@@ -71,9 +71,18 @@ def render_evidence(document: dict[str, Any]) -> str:
         )
     if not parts:
         return ""
-    note = (
-        "<p>Read a thread with <code>toolstop explain THREAD</code>: it shows the tool, the "
+    source = document.get("source")
+    read = (
+        "A thread here is one conversation of the log you read with <code>--from</code> "
+        "(<code>line-N</code>: the one on its line N; otherwise the log's own conversation id): "
+        "read it there."
+        if isinstance(source, dict) and "from" in source
+        else "Read a thread with <code>toolstop explain THREAD</code>: it shows the tool, the "
         "overlap and the final answer of each run that ended after a tool."
+    )
+    note = (
+        "<p>"
+        + read
         + (
             ""
             if any(e.get("examples") for e in document["candidates"])

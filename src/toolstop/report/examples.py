@@ -18,7 +18,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from toolstop._judge import judge
+from toolstop._judge import judge, judge_turn
 from toolstop._secrets import mask_secrets as _mask_secrets
 from toolstop.record import reads_as_error
 from toolstop.report.records import cut
@@ -168,18 +168,19 @@ def cut_short_pair(messages: Sequence[BaseMessage], tool: str) -> dict[str, Any]
         "later_tools": [cut(name) for name in later[:SKIPPED_SHOWN]],
         "skipped_calls": len(later),
         "judged": judge(
-            result[:_JUDGED_CHARS], answer[:_JUDGED_CHARS], _context(messages, run[at])
+            result[:_JUDGED_CHARS], answer[:_JUDGED_CHARS], _context(messages[: start + at])
         ),
     }
 
 
-def _context(messages: Sequence[BaseMessage], but: BaseMessage) -> list[tuple[str, str]]:
-    """`(tool, text)` of the thread's results other than `but` (the last `_CONTEXT` of them, at
-    most `_JUDGED_CHARS` characters in all): where an answer's other facts may come from."""
+def _context(earlier: Sequence[BaseMessage]) -> list[tuple[str, str]]:
+    """`(tool, text)` of the results among `earlier`, the messages before the judged result
+    (the last `_CONTEXT` of them, at most `_JUDGED_CHARS` characters in all): where an answer's
+    other facts may come from. A result after the judged one is never among them."""
     found: list[tuple[str, str]] = []
     left = _JUDGED_CHARS
-    for message in reversed(messages):
-        if isinstance(message, ToolMessage) and message is not but and left > 0:
+    for message in reversed(earlier):
+        if isinstance(message, ToolMessage) and left > 0:
             text = _text(message.content)[:left]
             found.append((str(message.name), text))
             left -= len(text)
@@ -205,8 +206,8 @@ def _judged(end: Any, tool: str, raw: Sequence[BaseMessage]) -> Any:
     turn = _last_turn(raw)
     results = [_text(m.content) for m in turn if isinstance(m, ToolMessage) and m.name == tool]
     answer = _text(raw[-1].content)
-    earlier = _context(raw[: len(raw) - 1 - len(turn)], raw[-1])
-    return judge(" ".join(results)[:_JUDGED_CHARS], answer[:_JUDGED_CHARS], earlier)
+    earlier = _context(raw[: len(raw) - 1 - len(turn)])
+    return judge_turn(results, answer, earlier, limit=_JUDGED_CHARS)
 
 
 def _features(judged: Mapping[str, Any]) -> dict[str, Any]:
@@ -242,12 +243,18 @@ def read_examples(
     Each pair: `thread_id`, `run`, `tool_result`, `final_answer` (cleaned, see `clean`) and
     `judged`, what the answer did with the result as the advice counted it (the record's
     `ended_after.judged`). A run whose checkpoint cannot be read, or whose messages do not end
-    after the tool, gives none. A run in `cut_short` (`Candidates.cut_kept`) comes first, its
-    pair the tool's first successful result in it, the final answer, `later_tools` and
+    after the tool, gives none. The runs in `cut_short` (`Candidates.cut_shown`) come first,
+    each pair the tool's first successful result in it, the final answer, `later_tools` and
     `skipped_calls` (what a stop would have skipped, see `cut_short_pair`), marked
-    `cut_short`; then at most `limit` pairs in all.
+    `cut_short`; then the other runs; at most `limit` pairs in all, each run once.
     """
     return collect_examples(lambda end: messages_at(database, end), kept, cut_short, limit)
+
+
+def _run_key(end: Any) -> Any:
+    """Which run `end` is: its thread and run number, or the object itself without a thread."""
+    thread = getattr(end, "thread_id", None)
+    return (thread, end.record.get("run")) if thread else id(end)
 
 
 def collect_examples(
@@ -260,15 +267,21 @@ def collect_examples(
     found: dict[str, list[dict[str, Any]]] = {}
     cut_short = cut_short or {}
     for tool in dict.fromkeys([*cut_short, *kept]):
-        for end in cut_short.get(tool, [])[:1]:
+        shown: set[Any] = set()
+        for end in cut_short.get(tool, []):
+            if limit is not None and len(found.get(tool, [])) >= limit:
+                break
             messages = messages_of(end)
             short = cut_short_pair(messages, tool) if messages is not None else None
             if short is not None:
+                shown.add(_run_key(end))
                 where = {"thread_id": cut(end.thread_id or ""), "run": end.record.get("run")}
                 found.setdefault(tool, []).append({**where, **short, "cut_short": True})
         for end in kept.get(tool, []):
             if limit is not None and len(found.get(tool, [])) >= limit:
                 break
+            if _run_key(end) in shown:  # already shown cut short: each run once
+                continue
             messages = messages_of(end)
             pair = ended_after_pair(messages, tool) if messages is not None else None
             if pair is not None and messages is not None:

@@ -108,7 +108,7 @@ def _to_convert(document: dict[str, Any], *, quiet: bool) -> list[str]:
             return []
         if signalling and any((e.get("judged") or {}).get("runs") for e in unconverted):
             return [
-                "The remaining (unconverted) tools have little to save on this traffic: none's "
+                "The remaining (unconverted) tools have little to save on this traffic: no tool's "
                 "result would have served as the final answer, as it is or with a tool-written "
                 "answer (see the advice below). Keep the model for them."
             ]
@@ -157,8 +157,10 @@ def _to_convert(document: dict[str, Any], *, quiet: bool) -> list[str]:
         f"Convert <b>{tool}</b> first, with an answer the tool writes: in most of the {runs} "
         "runs that ended right after it, the model only restated its result"
         + (f" (the answers used {fields})" if fields else "")
-        + ". Have the tool write the user's text with <code>signal(..., answer=...)</code>; "
-        "its raw result is not an answer. "
+        + ". Have the tool write the user's text: <code>toolstop.convert("
+        + (html.escape(top["tool"]) if top["tool"].isidentifier() else "TOOL")
+        + ", answer=...)</code> (the one line below) or <code>signal(..., answer=...)</code> "
+        "in the tool; its raw result is not an answer. "
         + (
             f"The answers also restated facts from earlier results of {earlier}: the tool's "
             "template needs those fields too. "

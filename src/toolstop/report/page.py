@@ -78,6 +78,14 @@ def when(stamp: str | None) -> str:
     return f"{moment.day} {moment.strftime('%b %Y, %H:%M')} {zone}"
 
 
+def _ended(document: dict[str, Any]) -> str:
+    """When the runs ended, or that no run's end time is known (a log without times)."""
+    first, last = document.get("first_run_ended"), document.get("last_run_ended")
+    if not first or not last:
+        return "no run's end time recorded"
+    return f"ended {when(first)} to {when(last)}"
+
+
 def _source(source: dict[str, Any]) -> str:
     if "db" in source:
         db = str(source["db"])
@@ -318,8 +326,8 @@ def render_html(document: dict[str, Any], chart: Path | None, path: Path) -> Non
         )
     body = f"""<h1>toolstop report: what stops save</h1>
 <p class="meta">{_b("runs", document["runs"])} runs{since} from
-{html.escape(_source(document["source"]))}, ended {html.escape(when(document["first_run_ended"]))}
-to {html.escape(when(document["last_run_ended"]))}. Generated {html.escape(made)}.</p>
+{html.escape(_source(document["source"]))}, {html.escape(_ended(document))}.
+Generated {html.escape(made)}.</p>
 <div class="answer">{answer(document)}</div>
 {_MODES}
 {_candidates(document)}{render_evidence(document)}{what_if_html(document.get("what_if"))}

@@ -106,7 +106,7 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
     if not converts and any((e.get("judged") or {}).get("runs") for e in unconverted):
         if signalling:  # the converted tools' saving is above: the rest have little
             print(
-                "the remaining (unconverted) tools have little to save on this traffic: none's "
+                "the remaining (unconverted) tools have little to save on this traffic: no tool's "
                 "result would have served as the answer (as it is or with a tool-written "
                 "answer); keep the model for them",
                 file=out,
