@@ -15,6 +15,12 @@ sub-agent's `stop_record`. Two ways in:
 A sub-agent that answered through its model, or ended on a budget (`retry_budget`,
 `step_budget`), a limit or an interruption, forwards no stop: its answer goes back to the
 parent's model (`stop: false`).
+
+Shadow mode (`never`) at several levels: a sub-agent whose record says it would have stopped
+(`would_stop` completed / fatal / policy_block) forwards `stop: false` with
+`subagent_would_stop: true`; a parent in `never` mode records that as its own would-stop, so
+its `would_save` counts the restating calls that hard mode saves at its level too. A parent in
+any other mode ignores the key (its model goes on, as it did with the sub-agent's answer).
 """
 
 from __future__ import annotations
@@ -66,7 +72,10 @@ def forwarded_stop(record: Any, *, name: str | None = None) -> dict[str, Any]:
         `signal(rule)` when the sub-agent's run stopped on a tool's signal (`FORWARDED`);
         otherwise `{"stop": False, "reason": "completed"}` when its model answered, or
         `{"stop": False, "reason": "fatal"}` when a budget, a limit or an interruption ended
-        it (it could not finish; the parent's model decides what to tell the user). The
+        it (it could not finish; the parent's model decides what to tell the user). A run in
+        `never` mode that would have stopped on a tool's signal forwards
+        `signal(would_stop, stop=False, subagent_would_stop=True)`: only a parent in `never`
+        mode reads it (as a would-stop of its own). The
         sub-agent's rule is kept as `subagent_rule` (never read for routing); the record itself
         is never copied.
     """
@@ -77,6 +86,9 @@ def forwarded_stop(record: Any, *, name: str | None = None) -> dict[str, Any]:
         extra["subagent"] = name
     if stopped and rule in FORWARDED:
         return signal(str(rule), **extra)
+    would = record.get("would_stop") if isinstance(record, Mapping) else None
+    if not stopped and isinstance(would, str) and would in FORWARDED:
+        return signal(str(would), stop=False, subagent_would_stop=True, **extra)
     if not isinstance(record, Mapping) or (rule == "none" and not record.get("ended_by")):
         return signal(Outcome.COMPLETED, stop=False, **extra)
     return signal(Outcome.FATAL, stop=False, **extra)
