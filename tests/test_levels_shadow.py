@@ -4,6 +4,9 @@ Before, a sub-agent in `never` mode forwarded `stop: false` (its model answered)
 recorded no would-stop and its restating calls were never counted: the report said 1 model call
 saved where hard mode saves 2 (`subagent_tool`, Deep Agents' `task`). Expected figures come from
 the scripted models' call logs, never from the records.
+
+Also: `explain` on a Deep Agents main agent, whose `messages` are a delta channel, says why its
+turns are not shown (before: "not readable from the checkpoint", no reason).
 """
 
 from __future__ import annotations
@@ -114,3 +117,16 @@ def test_the_never_mode_report_counts_what_hard_mode_saves(pattern: str, tmp_pat
     [result] = [m for m in state["messages"] if isinstance(m, ToolMessage)]
     assert result.artifact["stop"] is False
     assert result.artifact["subagent_would_stop"] is True
+
+
+def test_explain_says_why_a_deep_agents_main_agent_has_no_turns(tmp_path: Path) -> None:
+    _run("deep_agents", False, tmp_path)
+    out = io.StringIO()
+    path = str(tmp_path / "deep_agents-False.db")
+    assert main(["explain", "t", "--db", path], out=out) == 0
+    text = out.getvalue()
+    top = text.split("\nrun 2 ")[1]  # the main agent's run ends after its subagent's
+    assert "turns: not readable from the checkpoint (its messages are kept as deltas" in top
+    worker = text.split("\nrun 1 ")[1].split("\nrun 2 ")[0]
+    assert "turn 1: search" in worker
+    assert "not readable" not in worker
