@@ -5,8 +5,9 @@ recorded no would-stop and its restating calls were never counted: the report sa
 saved where hard mode saves 2 (`subagent_tool`, Deep Agents' `task`). Expected figures come from
 the scripted models' call logs, never from the records.
 
-Also: `explain` on a Deep Agents main agent, whose `messages` are a delta channel, says why its
-turns are not shown (before: "not readable from the checkpoint", no reason).
+Also `explain` on these runs: a `subagent_tool` worker's level is its name (before: `tools`, the
+parent's node that runs it), and a Deep Agents main agent, whose `messages` are a delta channel,
+says why its turns are not shown (before: "not readable from the checkpoint", no reason).
 """
 
 from __future__ import annotations
@@ -130,3 +131,14 @@ def test_explain_says_why_a_deep_agents_main_agent_has_no_turns(tmp_path: Path) 
     worker = text.split("\nrun 1 ")[1].split("\nrun 2 ")[0]
     assert "turn 1: search" in worker
     assert "not readable" not in worker
+
+
+def test_explain_labels_a_subagent_tool_worker_with_its_name(tmp_path: Path) -> None:
+    _run("subagent_tool", False, tmp_path)
+    out = io.StringIO()
+    path = str(tmp_path / "subagent_tool-False.db")
+    assert main(["explain", "t", "--db", path], out=out) == 0
+    heads = [line for line in out.getvalue().splitlines() if line.startswith("run ")]
+    assert len(heads) == 2
+    assert heads[0].startswith("run 1 (level worker; namespace 'tools:")
+    assert heads[1].startswith("run 2 (its run 1)")  # the top level: no level label

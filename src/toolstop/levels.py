@@ -42,6 +42,7 @@ from toolstop.record import StopRecord
 
 __all__ = [
     "HANDOFF_KEY",
+    "SUBAGENT_KEY",
     "defer_handoff",
     "forward_in_update",
     "forwarded_stop",
@@ -52,6 +53,10 @@ __all__ = [
     "subagent_tool",
     "without_record",
 ]
+
+SUBAGENT_KEY = "toolstop_subagent"
+"""The metadata key naming the `subagent_tool` a sub-agent's run was called as (its checkpoints
+keep it: `toolstop explain` labels the run's level with it)."""
 
 HANDOFF_KEY = "toolstop_handoff"
 """The private state key of a hand-off held until its turn is answered (see `defer_handoff`)."""
@@ -122,20 +127,25 @@ class _Request(BaseModel):
     tool_call_id: Annotated[str, InjectedToolCallId]
 
 
-def _config(agent: Any, name: str, tool_call_id: str) -> RunnableConfig | None:
-    """A thread of its own for a sub-agent compiled with its own checkpointer; else None (the
-    sub-agent runs as a subgraph of the call: a new conversation each time)."""
+def _config(agent: Any, name: str, tool_call_id: str) -> RunnableConfig:
+    """The call's metadata with the sub-agent's name (`SUBAGENT_KEY`), and a thread of its own
+    for a sub-agent compiled with its own checkpointer (else it runs as a subgraph of the call:
+    a new conversation each time)."""
     from langgraph.checkpoint.base import BaseCheckpointSaver
-
-    if not isinstance(getattr(agent, "checkpointer", None), BaseCheckpointSaver):
-        return None
     from langgraph.config import get_config
 
     try:
-        parent = get_config().get("configurable", {}).get("thread_id")
+        current = get_config()
     except RuntimeError:  # called outside a graph run
-        parent = None
-    return {"configurable": {"thread_id": f"{parent}/{name}/{tool_call_id}"}}
+        current = {}
+    metadata = {**(current.get("metadata") or {}), SUBAGENT_KEY: name}
+    if not isinstance(getattr(agent, "checkpointer", None), BaseCheckpointSaver):
+        return {"metadata": metadata}
+    parent = current.get("configurable", {}).get("thread_id")
+    return {
+        "configurable": {"thread_id": f"{parent}/{name}/{tool_call_id}"},
+        "metadata": metadata,
+    }
 
 
 def _result(state: Any, name: str) -> tuple[str, dict[str, Any]]:
@@ -164,6 +174,7 @@ def subagent_tool(agent: Any, *, name: str, description: str) -> BaseTool:
     the request. A sub-agent compiled without a checkpointer runs as a subgraph of the call
     (checkpointed under the parent's thread, in the call's own namespace); one compiled with
     its own checkpointer gets a thread of its own per call, `<parent thread>/<name>/<call id>`.
+    Either way its run's metadata names it (`SUBAGENT_KEY`, kept in its checkpoints).
     Its `stop_record` stays in its own state: the parent's state gets the text and the
     artifact only (which names the sub-agent's rule, `subagent_rule`).
 

@@ -18,6 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from toolstop._lifecycle import INTERRUPTED_TEXT, left_open_calls
 from toolstop._printable import printable_data
 from toolstop.decision import PROBLEMS_NOT_INVALID, Turn, decide_turn
+from toolstop.levels import SUBAGENT_KEY
 from toolstop.report.examples import ended_after_pair
 from toolstop.report.levels import HANDED_OFF, level_of, thread_runs
 from toolstop.report.reader import Database, RunEnd, database_error
@@ -90,22 +91,28 @@ DELTA_MESSAGES = (
 """Why a run's turns are not shown when its checkpoint versions `messages` but holds none."""
 
 
-def _messages(database: Database, end: RunEnd) -> tuple[list[BaseMessage] | None, str | None]:
-    """The messages at the run's end, or `(None, why)` (`why` is None when not known)."""
+def _messages(
+    database: Database, end: RunEnd
+) -> tuple[list[BaseMessage] | None, str | None, str | None]:
+    """The messages at the run's end, or None and why (None when not known), and the name of
+    the `subagent_tool` the run was called as (`SUBAGENT_KEY` in its checkpoint's metadata)."""
     try:
         found = database.full.get_tuple(end.checkpoint_config())
         checkpoint = found.checkpoint if found is not None else {}
         values = checkpoint.get("channel_values")
         versions = checkpoint.get("channel_versions")
+        metadata = getattr(found, "metadata", None)
+        worker = metadata.get(SUBAGENT_KEY) if isinstance(metadata, dict) else None
     except Exception as error:  # a checkpoint the saver cannot take apart: turns unknown
         if database_error(error):
             raise
-        return None, None
+        return None, None, None
+    worker = _cut(worker) if isinstance(worker, str) and worker.strip() else None
     messages = values.get("messages") if isinstance(values, dict) else None
     if isinstance(messages, list):
-        return list(messages), None
+        return list(messages), None, worker
     delta = isinstance(versions, dict) and "messages" in versions and messages is None
-    return None, DELTA_MESSAGES if delta else None
+    return None, DELTA_MESSAGES if delta else None, worker
 
 
 def _with_open_calls(record: dict[str, Any], messages: list[BaseMessage] | None) -> dict[str, Any]:
@@ -244,7 +251,7 @@ def explain_thread(
     runs: list[dict[str, Any]] = []
     for index in sorted(needed):
         end = ends[index]
-        messages, why = _messages(database, end)
+        messages, why, worker = _messages(database, end)
         turns = turns_of(messages) if messages is not None else None
         ids[index] = None if turns is None else {t.id for t in turns if t.id is not None}
         if index not in wanted:
@@ -259,6 +266,8 @@ def explain_thread(
         runs.append(_run(record, end, turns, messages, number=index + 1))
         if turns is None and why is not None:
             runs[-1]["turns_unread"] = why
+        if worker is not None and runs[-1]["level"]:  # the worker's name, not its node's
+            runs[-1]["level"] = "/".join([*runs[-1]["level"].split("/")[:-1], worker])
     return {
         "thread_id": thread_id,
         "runs": runs,
