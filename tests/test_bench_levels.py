@@ -69,3 +69,25 @@ def test_bench_counts_the_tool_results_of_a_worker_whose_parent_keeps_its_last_m
     assert by_mode["hard"]["rules"] == {"completed": len(questions)}
     assert by_mode["hard"]["model_calls"] == len(questions)
     assert by_mode["never"]["would_stop"] == len(questions)
+
+
+def test_bench_refuses_a_supervisor_whose_model_cannot_call_the_tools(tmp_path: Any) -> None:
+    # Before: every run's "fetch is not a valid tool" was reported as "the tool raised".
+    import io
+
+    from toolstop.cli import main
+
+    questions = tmp_path / "q.txt"
+    questions.write_text("Fetch page 2\n")
+    out, err = io.StringIO(), io.StringIO()
+    argv = [
+        "bench", "--agent", "levels:supervisor_of_workers", "--tools", "levels:TOOLS",
+        "--questions", str(questions), "--out", str(tmp_path / "out"),
+    ]  # fmt: skip
+    from contextlib import redirect_stderr
+
+    with redirect_stderr(err):
+        code = main(argv, out=out)
+    assert code == 2, out.getvalue() + err.getvalue()
+    assert "does not offer fetch, lookup to its model" in err.getvalue()
+    assert not (tmp_path / "out" / "bench.json").exists()

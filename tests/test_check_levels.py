@@ -86,3 +86,29 @@ def test_the_checks_review_inside_a_parent_graph_is_the_checks_not_yours() -> No
     assert [r.actual.get("interrupts") for r in nested.results] == [None] * 4
     assert calls_by_run(nested) == calls_by_run(alone)
     assert calls_by_run(nested) == {r.scenario.key: len(r.scenario.script) for r in nested.results}
+
+
+def test_a_supervisor_of_sub_agent_tools_is_refused_with_the_per_level_fix() -> None:
+    # Before: the scripted model called fetch and lookup at the top, where only `worker`
+    # exists; hard and polish runs breached against the router, never-mode runs passed.
+    import io
+
+    from toolstop.cli import main
+
+    out = io.StringIO()
+    argv = ["check", "--agent", "levels:supervisor_of_workers", "--tools", "levels:TOOLS"]
+    assert main(argv, out=out) == 2, out.getvalue()
+    # its own level checked with its own factory passes (the fix the refusal names)
+    assert main(["check", "--agent", "levels:hand_built", "--tools", "levels:TOOLS"]) == 0
+
+
+def test_the_refusal_names_the_missing_tools_and_the_per_level_fix() -> None:
+    from levels import supervisor_of_workers
+    from toolstop.errors import ToolstopConfigError
+    from toolstop.testing import check_agent
+
+    with pytest.raises(ToolstopConfigError) as raised:
+        check_agent(supervisor_of_workers, [fetch, lookup], scenarios=["success"])
+    text = str(raised.value)
+    assert "does not offer fetch, lookup to its model (its tools: worker)" in text
+    assert "a factory per level" in text

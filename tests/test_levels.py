@@ -80,8 +80,24 @@ def test_in_never_mode_both_levels_restate(router: Router) -> None:
     state = _ask(parent)
     assert (len(top.calls), len(sub.calls)) == (2, 2)
     assert state["messages"][-1].content == "Five days."
-    assert state["stop_record"]["would_stop"] is None  # the sub-agent forwarded no stop
-    assert state["stop_record"]["tools"] == []
+    # the sub-agent would have stopped: the parent records its own would-stop on that result
+    record = state["stop_record"]
+    assert (record["would_stop"], record["stopped"], record["rule"]) == ("completed", False, "none")
+    assert record["would_save"]["model_calls"] == 1  # "Five days.", which hard mode skips
+    [result] = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert (result.artifact["stop"], result.artifact["subagent_would_stop"]) == (False, True)
+
+
+@pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
+def test_a_shadow_sub_agent_never_stops_a_hard_mode_parent(router: Router) -> None:
+    never = StopPolicy(mode="never")
+    worker, sub = _worker(router, [call("search"), "It takes 5 days."], policy=never)
+    parent, top = _parent(router, worker, [call("worker", request="q"), "Five days."])
+    state = _ask(parent)
+    assert (len(top.calls), len(sub.calls)) == (2, 2)
+    assert state["messages"][-1].content == "Five days."
+    record = state["stop_record"]
+    assert (record["rule"], record["stopped"], record["would_stop"]) == ("none", False, None)
 
 
 @pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
@@ -185,11 +201,16 @@ def test_a_sub_agent_with_its_own_checkpointer_gets_a_thread_per_call() -> None:
         (None, (False, "completed")),
         ("garbage", (False, "completed")),
         ({"rule": 3, "stopped": True}, (False, "fatal")),
+        ({"rule": "none", "stopped": False, "would_stop": "fatal"}, (False, "fatal")),
+        ({"rule": "none", "stopped": False, "would_stop": "retry_budget"}, (False, "completed")),
+        ({"rule": "none", "stopped": False, "would_stop": ["completed"]}, (False, "completed")),
     ],
 )
 def test_forwarded_stop_reads_any_record_safely(record: Any, expected: tuple[bool, str]) -> None:
     artifact = forwarded_stop(record)
     assert (artifact["stop"], artifact["reason"]) == expected
+    would = isinstance(record, dict) and record.get("would_stop") in ("completed", "fatal")
+    assert artifact.get("subagent_would_stop", False) is would
 
 
 def test_bad_input_is_refused_clearly() -> None:

@@ -157,6 +157,9 @@ class CallSignal:
         reason: The valid reason, or `None` when the signal is invalid.
         stop: Whether this call asks to stop; always `False` for an invalid signal.
         problem: Why the signal is invalid, or `None` when it is valid.
+        would_stop: A sub-agent in `never` mode would have stopped on this result
+            (`subagent_would_stop` in a forwarded artifact, see `toolstop.forwarded_stop`):
+            a parent in `never` mode records it as a would-stop too; any other mode ignores it.
     """
 
     tool: str
@@ -164,6 +167,7 @@ class CallSignal:
     reason: Outcome | None
     stop: bool
     problem: Problem | None = None
+    would_stop: bool = False
 
     @property
     def valid(self) -> bool:
@@ -235,6 +239,7 @@ def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
                 "reason": read[0],
                 "stop": read[1],
                 "problem": None,
+                "would_stop": read[2],
             },
         )
     return _frozen(
@@ -245,12 +250,14 @@ def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
             "reason": None,
             "stop": False,
             "problem": read,
+            "would_stop": False,
         },
     )
 
 
-def _read(message: ToolMessage) -> tuple[Outcome, bool] | Problem:
-    """`read_signal`'s reading: `(reason, stop)` of a valid signal, or why it is invalid."""
+def _read(message: ToolMessage) -> tuple[Outcome, bool, bool] | Problem:
+    """`read_signal`'s reading: `(reason, stop, would_stop)` of a valid signal, or why it is
+    invalid."""
     if getattr(message, "status", "success") == "error":
         return Problem.REJECTED if _human_rejected(message) else Problem.TOOL_ERROR
     try:
@@ -289,11 +296,14 @@ def _read(message: ToolMessage) -> tuple[Outcome, bool] | Problem:
         relayed = stop and reason in (Outcome.COMPLETED, Outcome.FATAL)
         if relayed and _nothing_to_relay(message.content):
             return Problem.EMPTY_RELAY
+        would_stop = (
+            not stop and reason in _STOP_RULES and artifact.get("subagent_would_stop") is True
+        )
     except Exception:  # hostile artifacts: __eq__/__hash__/__getitem__ that raise
         return Problem.UNREADABLE
     if reason is Outcome.TRANSIENT and stop:
         return Problem.TRANSIENT_WITH_STOP
-    return reason, stop
+    return reason, stop, would_stop
 
 
 def near_miss_key(key: str) -> bool:
@@ -808,7 +818,13 @@ def decide_turn(
         if s.stop:
             asks = True
     rule = Rule.NONE
-    deciding = _stopping(signals, policy) if asks else ()
+    if policy.mode == "never" and any(s.would_stop for s in signals):
+        # a sub-agent that would have stopped: recorded as this level's would-stop too
+        asks = True
+        judged = tuple(replace(s, stop=s.stop or s.would_stop) for s in signals)
+        deciding = _stopping(judged, policy)
+    else:
+        deciding = _stopping(signals, policy) if asks else ()
     if deciding:
         top = min(deciding, key=lambda s: policy.rank(s.reason.value if s.reason else ""))
         assert top.reason is not None  # deciding signals are valid

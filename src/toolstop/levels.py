@@ -15,6 +15,12 @@ sub-agent's `stop_record`. Two ways in:
 A sub-agent that answered through its model, or ended on a budget (`retry_budget`,
 `step_budget`), a limit or an interruption, forwards no stop: its answer goes back to the
 parent's model (`stop: false`).
+
+Shadow mode (`never`) at several levels: a sub-agent whose record says it would have stopped
+(`would_stop` completed / fatal / policy_block) forwards `stop: false` with
+`subagent_would_stop: true`; a parent in `never` mode records that as its own would-stop, so
+its `would_save` counts the restating calls that hard mode saves at its level too. A parent in
+any other mode ignores the key (its model goes on, as it did with the sub-agent's answer).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from toolstop.record import StopRecord
 
 __all__ = [
     "HANDOFF_KEY",
+    "SUBAGENT_KEY",
     "defer_handoff",
     "forward_in_update",
     "forwarded_stop",
@@ -46,6 +53,10 @@ __all__ = [
     "subagent_tool",
     "without_record",
 ]
+
+SUBAGENT_KEY = "toolstop_subagent"
+"""The metadata key naming the `subagent_tool` a sub-agent's run was called as (its checkpoints
+keep it: `toolstop explain` labels the run's level with it)."""
 
 HANDOFF_KEY = "toolstop_handoff"
 """The private state key of a hand-off held until its turn is answered (see `defer_handoff`)."""
@@ -66,7 +77,10 @@ def forwarded_stop(record: Any, *, name: str | None = None) -> dict[str, Any]:
         `signal(rule)` when the sub-agent's run stopped on a tool's signal (`FORWARDED`);
         otherwise `{"stop": False, "reason": "completed"}` when its model answered, or
         `{"stop": False, "reason": "fatal"}` when a budget, a limit or an interruption ended
-        it (it could not finish; the parent's model decides what to tell the user). The
+        it (it could not finish; the parent's model decides what to tell the user). A run in
+        `never` mode that would have stopped on a tool's signal forwards
+        `signal(would_stop, stop=False, subagent_would_stop=True)`: only a parent in `never`
+        mode reads it (as a would-stop of its own). The
         sub-agent's rule is kept as `subagent_rule` (never read for routing); the record itself
         is never copied.
     """
@@ -77,6 +91,9 @@ def forwarded_stop(record: Any, *, name: str | None = None) -> dict[str, Any]:
         extra["subagent"] = name
     if stopped and rule in FORWARDED:
         return signal(str(rule), **extra)
+    would = record.get("would_stop") if isinstance(record, Mapping) else None
+    if not stopped and isinstance(would, str) and would in FORWARDED:
+        return signal(str(would), stop=False, subagent_would_stop=True, **extra)
     if not isinstance(record, Mapping) or (rule == "none" and not record.get("ended_by")):
         return signal(Outcome.COMPLETED, stop=False, **extra)
     return signal(Outcome.FATAL, stop=False, **extra)
@@ -110,20 +127,25 @@ class _Request(BaseModel):
     tool_call_id: Annotated[str, InjectedToolCallId]
 
 
-def _config(agent: Any, name: str, tool_call_id: str) -> RunnableConfig | None:
-    """A thread of its own for a sub-agent compiled with its own checkpointer; else None (the
-    sub-agent runs as a subgraph of the call: a new conversation each time)."""
+def _config(agent: Any, name: str, tool_call_id: str) -> RunnableConfig:
+    """The call's metadata with the sub-agent's name (`SUBAGENT_KEY`), and a thread of its own
+    for a sub-agent compiled with its own checkpointer (else it runs as a subgraph of the call:
+    a new conversation each time)."""
     from langgraph.checkpoint.base import BaseCheckpointSaver
-
-    if not isinstance(getattr(agent, "checkpointer", None), BaseCheckpointSaver):
-        return None
     from langgraph.config import get_config
 
     try:
-        parent = get_config().get("configurable", {}).get("thread_id")
+        current = get_config()
     except RuntimeError:  # called outside a graph run
-        parent = None
-    return {"configurable": {"thread_id": f"{parent}/{name}/{tool_call_id}"}}
+        current = {}
+    metadata = {**(current.get("metadata") or {}), SUBAGENT_KEY: name}
+    if not isinstance(getattr(agent, "checkpointer", None), BaseCheckpointSaver):
+        return {"metadata": metadata}
+    parent = current.get("configurable", {}).get("thread_id")
+    return {
+        "configurable": {"thread_id": f"{parent}/{name}/{tool_call_id}"},
+        "metadata": metadata,
+    }
 
 
 def _result(state: Any, name: str) -> tuple[str, dict[str, Any]]:
@@ -152,6 +174,7 @@ def subagent_tool(agent: Any, *, name: str, description: str) -> BaseTool:
     the request. A sub-agent compiled without a checkpointer runs as a subgraph of the call
     (checkpointed under the parent's thread, in the call's own namespace); one compiled with
     its own checkpointer gets a thread of its own per call, `<parent thread>/<name>/<call id>`.
+    Either way its run's metadata names it (`SUBAGENT_KEY`, kept in its checkpoints).
     Its `stop_record` stays in its own state: the parent's state gets the text and the
     artifact only (which names the sub-agent's rule, `subagent_rule`).
 

@@ -37,3 +37,16 @@ def hand_built(model: Any, tools: list[Any], policy: Any) -> Any:
 
 def hand_built_in_a_parent(model: Any, tools: list[Any], policy: Any) -> Any:
     return parent_of(build_react_graph(model, tools, policy=policy))
+
+
+TOOLS = [fetch, lookup]
+
+
+def supervisor_of_workers(model: Any, tools: list[Any], policy: Any) -> Any:
+    """A supervisor whose one tool is a worker (`subagent_tool`) built from `tools`: the
+    supervisor's own model never sees `tools`."""
+    from toolstop import subagent_tool
+
+    worker = build_react_graph(model, tools, policy=policy)
+    helper = subagent_tool(worker, name="worker", description="Fetches pages, looks words up.")
+    return build_react_graph(model, [helper], policy=policy)

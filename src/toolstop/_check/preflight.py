@@ -23,7 +23,7 @@ from toolstop.testing.scripted import ScriptedChatModel
 from toolstop.testing.stand_ins import stand_in
 from toolstop.tools import find_tool_node
 
-__all__ = ["stand_in_summary"]
+__all__ = ["refuse_tools_not_offered", "stand_in_summary"]
 
 _CALLED_AGAIN_HINT = (
     " (the model was called again where the scenario's tool result stops the run: is "
@@ -141,6 +141,7 @@ def _preflight(
                 "from the `tools` argument"
             )
             raise ToolstopConfigError(msg)
+    refuse_tools_not_offered(agent, tools, factory.name, "check")
     names = frozenset(
         name.split(".", 1)[0]
         for level in _levels(dict(nodes or {}))
@@ -148,6 +149,42 @@ def _preflight(
         if "." in name
     )
     return names, _stop_status(dict(nodes or {})), _unseen(agent, dict(nodes or {}))
+
+
+def refuse_tools_not_offered(
+    agent: Any, tools: Sequence[BaseTool], name: str, command: str
+) -> None:
+    """Refuse an agent whose tool nodes do not offer the tools the command's model calls.
+
+    `check` and `bench` call the tools they are given from the model of the agent the factory
+    builds: an agent that hands them to sub-agents instead (a supervisor whose tools are
+    `subagent_tool`s, Deep Agents' subagents) answers each call with "not a valid tool", and
+    every breach or failed run would blame the router. An agent with no ToolNode to read is
+    let through (`_unseen` says what the check cannot see).
+
+    Raises:
+        ToolstopConfigError: A ToolNode was found and some given tool is in none of them.
+    """
+    nodes = getattr(agent, "nodes", None) if isinstance(agent, Pregel) else None
+    offered: set[str] = set()
+    seen = False
+    for node in (n for level in _levels(dict(nodes or {})) for n in level.values()):
+        tool_node = find_tool_node(_own(node, "bound"))
+        if tool_node is not None:
+            seen = True
+            offered.update(tool_node.tools_by_name)
+    missing = [t.name for t in tools if t.name not in offered]
+    if not seen or not missing:
+        return
+    msg = (
+        f"--agent {name} does not offer {', '.join(missing)} to its model (its tools: "
+        f"{', '.join(sorted(offered)) or 'none'}): toolstop {command} has the model of the agent "
+        "the factory builds call the tools it is given, so every run would fail on a tool that "
+        "does not exist there. An agent whose tools are sub-agents (subagent_tool, Deep Agents' "
+        "subagents) is checked one level at a time: give --agent a factory per level, each "
+        "building its level from the `tools` it is given (docs/cli.md, Parent graphs)"
+    )
+    raise ToolstopConfigError(msg)
 
 
 def _holds_a_tool_node(nodes: dict[str, Any]) -> bool:

@@ -39,6 +39,7 @@ from langchain_core.tools import BaseTool
 from pydantic import Field
 
 from toolstop._check.factory import AgentFactory
+from toolstop._check.preflight import refuse_tools_not_offered
 from toolstop._printable import printable
 from toolstop._redact import shown_error
 from toolstop._secrets import mask_secrets
@@ -219,12 +220,13 @@ def run_agent_bench(
     config, for tools and prompts that read it.
 
     Raises:
-        ToolstopConfigError: the factory raised while building an agent.
+        ToolstopConfigError: the factory raised while building an agent, or the agent does
+            not offer the tools to its model (`refuse_tools_not_offered`).
     """
-    agents = {
-        mode: with_saver(factory.build_or_refuse(model, tools, StopPolicy(mode=mode)))
-        for mode in modes
-    }
+    built = {mode: factory.build_or_refuse(model, tools, StopPolicy(mode=mode)) for mode in modes}
+    for agent in built.values():
+        refuse_tools_not_offered(agent, tools, factory.name, "bench")
+    agents = {mode: with_saver(agent) for mode, agent in built.items()}
     totals = {mode: ModeTotals(behaviour=mode) for mode in modes}
     errors: list[dict[str, Any]] = []
     session = uuid.uuid4().hex[:8]

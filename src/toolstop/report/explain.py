@@ -18,6 +18,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from toolstop._lifecycle import INTERRUPTED_TEXT, left_open_calls
 from toolstop._printable import printable_data
 from toolstop.decision import PROBLEMS_NOT_INVALID, Turn, decide_turn
+from toolstop.levels import SUBAGENT_KEY
 from toolstop.report.examples import ended_after_pair
 from toolstop.report.levels import HANDED_OFF, level_of, thread_runs
 from toolstop.report.reader import Database, RunEnd, database_error
@@ -83,16 +84,35 @@ def _signals(turn: Turn, handed_off: bool = False) -> list[dict[str, Any]]:
     return calls
 
 
-def _messages(database: Database, end: RunEnd) -> list[BaseMessage] | None:
+DELTA_MESSAGES = (
+    "its messages are kept as deltas, in a LangGraph DeltaChannel as deepagents 0.7 keeps "
+    "them; toolstop does not replay them"
+)
+"""Why a run's turns are not shown when its checkpoint versions `messages` but holds none."""
+
+
+def _messages(
+    database: Database, end: RunEnd
+) -> tuple[list[BaseMessage] | None, str | None, str | None]:
+    """The messages at the run's end, or None and why (None when not known), and the name of
+    the `subagent_tool` the run was called as (`SUBAGENT_KEY` in its checkpoint's metadata)."""
     try:
         found = database.full.get_tuple(end.checkpoint_config())
-        values = found.checkpoint.get("channel_values") if found is not None else None
+        checkpoint = found.checkpoint if found is not None else {}
+        values = checkpoint.get("channel_values")
+        versions = checkpoint.get("channel_versions")
+        metadata = getattr(found, "metadata", None)
+        worker = metadata.get(SUBAGENT_KEY) if isinstance(metadata, dict) else None
     except Exception as error:  # a checkpoint the saver cannot take apart: turns unknown
         if database_error(error):
             raise
-        return None
+        return None, None, None
+    worker = _cut(worker) if isinstance(worker, str) and worker.strip() else None
     messages = values.get("messages") if isinstance(values, dict) else None
-    return list(messages) if isinstance(messages, list) else None
+    if isinstance(messages, list):
+        return list(messages), None, worker
+    delta = isinstance(versions, dict) and "messages" in versions and messages is None
+    return None, DELTA_MESSAGES if delta else None, worker
 
 
 def _with_open_calls(record: dict[str, Any], messages: list[BaseMessage] | None) -> dict[str, Any]:
@@ -231,7 +251,7 @@ def explain_thread(
     runs: list[dict[str, Any]] = []
     for index in sorted(needed):
         end = ends[index]
-        messages = _messages(database, end)
+        messages, why, worker = _messages(database, end)
         turns = turns_of(messages) if messages is not None else None
         ids[index] = None if turns is None else {t.id for t in turns if t.id is not None}
         if index not in wanted:
@@ -244,6 +264,10 @@ def explain_thread(
             turns = [t for t in turns if t.id is None or t.id not in seen]
         record = _with_open_calls(end.record, messages)
         runs.append(_run(record, end, turns, messages, number=index + 1))
+        if turns is None and why is not None:
+            runs[-1]["turns_unread"] = why
+        if worker is not None and runs[-1]["level"]:  # the worker's name, not its node's
+            runs[-1]["level"] = "/".join([*runs[-1]["level"].split("/")[:-1], worker])
     return {
         "thread_id": thread_id,
         "runs": runs,
@@ -300,7 +324,8 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
             # The answer also showed earlier completed results of the run (call ids only).
             print(f"  the answer showed the results of: {', '.join(run['shown'])}", file=out)
         if run["turns"] is None:
-            print("  turns: not readable from the checkpoint", file=out)
+            why = f" ({run['turns_unread']})" if run.get("turns_unread") else ""
+            print(f"  turns: not readable from the checkpoint{why}", file=out)
         for index, turn in enumerate(run["turns"] or [], start=1):
             calls = "; ".join(
                 f"{c['tool']} {c['tool_call_id']} {c['signal']}" + (" (stop)" if c["stop"] else "")
