@@ -105,9 +105,10 @@ class Judgements:
                     sources[source[:64]] += 1
 
     def of(self, tool: str) -> dict[str, Any]:
-        """What the answers after `tool` did: `runs` judged, `actions`, `shapes`, `fields`, and
-        `earlier`: the tools whose earlier results held facts the answers restated (most
-        often first)."""
+        """What the answers after `tool` did.
+
+        `runs` judged, `actions`, `shapes`, `fields`, and `earlier`: the tools whose earlier
+        results held facts the answers restated (most often first)."""
         actions = self.actions.get(tool, Counter())
         return {
             "runs": sum(actions.values()),

@@ -378,8 +378,9 @@ class Candidates:
         return entries
 
     def ended_by_advice(self, entries: list[dict[str, Any]]) -> dict[str, int]:
-        """Runs by the advice on the tool whose result their final answer followed, from every
-        entry of `document()` (none folded away; tools that signal already left out), in
+        """Runs by the advice on the tool whose result their final answer followed.
+
+        From every entry of `document()` (none folded away; tools that signal already left out), in
         `ADVICE` order; `none`: runs measured here that ended after no tool (an answer without
         a tool call). A run that ended after parallel calls counts for each of their tools."""
         counts: Counter[str] = Counter()

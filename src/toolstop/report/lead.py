@@ -21,6 +21,7 @@ def money(value: float | None) -> str:
 
 
 def number(value: Any) -> str:
+    """A figure as the page writes it: thousands separated, two decimals for a fraction."""
     if isinstance(value, float):
         return f"{value:,.2f}"
     return "-" if value is None else f"{value:,}" if isinstance(value, int) else str(value)

@@ -176,8 +176,10 @@ class ReadProblems:
         self._note(line, reason)
 
     def part_problem(self, line: int, runs: int, reason: str) -> None:
-        """Count a conversation read in part: `runs` runs of it (or messages before its first
-        run) could not be replayed and were left out."""
+        """Count a conversation read in part.
+
+        `runs` runs of it (or messages before its first run) could not be replayed and were
+        left out."""
         self.partly_read += 1
         self.dropped_runs += runs
         self._note(line, reason)

@@ -99,10 +99,11 @@ def limit_ending(
     history: list[BaseMessage],
     policy: StopPolicy,
 ) -> tuple[StopRecord, Decision | None]:
-    """The end of a run `ModelCallLimitMiddleware` ended (its message last in `history`), as
-    `StopOnArtifact.after_agent` makes it: the turn no model call read decided and delivered;
-    a stop replaces the message with its relay (the decision is returned), otherwise the record
-    says `ended_by`."""
+    """The end of a run `ModelCallLimitMiddleware` ended (its message last in `history`).
+
+    As `StopOnArtifact.after_agent` makes it: the turn no model call read decided and
+    delivered; a stop replaces the message with its relay (the decision is returned), otherwise
+    the record says `ended_by`."""
     decision, run, _ = _ended(run, previous, history, policy, delivered=True)
     record = run["record"]
     if decision is not None and decision.stop:
@@ -200,8 +201,10 @@ class Replayed:
         return copy
 
     def begin(self, policy: StopPolicy, invocation: int) -> Begun:
-        """`replay_begin` for the next model call; a run left open before it is closed first,
-        its record written, as the thread's next run closes it (`close_aborted`)."""
+        """`replay_begin` for the next model call.
+
+        A run left open before it is closed first, its record written, as the thread's next
+        run closes it (`close_aborted`)."""
         begun = replay_begin(self.run, self.previous, self.history, policy, invocation)
         if begun.aborted is not None:
             self.finished(begun.aborted.record)
