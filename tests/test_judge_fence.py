@@ -144,6 +144,17 @@ LEAKS = {
     "x-functions-key: Zx86leakF": "Zx86leakF",
     "Ocp-Apim-Subscription-Key: Zx87leakG": "Zx87leakG",
     "admin:Zx88leakH@db.internal": "Zx88leakH",
+    # N6: separators, flags, invisible or wide keys, double escapes, misspellings, prose, base64
+    "password => Zx90leakJ": "Zx90leakJ",
+    "--password Zx91leakK": "Zx91leakK",
+    "PGPASSWORD Zx92leakL": "Zx92leakL",
+    "pass\u200bword=Zx93leakM": "Zx93leakM",
+    "\uff50\uff41\uff53\uff53\uff57\uff4f\uff52\uff44\uff1dZx94leakN": "Zx94leakN",
+    "password\\\\u003dZx95leakO": "Zx95leakO",
+    "pasword=Zx96leakP": "Zx96leakP",
+    "the password is Zx97leakQ": "Zx97leakQ",
+    "password: Zx98leakR": "Zx98leakR",
+    "cGFzc3dvcmQ9Wng5OWxlYWtT": "cGFzc3dvcmQ9Wng5OWxlYWtT",  # password=Zx99leakS
 }
 """Secrets the masker once missed (issue 48), in a tool's result and the answer after it."""
 
