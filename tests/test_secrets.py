@@ -123,6 +123,7 @@ KNOWN = [
     ("password\\\\\\\\u003dhunter2XYZ", "hunter2XYZ"),
     ("pasword=hunter2XYZ", "hunter2XYZ"),
     ("pssword: hunter2XYZ", "hunter2XYZ"),
+    ("passw0rd=hunter2XYZ", "hunter2XYZ"),
     ("the password is hunter2XYZ, use it", "hunter2XYZ"),
     ("your API key was hunter2XYZ", "hunter2XYZ"),
     ("cGFzc3dvcmQ9aHVudGVyMlhZWg== was sent", "aHVudGVyMlhZWg"),
