@@ -232,14 +232,26 @@ def _cost(input_tokens: int, output_tokens: int) -> float:
     return round((input_tokens * 3 + output_tokens * 15) / 1_000_000, 4)
 
 
-@pytest.mark.parametrize("price", ["-1", "nan", "cheap", "inf"])
+@pytest.mark.parametrize("price", ["-1", "nan", "cheap", "inf", "1e308", "10000.5"])
 def test_a_bad_price_is_one_clear_line(
     price: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exit_:
         main(["report", "--log", "-", "--out", str(tmp_path), "--price-in", price])
     assert exit_.value.code == 2
-    assert "a price per million tokens is a number >= 0" in capsys.readouterr().err
+    assert "a price per million tokens is a number >= 0 and <= 10,000" in capsys.readouterr().err
+
+
+def test_report_json_never_holds_nan_or_infinity(tmp_path: Path) -> None:
+    from toolstop.report.render import write_json
+
+    path = tmp_path / "report.json"
+    write_json({"a": float("inf"), "b": [1.5, float("nan"), {"c": -float("inf")}]}, path)
+    text = path.read_text(encoding="utf-8")
+    assert json.loads(text, parse_constant=lambda name: pytest.fail(name)) == {
+        "a": None,
+        "b": [1.5, None, {"c": None}],
+    }
 
 
 @pytest.fixture(scope="module")

@@ -108,6 +108,26 @@ KNOWN = [
     ("\\u0022password\\u0022: \\u0022hunter2XYZ\\u0022", "hunter2XYZ"),
     ("password\\x3dhunter2XYZ", "hunter2XYZ"),
     ("api&#95;key%3Dhunter2XYZ", "hunter2XYZ"),
+    # N6: other separators, a flag or a variable before a space, invisible or wide characters
+    # in the key, an escape escaped again, a misspelt key, prose, base64
+    ("password => hunter2XYZ", "hunter2XYZ"),
+    ("password := hunter2XYZ", "hunter2XYZ"),
+    ("mysql --password hunter2XYZ -u root", "hunter2XYZ"),
+    ("--api-key 'hunter2XYZ'", "hunter2XYZ"),
+    ("PGPASSWORD hunter2XYZ psql", "hunter2XYZ"),
+    ("GITHUB_TOKEN hunter2XYZ", "hunter2XYZ"),
+    ("pass\u200bword=hunter2XYZ", "hunter2XYZ"),
+    ("pass\u00adword=hunter2XYZ", "hunter2XYZ"),
+    ("\uff50\uff41\uff53\uff53\uff57\uff4f\uff52\uff44\uff1dhunter2XYZ", "hunter2XYZ"),
+    ("password\\\\u003dhunter2XYZ", "hunter2XYZ"),
+    ("password\\\\\\\\u003dhunter2XYZ", "hunter2XYZ"),
+    ("pasword=hunter2XYZ", "hunter2XYZ"),
+    ("pssword: hunter2XYZ", "hunter2XYZ"),
+    ("passw0rd=hunter2XYZ", "hunter2XYZ"),
+    ("the password is hunter2XYZ, use it", "hunter2XYZ"),
+    ("your API key was hunter2XYZ", "hunter2XYZ"),
+    ("cGFzc3dvcmQ9aHVudGVyMlhZWg== was sent", "aHVudGVyMlhZWg"),
+    ("cGFzc3dvcmQ9aHVudGVyMlhZWg== was sent", "cGFzc3dvcmQ9"),
 ]
 
 
@@ -133,6 +153,11 @@ def test_each_shape_of_secret_is_masked(text: str, secret: str) -> None:
         "12 passed: 3 failed, bypass=1, signal=2, compass: north",
         "100% done, 50%3 left; see \\n and \\u00e9",
         "retry in 10:30 minutes",
+        "password is incorrect",
+        "the token was revoked",
+        "run with --verbose --dry-run",
+        "\uff21\uff22\uff23 \uff46\uff55\uff4c\uff4c text\u200b kept",
+        "aGVsbG8gd29ybGQgaGVsbG8gd29ybGQ=",  # base64 of no secret
     ],
 )
 def test_ordinary_error_texts_are_kept(text: str) -> None:
@@ -341,6 +366,17 @@ def test_a_long_text_is_masked_in_bounded_time() -> None:
         "\\u003d" * 30_000,
         "DB_PASS=" * 50_000,
         "sig=" * 100_000,
+        "password => " * 40_000,
+        "--password " * 40_000,
+        "PGPASSWORD " * 40_000,
+        "A_" * 40 + "B" * 200_000,
+        "password is " * 40_000,
+        "pass\u200bword=x " * 20_000,
+        "\uff50\uff41\uff53\uff53\uff57\uff4f\uff52\uff44\uff1d" * 30_000,
+        "\\" * 200_000 + "u003d",
+        "\\\\u003d" * 30_000,
+        "QUFB" * 100_000,  # one long base64 run
+        "cGFzc3dvcmQ9eA== " * 20_000,  # base64 of password=x, at every word
     ]:
         mask_secrets(text)
 

@@ -13,6 +13,11 @@
   (`user`, `host`, `port`, `dbname`): the value is masked, quoted or not; a JSON (or Python)
   array or object value keeps its shape, brackets and keys, with every string and scalar in it
   masked (`{"password": [***, ***]}`, `{"api_key": {"value": ***}}`);
+- the separators `=>` and `:=` too (`password => ...`); a misspelt password key (`pasword`,
+  `pssword`); a command-line option naming a secret before a space (`--password ...`); a
+  variable's name in capitals before a space (`PGPASSWORD ...`, `GITHUB_TOKEN ...`); a sentence
+  naming one (`the password is ...`, not `password is incorrect`);
+- a base64 run (16 characters or more) that decodes to printable text holding a secret, whole;
 - `Authorization:` header values and `Bearer` / `Basic` credentials;
 - tokens by their shape: AWS access key ids (`AKIA...`, `ASIA...`), OpenAI / Anthropic (`sk-...`,
   `sk-proj-...`), Stripe (`sk_live_...`), GitHub (`ghp_...`, `github_pat_...`), GitLab
@@ -25,7 +30,9 @@
 Encoding does not hide a secret: the text is also read decoded, HTML entities
 (`password&#61;...`, `&quot;password&quot;: &quot;...`, `&lt;password&gt;...`, `Bearer&#32;...`,
 nested `&amp;quot;` included), percent-encoding (`password%3D...`, `%253D`) and JSON or Python
-escapes (`password\\u003d...`, `\\x3d`), up to four levels. When that reading finds a secret the
+escapes (`password\\u003d...`, `\\x3d`, escaped again: `\\\\u003d`), up to four levels; and
+without format characters (zero-width spaces and joiners, soft hyphens, bidi controls:
+`pass\\u200bword=...`), in NFKC (fullwidth `password=...`). When that reading finds a secret the
 text as written does not show masked, the decoded text is returned, masked (what decodes to a
 control or format character is kept as written); otherwise the text is kept as written.
 
@@ -38,6 +45,7 @@ text) is not found; raise exceptions whose messages are safe to show.
 
 from __future__ import annotations
 
+import base64
 import html
 import re
 import unicodedata
@@ -70,13 +78,16 @@ _SECRET_NAME = (
     r"access[_-]?key|private[_-]?key|account[_-]?key|client[_-]?key|auth[_-]?key|"
     r"functions?[_-]?key|subscription[_-]?key|credentials?|"
     r"cookie|session[_-]?id|signature)[A-Za-z0-9_.-]{0,40}"
+    r"|[A-Za-z0-9_.-]{0,40}?pa?s{1,2}w[o0]?r?d[A-Za-z0-9_.-]{0,40}"
     r"|(?:[A-Za-z0-9_.-]{0,40}?[_.-])?pass(?![A-Za-z])[A-Za-z0-9_.-]{0,40}"
     r"|sig|user(?:name)?|host|hostaddr|port|dbname"
 )
 """A key naming a secret: `pass` only as a word of its own (`pass`, `DB_PASS`, not `passed` or
-`bypass`), `sig` only whole (an Azure SAS signature, not `signal`)."""
+`bypass`), `sig` only whole (an Azure SAS signature, not `signal`); a password's key misspelt
+(`pasword`, `paswd`, `pssword`, `passw0rd`) too."""
 _PAIR = re.compile(
-    rf"(?<![A-Za-z0-9_.-])((?:\\?[\"'])?)({_SECRET_NAME})((?:\\?[\"'])?)(\s{{0,8}}[=:]\s{{0,8}})"
+    rf"(?<![A-Za-z0-9_.-])((?:\\?[\"'])?)({_SECRET_NAME})((?:\\?[\"'])?)"
+    r"(\s{0,8}(?:=>|:=|[=:])\s{0,8})"
     r"(\\[\"'][^\n]{0,4096}?(?:\\[\"']|$)"
     r"|[rRbBuUfF]{0,2}(?:\"\"\"[\s\S]{0,4096}?(?:\"\"\"|\Z)|'''[\s\S]{0,4096}?(?:'''|\Z))"
     r"|\"(?:[^\"\\\n]|\\.){0,4096}\"?|'(?:[^'\\\n]|\\.){0,4096}'?"
@@ -85,12 +96,35 @@ _PAIR = re.compile(
     r"|[^\s,;)}\]\"']{1,4096})",
     re.IGNORECASE | re.MULTILINE,
 )
-"""A key naming a secret (quoted or not, or only closed by a quote: `password": "..."`), `=` or
-`:`, and its value (double- or single-quoted, or bare); the quotes may be escaped
+"""A key naming a secret (quoted or not, or only closed by a quote: `password": "..."`), `=`,
+`:`, `=>` or `:=`, and its value (double- or single-quoted, or bare); the quotes may be escaped
 (`{\\"password\\": \\"...\\"}`, JSON inside a JSON string). A Python repr's value is whole: a
 prefixed or triple-quoted string (`b'...'`, `rb'...'`), a call or a tuple (`SecretStr('...')`,
 `('...',)`, nested to any depth: `_balanced_end`). A value opening with `[` or `{` may be an
 array or object (`_container`)."""
+_VALUE = r"(\"[^\"\n]{0,4096}\"?|'[^'\n]{0,4096}'?|[^\s,;'\"]{1,4096})"
+_FLAG = re.compile(
+    rf"(?<![A-Za-z0-9_.-])(--?(?:{_SECRET_NAME}))(\s{{1,8}})(?![-\s=:]){_VALUE}", re.IGNORECASE
+)
+"""A command line's option naming a secret and its value after a space (`--password X`)."""
+_ENV_NAME = (
+    r"[A-Z0-9_]{0,40}(?:PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|API_?KEY|ACCESS_KEY|PRIVATE_KEY)"
+    r"[A-Z0-9_]{0,40}|[A-Z0-9_]{0,40}_PWD"
+)
+_ENV = re.compile(rf"(?<![A-Za-z0-9_.-])({_ENV_NAME})(\s{{1,8}})(?![-\s=:]){_VALUE}")
+"""An environment variable's name naming a secret, in capitals, then its value after a space
+(`PGPASSWORD X`, as `env` or a shell's error shows it)."""
+_PROSE = re.compile(
+    r"(?<![A-Za-z0-9_.-])((?:password|passwd|passphrase|pa?s{1,2}w[o0]?r?d|secret|token|"
+    r"api[ _-]?key)\s{1,8}(?:is|was)\s{1,8})"
+    r"(?!(?:incorrect|invalid|wrong|required|missing|not|expired|empty|too|the|a|an|set|unset|"
+    r"null|none|blank|correct|valid|being|already|no|changed|reset|disabled|enabled|locked|"
+    r"needed|mandatory|in|for|very|revoked|undefined)\b)"
+    rf"{_VALUE}",
+    re.IGNORECASE,
+)
+"""A secret named in a sentence: `password is X`, `the token was X` (not `password is
+incorrect`)."""
 _CALL = re.compile(r"(?:[A-Za-z_][\w.]{0,64})?\(")
 """A value that is a call or a tuple: masked to its closing parenthesis."""
 _CONTAINER_START = re.compile(r"[\[{]\s{0,64}(?:\\?[\"'\[\]{}]|\*\*\*)")
@@ -251,6 +285,22 @@ def _mask_pairs(text: str) -> str:
     return "".join(parts)
 
 
+_BASE64 = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/]{16,4096}={0,2}(?![A-Za-z0-9+/=_-])")
+"""A run that may be base64 (16 characters or more)."""
+
+
+def _masked_base64(found: re.Match[str]) -> str:
+    """`MASK` when the run decodes (base64, to printable ASCII) to a text holding a secret."""
+    run = found.group()
+    try:
+        decoded = base64.b64decode(run + "=" * (-len(run) % 4), validate=True).decode("ascii")
+    except ValueError:  # binascii.Error, UnicodeDecodeError
+        return run
+    if not decoded.isprintable() or _mask_once(decoded) == decoded:
+        return run
+    return MASK
+
+
 def _mask_once(text: str) -> str:
     text = _PRIVATE_KEY.sub("[private key]", text)
     text = _USERINFO.sub(lambda m: f"{m.group(1)}://{MASK}@", text)
@@ -259,6 +309,10 @@ def _mask_once(text: str) -> str:
     text = _AUTHORIZATION.sub(lambda m: f"{m.group(1)}{MASK}", text)
     text = _BEARER.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
     text = _mask_pairs(text)
+    text = _FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+    text = _ENV.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+    text = _PROSE.sub(lambda m: f"{m.group(1)}{MASK}", text)
+    text = _BASE64.sub(_masked_base64, text)
     text = _XML.sub(lambda m: f"<{m.group(1)}{m.group(2)}>{MASK}", text)
     text = _TOKENS.sub(MASK, text)
     text = _EMAIL.sub(MASK, text)
@@ -284,8 +338,9 @@ _ENTITY = re.compile(r"&(?:#[0-9]{1,8};?|#[xX][0-9a-fA-F]{1,8};?|[A-Za-z][A-Za-z
 
 _PERCENT = re.compile(r"(?:%[0-9a-fA-F]{2}){1,64}")
 """A run of percent-encoded bytes (`%3D`, the UTF-8 of one character or more)."""
-_BACKSLASH = re.compile(r"\\u[0-9a-fA-F]{4}|\\x[0-9a-fA-F]{2}")
-"""A JSON or Python escape of one character (`\\u003d`, `\\x3d`)."""
+_BACKSLASH = re.compile(r"\\{1,16}(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2}))")
+"""A JSON or Python escape of one character (`\\u003d`, `\\x3d`), escaped again any number of
+times (`\\\\u003d`)."""
 
 
 def _unsafe(decoded: str) -> bool:
@@ -304,19 +359,34 @@ def _decoded_percent(found: re.Match[str]) -> str:
 
 
 def _decoded_backslash(found: re.Match[str]) -> str:
-    decoded = chr(int(found.group()[2:], 16))
+    decoded = chr(int(found.group(1) or found.group(2), 16))
     return found.group() if _unsafe(decoded) or "\ud800" <= decoded <= "\udfff" else decoded
 
 
+_FORMAT = re.compile(
+    "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890-\u0891\u08e2\u180e\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U00013438"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
+)
+"""A format character (Unicode category Cf: zero-width spaces and joiners, bidi controls, soft
+hyphens), invisible: `pass\\u200bword` reads as `password`."""
+
+
+def _normal(text: str) -> str:
+    """`text` without format characters, in NFKC (a fullwidth `password=` is `password=`)."""
+    return unicodedata.normalize("NFKC", _FORMAT.sub("", text))
+
+
 def _decoded_once(text: str) -> str:
-    """`text` with one level of HTML entities, percent-encoding and `\\u`/`\\x` escapes decoded."""
+    """`text` with one level of HTML entities, percent-encoding and `\\u`/`\\x` escapes decoded,
+    without format characters, in NFKC."""
     if "&" in text:
         text = _ENTITY.sub(_decoded_entity, _AMPERSANDS.sub("&", text))
     if "%" in text:
         text = _PERCENT.sub(_decoded_percent, text)
     if "\\" in text:
         text = _BACKSLASH.sub(_decoded_backslash, text)
-    return text
+    return _normal(text)
 
 
 def _unescaped(text: str) -> str:

@@ -187,13 +187,21 @@ def _samples(text: str) -> int:
     return value
 
 
+PRICE_MAX = 10_000.0
+"""The highest price per million tokens `--price-in` and the others take (no model costs more;
+a larger one is a typo, and 1e308 tokens' worth overflows to infinity)."""
+
+
 def _price(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         value = -1.0
-    if not value >= 0 or value == float("inf"):
-        msg = f"a price per million tokens is a number >= 0 (like 2.5), got {text!r}"
+    if not 0 <= value <= PRICE_MAX:  # NaN and infinity too
+        msg = (
+            f"a price per million tokens is a number >= 0 and <= {PRICE_MAX:,.0f} (like 2.5), "
+            f"got {text!r}"
+        )
         raise argparse.ArgumentTypeError(msg)
     return value
 

@@ -5,6 +5,7 @@ report.html is built by `toolstop.report.page`; the summary is a few lines for t
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -17,9 +18,20 @@ from toolstop.report.page import render_html
 __all__ = ["render_chart", "render_html", "render_summary", "write_json"]
 
 
+def _finite(value: Any) -> Any:
+    """`value` with every NaN or infinite float in it (at any depth) as `None`."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
+
+
 def write_json(document: dict[str, Any], path: Path) -> None:
-    """report.json, indented."""
-    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    """report.json, indented; strict JSON: a figure that is NaN or infinite is `null`."""
+    path.write_text(json.dumps(_finite(document), indent=2, allow_nan=False) + "\n", "utf-8")
 
 
 def render_summary(document: dict[str, Any], out: TextIO) -> None:
