@@ -44,6 +44,7 @@ from toolstop.report.sources import (
     FORMATS,
     ReadProblems,
     UnknownFormatError,
+    check_source,
     detect_format,
     read_conversations,
 )
@@ -279,8 +280,12 @@ def read_from(
     Raises:
         UnknownFormatError: the format is unknown or cannot be detected.
         ToolstopConfigError: a database that cannot be opened.
+        NotARegularFileError: a log that is not a regular file (a FIFO, a device), refused
+            before anything opens it.
         OSError: a log that cannot be opened.
     """
+    if not is_postgres(source) and Path(source).exists():
+        check_source(source)  # a FIFO would hang the first open: refused before any
     if format is None:
         format = "checkpoints" if is_checkpoints(source) else detect_format(Path(source))  # noqa: A001
         if format is None:

@@ -31,7 +31,7 @@ from toolstop.report.sources import _base
 from toolstop.report.sources._base import ReadProblems
 from toolstop.report.sources._traces import decoded
 
-__all__ = ["is_parquet", "parquet_format", "parquet_records"]
+__all__ = ["is_parquet", "parquet_folder", "parquet_format", "parquet_records"]
 
 _MAGIC = b"PAR1"
 _BATCH_ROWS = 256
@@ -46,12 +46,17 @@ def _files(path: Path) -> list[Path]:
     return [path]
 
 
+def parquet_folder(path: Path) -> bool:
+    """Whether `path` is a folder holding `*.parquet` files (a Parquet export)."""
+    return path.is_dir() and bool(_files(path))
+
+
 def is_parquet(path: Path) -> bool:
     """Whether `path` starts as a Parquet file does, or is a folder holding `*.parquet` files."""
     if path.is_dir():
         return bool(_files(path))
     try:
-        with path.open("rb") as stream:
+        with _base.open_regular(path) as stream:
             return stream.read(4) == _MAGIC
     except OSError:
         return False
