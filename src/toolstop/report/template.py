@@ -413,7 +413,8 @@ def template_from(source: str, tool: str, *, format: str | None = None) -> Learn
         stream: Iterable[Any] = checkpoint_conversations(source, found)
     else:
         stream = join_threads(
-            read_conversations(source, format=format, problems=found.problems)  # type: ignore[arg-type]
+            read_conversations(source, format=format, problems=found.problems),  # type: ignore[arg-type]
+            problems=found.problems,
         )
 
     def pairs() -> Iterator[Pair]:
