@@ -198,3 +198,17 @@ def test_the_limits_table_quotes_the_constants() -> None:
     assert f"above 10^{len(str(LIMIT)) - 1}" in table
     assert 10 ** (len(str(LIMIT)) - 1) == LIMIT
     assert f"exactly up to {THREADS_COUNTED:,}" in table
+    from toolstop.report.from_logs import MAX_OPEN_THREADS, THREAD_LIMITS
+    from toolstop.report.sources import parquet
+    from toolstop.report.sources._traces import TraceLimits
+    from toolstop.report.sources.langsmith import MAX_TOOLS
+
+    assert parquet._DECODED_BYTES == base.MAX_LINE_BYTES == 64 * 2**20
+    assert "a value over 64 MiB or a row over 64 MiB decoded" in table
+    assert f"a row group over {parquet._ROW_GROUP_BYTES // 2**30} GiB uncompressed" in table
+    limits = TraceLimits()
+    assert f"{limits.records:,} kept records or {limits.bytes // 2**20} Mi characters" in table
+    assert f"cut to {MAX_TOOLS:,}" in table
+    messages, size = THREAD_LIMITS
+    assert f"{messages:,} messages or {size // 2**20} Mi characters per open thread" in table
+    assert f"{MAX_OPEN_THREADS:,} threads open" in table

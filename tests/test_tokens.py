@@ -252,3 +252,20 @@ def test_each_legacy_function_message_answers_the_last_unanswered_call() -> None
     assert all(
         isinstance(r, ToolMessage) and r.tool_call_id == c.tool_calls[0]["id"] for c, r in pairs
     )
+
+
+def test_merging_a_traces_model_calls_is_linear() -> None:
+    """Model calls whose histories do not extend the conversation (a history cut to the last
+    question) once rebuilt the set of answered calls from the whole conversation each time."""
+    from toolstop.report.sources._traces import ModelCall, merge
+
+    def calls(n: int) -> list[ModelCall]:
+        return [ModelCall([HumanMessage(f"q{i}")], AIMessage(f"a{i}")) for i in range(n)]
+
+    def work(n: int) -> int:
+        found = calls(n)
+        return _calls_made(lambda: merge(found, {}))
+
+    small, large = work(200), work(800)
+    assert 0 < large <= 4.5 * small
+    assert len(merge(calls(3), {})) == 6
