@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,9 +78,48 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(
 ) -> None:
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
-    code, err = report(option, str(fifo), "--out", str(tmp_path / "out"), capsys=capsys)
+    code, err = returns(
+        lambda: report(option, str(fifo), "--out", str(tmp_path / "out"), capsys=capsys),
+        unblock=fifo,
+    )
     assert code == 2
     assert f"cannot read {fifo}: not a regular file" in err
+    assert not (tmp_path / "out").exists()
+
+
+def returns(call: Callable[[], Any], unblock: Path) -> Any:
+    """`call()` run in a thread with a hang guard: a call blocked opening the FIFO `unblock`
+    (which would hang the test) is released by opening its other end, and fails the test."""
+    found: list[Any] = []
+    thread = threading.Thread(target=lambda: found.append(call()), daemon=True)
+    thread.start()
+    thread.join(_HANG_GUARD)
+    blocked = thread.is_alive()
+    while blocked and thread.is_alive():  # each open for reading waits for a writer: let go
+        with contextlib.suppress(OSError):
+            os.close(os.open(unblock, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(1)
+    assert not blocked, "the call blocked opening the FIFO"
+    return found[0]
+
+
+_HANG_GUARD = 30  # seconds: never reached by a call that does not block
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+@pytest.mark.parametrize(
+    "extra",
+    [[], ["--format", "openai"], ["--format", "langsmith"], ["--template", "search"]],
+)
+def test_a_fifo_from_is_refused_before_anything_opens_it(
+    extra: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    argv = ["report", "--from", str(fifo), *extra, "--out", str(tmp_path / "out")]
+    code = returns(lambda: main(argv), unblock=fifo)
+    assert code == 2
+    assert f"cannot read {fifo}: not a regular file" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 
 
@@ -156,3 +198,17 @@ def test_the_limits_table_quotes_the_constants() -> None:
     assert f"above 10^{len(str(LIMIT)) - 1}" in table
     assert 10 ** (len(str(LIMIT)) - 1) == LIMIT
     assert f"exactly up to {THREADS_COUNTED:,}" in table
+    from toolstop.report.from_logs import MAX_OPEN_THREADS, THREAD_LIMITS
+    from toolstop.report.sources import parquet
+    from toolstop.report.sources._traces import TraceLimits
+    from toolstop.report.sources.langsmith import MAX_TOOLS
+
+    assert parquet._DECODED_BYTES == base.MAX_LINE_BYTES == 64 * 2**20
+    assert "a value over 64 MiB or a row over 64 MiB decoded" in table
+    assert f"a row group over {parquet._ROW_GROUP_BYTES // 2**30} GiB uncompressed" in table
+    limits = TraceLimits()
+    assert f"{limits.records:,} kept records or {limits.bytes // 2**20} Mi characters" in table
+    assert f"cut to {MAX_TOOLS:,}" in table
+    messages, size = THREAD_LIMITS
+    assert f"{messages:,} messages or {size // 2**20} Mi characters per open thread" in table
+    assert f"{MAX_OPEN_THREADS:,} threads open" in table

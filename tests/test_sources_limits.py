@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.messages import AIMessage, HumanMessage
 
 from toolstop.report.sources import ReadProblems
 from toolstop.report.sources._traces import TraceLimits, group_by_trace, text_size
 from toolstop.report.sources.langfuse import read_langfuse
-from toolstop.report.sources.langsmith import read_langsmith
+from toolstop.report.sources.langsmith import MAX_TOOLS, compact_run, kept_size, read_langsmith
 from toolstop.report.sources.otel import read_otel
 
 
@@ -178,8 +179,9 @@ def test_langsmith_keeps_only_the_model_and_tool_runs(tmp_path: Path) -> None:
     assert [m.content for m in read.messages] == ["hi", "hello"]
     assert read.messages[-1].usage_metadata["total_tokens"] == 5  # type: ignore[attr-defined]
     assert limits.peak_records == 2  # the root naming the thread, and the llm run
-    kept = text_size([{"messages": question}, llm["outputs"]["choices"]]) + len("choices")
-    assert limits.peak_bytes == kept  # not the state, not the debug output
+    kept = sum(kept_size(compact_run(run)) for run in (root, llm))  # every field it keeps
+    assert limits.peak_bytes == kept
+    assert kept < 1_000  # not the state, not the debug output
 
 
 def test_langfuse_keeps_only_the_generation_and_tool_rows(tmp_path: Path) -> None:
@@ -207,3 +209,67 @@ def test_langfuse_keeps_only_the_generation_and_tool_rows(tmp_path: Path) -> Non
     assert list(read_langfuse(path, problems, limits=TraceLimits(bytes=10))) == []
     assert problems.first is not None
     assert "too large to read: more than 10 characters of messages" in problems.first
+
+
+def test_langsmith_counts_tool_definitions_and_keeps_one_list_per_trace(tmp_path: Path) -> None:
+    question = [{"role": "user", "content": "hi"}]
+    answer = {"choices": [{"message": {"role": "assistant", "content": "hello"}}]}
+    tools = [{}] * (MAX_TOOLS + 500)  # no string at all: once counted as nothing
+    runs = [
+        _run(
+            "t",
+            "llm",
+            n,
+            inputs={"messages": question},
+            outputs=answer,
+            extra={"invocation_params": {"tools": tools}},
+        )
+        for n in range(10)
+    ]
+    path = tmp_path / "runs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in runs))
+    limits = TraceLimits()
+    [read] = read_langsmith(path, ReadProblems(), limits=limits)
+    assert len(read.tools) == MAX_TOOLS  # the first run's, cut
+    one = kept_size(compact_run(runs[0]))
+    rest = kept_size(compact_run({**runs[1], "extra": {}}))
+    assert one >= 2 * MAX_TOOLS  # each {} counted
+    assert limits.peak_bytes == one + 9 * rest  # the other runs' lists let go
+    # a trace whose tool definitions pass the limit is counted, not held
+    problems = ReadProblems()
+    assert list(read_langsmith(path, problems, limits=TraceLimits(bytes=MAX_TOOLS))) == []
+    assert problems.skipped_conversations == 1
+    assert problems.first is not None
+    assert "too large to read" in problems.first
+
+
+def test_a_thread_over_its_limits_is_counted_not_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    import toolstop.report.from_logs as from_logs
+    from toolstop.report.sources._base import conversation
+
+    def trace(n: int, thread: str) -> Any:
+        messages = [HumanMessage(f"question {n} " + "w" * 100), AIMessage("answer")]
+        return conversation(f"T{n}", messages, line=n + 1, thread=thread)
+
+    monkeypatch.setattr(from_logs, "THREAD_LIMITS", (1_000, 5_000))
+    held: list[int] = []
+    _add = from_logs._add
+
+    def watched(thread: Any, item: Any) -> None:
+        _add(thread, item)
+        held.append(thread.size)
+
+    monkeypatch.setattr(from_logs, "_add", watched)
+    items = [trace(n, "TH") for n in range(300)] + [trace(300, "small")]
+    problems = ReadProblems()
+    joined = list(from_logs.join_threads(items, problems=problems))
+    assert [item.thread for item in joined] == ["small"]
+    assert max(held) <= 5_000 + 200  # let go as soon as it passed the limit
+    assert problems.skipped_conversations == 1
+    assert problems.first is not None
+    assert "thread 'TH' is too large to read: more than 5,000 characters" in problems.first
+    monkeypatch.setattr(from_logs, "THREAD_LIMITS", (100, 10**9))
+    problems = ReadProblems()
+    assert len(list(from_logs.join_threads(items, problems=problems))) == 1
+    assert problems.first is not None
+    assert "more than 100 messages" in problems.first

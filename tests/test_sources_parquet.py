@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -85,3 +86,77 @@ def test_a_folder_of_parquet_files_is_one_export(tmp_path: Path) -> None:
     read = list(read_conversations(folder, problems=problems))
     assert [shape(c.messages) for c in read] == [ORDER, REFUND]
     assert (problems.lines, problems.summary()) == (table.num_rows, None)
+
+
+def test_a_decompression_bomb_is_decoded_a_bounded_slice_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import toolstop.report.sources._base as base
+    import toolstop.report.sources.parquet as parquet
+
+    monkeypatch.setattr(base, "MAX_LINE_BYTES", 3000)
+    monkeypatch.setattr(parquet, "_DECODED_BYTES", 3000)
+    monkeypatch.setattr(parquet, "_ROW_GROUP_BYTES", 100_000)
+    big = '{"messages": [{"role": "user", "content": "' + "A" * 1000 + '"}]}'
+    huge = '{"messages": [{"role": "user", "content": "' + "A" * 5000 + '"}]}'
+    rows = 1000  # one value repeated: a few KB on disk, a MB decoded
+    values = pa.DictionaryArray.from_arrays(
+        pa.array([0] * rows + [1], pa.int32()), pa.array([big, huge])
+    )
+    table = pa.table(
+        {
+            "id": [f"r{i}" for i in range(rows + 1)],
+            "trace_id": [f"t{i}" for i in range(rows + 1)],
+            "run_type": ["llm"] * (rows + 1),
+            "inputs": values,
+        }
+    )
+    bomb = tmp_path / "bomb.parquet"
+    pq.write_table(table, bomb, compression="zstd", use_dictionary=True)
+    assert bomb.stat().st_size < 20_000
+    decoded: list[int] = []
+    decode = parquet._decode
+
+    def measured(batch: Any) -> list[dict[str, Any]]:
+        found = decode(batch)
+        decoded.append(sum(len(str(v)) for row in found for v in row.values()))
+        return found
+
+    monkeypatch.setattr(parquet, "_decode", measured)
+    problems = ReadProblems()
+    read = list(parquet.parquet_records(bomb, problems))
+    assert max(decoded) <= 3000  # never more than the cap decoded at once
+    assert sum(decoded) <= 100_000 + 3000  # the group read no further past its cap
+    assert problems.lines == rows + 1
+    assert len(read) + problems.skipped_lines == rows + 1
+    assert problems.first is not None
+    assert "a row group of rows decoding to" in problems.first
+    # a row group the metadata says is over the cap is not read at all
+    monkeypatch.setattr(parquet, "_ROW_GROUP_BYTES", 1000)
+    decoded.clear()
+    problems = ReadProblems()
+    assert list(parquet.parquet_records(bomb, problems)) == []
+    assert decoded == []
+    assert problems.skipped_lines == problems.lines == rows + 1
+    assert problems.first is not None
+    assert "bytes uncompressed, more than 1,000" in problems.first
+
+
+def test_a_value_over_the_cap_is_skipped_before_it_is_decoded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import toolstop.report.sources._base as base
+    import toolstop.report.sources.parquet as parquet
+
+    monkeypatch.setattr(base, "MAX_LINE_BYTES", 100)
+    path = tmp_path / "runs.parquet"
+    inputs = pa.array(["x" * 50, "y" * 500, "z" * 50]).dictionary_encode()
+    table = pa.table({"id": ["a", "b", "c"], "run_type": ["llm"] * 3, "inputs": inputs})
+    pq.write_table(table, path)
+    seen: list[Any] = []
+    decode = parquet._decode
+    monkeypatch.setattr(parquet, "_decode", lambda b: seen.extend(decode(b)) or decode(b))
+    problems = ReadProblems()
+    assert [row for row, _ in parquet.parquet_records(path, problems)] == [1, 3]
+    assert problems.first == "line 2: a value of inputs longer than 100 bytes"
+    assert all(len(str(v)) <= 100 for row in seen for v in row.values())

@@ -8,6 +8,7 @@ langchain-core's `count_tokens_approximately(..., tools=...)` counts them."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -200,3 +201,71 @@ def test_tool_definitions_that_are_not_objects_are_left_out(tmp_path: Path) -> N
     listed, named = read_conversations(path, format="openai")
     assert listed.tools == tuple(TOOLS)
     assert named.tools == ()
+
+
+def legacy_line(turns: int, *, answered_at_once: bool = False) -> dict[str, Any]:
+    """A run of `turns` legacy `function_call`s, each answered by a `function` message (or all
+    the calls first, then all the results: each answers the last call still unanswered)."""
+    call = {"role": "assistant", "content": "", "function_call": {"name": "search"}}
+    call["function_call"]["arguments"] = json.dumps({"q": "x"})
+    result = {"role": "function", "name": "search", "content": "hit"}
+    turn = [call, result] * turns if not answered_at_once else [call] * turns + [result] * turns
+    return {"messages": [{"role": "user", "content": "find it"}, *turn, {"role": "assistant"}]}
+
+
+def _calls_made(run: Any) -> int:
+    """The function calls (Python's and builtins') `run()` makes: work counted, not timed."""
+    made = [0]
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event in ("call", "c_call"):
+            made[0] += 1
+
+    sys.setprofile(profile)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return made[0]
+
+
+@pytest.mark.parametrize("answered_at_once", [False, True], ids=["in-turn", "at-once"])
+def test_legacy_function_messages_are_read_in_linear_time(answered_at_once: bool) -> None:
+    from toolstop.report.sources.openai import messages
+
+    def work(turns: int) -> int:
+        return _calls_made(lambda: messages(legacy_line(turns, answered_at_once=answered_at_once)))
+
+    small, large = work(100), work(400)
+    assert 0 < large <= 4.5 * small  # rebuilding what was answered per message: 16 times
+
+
+def test_each_legacy_function_message_answers_the_last_unanswered_call() -> None:
+    from toolstop.report.sources.openai import messages
+
+    built = messages(legacy_line(3, answered_at_once=True))
+    calls = [m.tool_calls[0]["id"] for m in built if isinstance(m, AIMessage) and m.tool_calls]
+    answers = [m.tool_call_id for m in built if isinstance(m, ToolMessage)]
+    assert answers == calls[::-1]
+    in_turn = messages(legacy_line(3))
+    pairs = list(zip(in_turn[1:-1:2], in_turn[2:-1:2], strict=True))
+    assert all(
+        isinstance(r, ToolMessage) and r.tool_call_id == c.tool_calls[0]["id"] for c, r in pairs
+    )
+
+
+def test_merging_a_traces_model_calls_is_linear() -> None:
+    """Model calls whose histories do not extend the conversation (a history cut to the last
+    question) once rebuilt the set of answered calls from the whole conversation each time."""
+    from toolstop.report.sources._traces import ModelCall, merge
+
+    def calls(n: int) -> list[ModelCall]:
+        return [ModelCall([HumanMessage(f"q{i}")], AIMessage(f"a{i}")) for i in range(n)]
+
+    def work(n: int) -> int:
+        found = calls(n)
+        return _calls_made(lambda: merge(found, {}))
+
+    small, large = work(200), work(800)
+    assert 0 < large <= 4.5 * small
+    assert len(merge(calls(3), {})) == 6

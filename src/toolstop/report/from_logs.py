@@ -44,11 +44,13 @@ from toolstop.report.sources import (
     FORMATS,
     ReadProblems,
     UnknownFormatError,
+    check_source,
     detect_format,
     read_conversations,
 )
 from toolstop.report.sources._base import Conversation, conversation, open_regular
 from toolstop.report.sources._runs import segment
+from toolstop.report.sources._traces import text_size
 from toolstop.report.sources.shadow import replay_records
 from toolstop.report.summary import Summary
 from toolstop.report.what_if import WhatIf
@@ -56,6 +58,7 @@ from toolstop.report.what_if import WhatIf
 __all__ = [
     "MAX_OPEN_THREADS",
     "SOURCE_FORMATS",
+    "THREAD_LIMITS",
     "FromLogs",
     "checkpoint_conversations",
     "is_checkpoints",
@@ -68,6 +71,10 @@ SOURCE_FORMATS = (*FORMATS, "checkpoints")
 
 MAX_OPEN_THREADS = 1000
 """Threads held open at once while joining a trace export's traces by thread."""
+
+THREAD_LIMITS = (100_000, 64 * 1024 * 1024)
+"""The messages and the characters the traces of one open thread may hold; a thread over
+either is counted as a conversation that could not be read."""
 
 _PRUNE_EVERY = 1000
 """Conversations between two prunes of the runs kept for example pairs."""
@@ -236,25 +243,77 @@ def _join(parts: list[Conversation]) -> Conversation:
     )
 
 
+@dataclass
+class _Thread:
+    """The traces of one open thread, and what they hold (messages, characters)."""
+
+    parts: list[Conversation]
+    messages: int = 0
+    size: int = 0
+    over: str | None = None
+    """Why the thread let go of its traces (over `THREAD_LIMITS`), or None."""
+
+
+def _size(item: Conversation) -> int:
+    """The characters a conversation holds: its messages' texts, calls and tool definitions."""
+    return text_size(
+        [[m.content, m.tool_calls if isinstance(m, AIMessage) else None] for m in item.messages]
+    ) + text_size(list(item.tools))
+
+
+def _add(thread: _Thread, item: Conversation) -> None:
+    """Hold `item` in `thread`, unless that passes `THREAD_LIMITS`: then let go of them all."""
+    if thread.over is not None:
+        return
+    thread.parts.append(item)
+    thread.messages += len(item.messages)
+    thread.size += _size(item)
+    messages, size = THREAD_LIMITS
+    if thread.messages > messages:
+        thread.over = f"more than {messages:,} messages in its traces"
+    elif thread.size > size:
+        thread.over = f"more than {size:,} characters in its traces"
+    if thread.over is not None:
+        thread.parts = []
+
+
 def join_threads(
-    conversations: Iterable[Conversation], *, max_open: int = MAX_OPEN_THREADS
+    conversations: Iterable[Conversation],
+    *,
+    max_open: int = MAX_OPEN_THREADS,
+    problems: ReadProblems | None = None,
 ) -> Iterator[Conversation]:
-    """The conversations with the traces of each thread joined in reading order."""
-    held: OrderedDict[str, list[Conversation]] = OrderedDict()
+    """The conversations with the traces of each thread joined in reading order.
+
+    A thread whose traces pass `THREAD_LIMITS` lets go of them at once and is counted in
+    `problems` as a conversation that could not be read, with the reason."""
+    held: OrderedDict[str, _Thread] = OrderedDict()
+    tally = problems if problems is not None else ReadProblems()
+
+    def close(name: str, thread: _Thread, line: int) -> Iterator[Conversation]:
+        if thread.over is None:
+            yield _join(thread.parts)
+        else:
+            reason = f"thread {name[:64]!r} is too large to read: {thread.over}"
+            tally.conversation_problem(line, reason)
+
+    lines: dict[str, int] = {}
     for item in conversations:
         if item.thread is None:
             yield item
             continue
-        parts = held.get(item.thread)
-        if parts is None:
+        found = held.get(item.thread)
+        if found is None:
             if len(held) >= max_open:
-                yield _join(held.popitem(last=False)[1])
-            held[item.thread] = [item]
+                name, thread = held.popitem(last=False)
+                yield from close(name, thread, lines.pop(name))
+            found = held[item.thread] = _Thread(parts=[])
+            lines[item.thread] = item.line
         else:
-            parts.append(item)
             held.move_to_end(item.thread)
-    for parts in held.values():
-        yield _join(parts)
+        _add(found, item)
+    for name, thread in held.items():
+        yield from close(name, thread, lines[name])
 
 
 def read_from(
@@ -279,8 +338,12 @@ def read_from(
     Raises:
         UnknownFormatError: the format is unknown or cannot be detected.
         ToolstopConfigError: a database that cannot be opened.
+        NotARegularFileError: a log that is not a regular file (a FIFO, a device), refused
+            before anything opens it.
         OSError: a log that cannot be opened.
     """
+    if not is_postgres(source) and Path(source).exists():
+        check_source(source)  # a FIFO would hang the first open: refused before any
     if format is None:
         format = "checkpoints" if is_checkpoints(source) else detect_format(Path(source))  # noqa: A001
         if format is None:
@@ -297,7 +360,8 @@ def read_from(
         stream: Iterable[Conversation] = checkpoint_conversations(source, found)
     else:
         stream = join_threads(
-            read_conversations(source, format=format, problems=found.problems)  # type: ignore[arg-type]
+            read_conversations(source, format=format, problems=found.problems),  # type: ignore[arg-type]
+            problems=found.problems,
         )
     for count, item in enumerate(stream, 1):
         try:

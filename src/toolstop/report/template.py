@@ -419,14 +419,17 @@ def template_from(source: str, tool: str, *, format: str | None = None) -> Learn
     Raises:
         UnknownFormatError, ToolstopConfigError, OSError: as `read_from` does.
     """
+    from toolstop._redact import is_postgres
     from toolstop.report.from_logs import (
         FromLogs,
         checkpoint_conversations,
         is_checkpoints,
         join_threads,
     )
-    from toolstop.report.sources import detect_format, read_conversations
+    from toolstop.report.sources import check_source, detect_format, read_conversations
 
+    if not is_postgres(source) and Path(source).exists():
+        check_source(source)  # a FIFO would hang the first open: refused before any
     if format is None:
         format = "checkpoints" if is_checkpoints(source) else detect_format(Path(source))  # noqa: A001
     found = FromLogs(format=format or "openai")
@@ -434,7 +437,8 @@ def template_from(source: str, tool: str, *, format: str | None = None) -> Learn
         stream: Iterable[Any] = checkpoint_conversations(source, found)
     else:
         stream = join_threads(
-            read_conversations(source, format=format, problems=found.problems)  # type: ignore[arg-type]
+            read_conversations(source, format=format, problems=found.problems),  # type: ignore[arg-type]
+            problems=found.problems,
         )
 
     def pairs() -> Iterator[Pair]:

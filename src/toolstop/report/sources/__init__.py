@@ -18,6 +18,9 @@ the trace formats are grouped by trace with at most `max_open` traces held open 
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
 from collections.abc import Callable, Iterator
 from itertools import islice
 from pathlib import Path
@@ -26,6 +29,7 @@ from typing import Any, Literal, get_args
 from toolstop.report.sources._base import (
     MAX_LINE_BYTES,
     Conversation,
+    NotARegularFileError,
     ReadProblems,
     Tokens,
     Unreadable,
@@ -38,7 +42,12 @@ from toolstop.report.sources.langsmith import is_langsmith, read_langsmith
 from toolstop.report.sources.openai import is_openai, read_openai
 from toolstop.report.sources.otel import is_otel, read_otel
 from toolstop.report.sources.otel_logs import is_otel_logs
-from toolstop.report.sources.parquet import is_parquet, parquet_format, parquet_records
+from toolstop.report.sources.parquet import (
+    is_parquet,
+    parquet_folder,
+    parquet_format,
+    parquet_records,
+)
 from toolstop.report.sources.shadow import shadow_records
 
 __all__ = [
@@ -51,6 +60,7 @@ __all__ = [
     "Tokens",
     "UnknownFormatError",
     "Unreadable",
+    "check_source",
     "detect_format",
     "read_conversations",
     "shadow_records",
@@ -90,15 +100,34 @@ class UnknownFormatError(ValueError):
     """The format of a log could not be told from its content, or is not one toolstop reads."""
 
 
+def check_source(path: Path | str) -> None:
+    """Refuse a log that is not a regular file (a symlink to one is followed), before anything
+    opens it: a FIFO without a writer would hang the open, a device (`/dev/zero`) never ends.
+
+    A folder holding Parquet files is a Parquet export (see `parquet`), not refused.
+
+    Raises:
+        NotARegularFileError: a FIFO, a device, a socket, or a folder without Parquet files.
+        OSError: the path cannot be looked up (missing, no permission).
+    """
+    mode = os.stat(path).st_mode
+    if stat.S_ISREG(mode) or (stat.S_ISDIR(mode) and parquet_folder(Path(path))):
+        return
+    msg = "not a regular file (a FIFO, a device or a folder is not read)"
+    raise NotARegularFileError(errno.EINVAL, msg, str(path))
+
+
 def detect_format(path: Path) -> Format | None:
     """The format of the first of the first readable lines that has a known shape (None: none).
 
     A Parquet file is told from its columns (a LangSmith bulk export, a Langfuse export).
 
     Raises:
+        NotARegularFileError: `path` is not a regular file (see `check_source`).
         OSError: the file cannot be opened.
         ToolstopConfigError: a Parquet file, and pyarrow is not installed.
     """
+    check_source(path)
     if is_parquet(path):
         return parquet_format(path)
     for _, value in islice(json_values(path, ReadProblems()), _DETECT_LINES):
@@ -131,9 +160,11 @@ def read_conversations(
     Raises:
         UnknownFormatError: `format` is not a known format, or none was given and the content
             matches none.
+        NotARegularFileError: `path` is not a regular file (see `check_source`).
         OSError: the file cannot be opened.
     """
     path = Path(path)
+    check_source(path)  # before anything opens it; a missing file is an OSError now
     tally = problems if problems is not None else ReadProblems()
     if format is None:
         format = detect_format(path)  # noqa: A001
@@ -149,7 +180,6 @@ def read_conversations(
     if max_open < 1:
         msg = f"max_open must be at least 1, got {max_open}"
         raise ValueError(msg)
-    path.stat()  # a missing file is an OSError now, not at the first line
     if format in ("langsmith", "langfuse") and is_parquet(path):
         rows = parquet_records(path, tally)
         if format == "langsmith":

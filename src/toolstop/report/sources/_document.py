@@ -18,6 +18,7 @@ what came before it is kept.
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -63,7 +64,7 @@ def is_document(first_line: bytes) -> bool:
 
 
 def _first_line(path: Path) -> bytes:
-    with path.open("rb") as stream:
+    with _base.open_regular(path) as stream:
         while True:
             line = stream.readline(_base.MAX_LINE_BYTES + 1)
             if not line or line.strip():
@@ -74,12 +75,13 @@ def json_values(path: Path, problems: ReadProblems) -> Iterator[tuple[int, Any]]
     """(line, value) for each record of a JSON lines file or of one JSON document.
 
     Raises:
+        NotARegularFileError: `path` is not a regular file (see `open_regular`).
         OSError: the file cannot be opened.
     """
     if not is_document(_first_line(path)):
         yield from json_records(path, problems)
         return
-    with path.open(encoding="utf-8") as stream:
+    with io.TextIOWrapper(_base.open_regular(path), encoding="utf-8") as stream:
         reader = _Reader(stream)
         try:
             yield from reader.document(problems)

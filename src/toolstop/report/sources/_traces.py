@@ -184,18 +184,21 @@ def merge(calls: Sequence[ModelCall], results: dict[str, ToolMessage]) -> list[B
     the result recorded by the tool's own run or span, after the other answers of their turn.
     """
     messages: list[BaseMessage] = []
+    answered: set[str] = set()  # kept as messages are added: linear in the calls
     for call in calls:
         inputs = list(call.inputs)
+        new: list[BaseMessage] = []
         if len(inputs) >= len(messages) and _types(inputs[: len(messages)]) == _types(messages):
-            messages.extend(inputs[len(messages) :])
+            new = inputs[len(messages) :]
         elif inputs:
             last_ai = max((i for i, m in enumerate(inputs) if isinstance(m, AIMessage)), default=-1)
-            answered = _answered(messages)
-            messages.extend(
+            new = [
                 m
                 for m in inputs[last_ai + 1 :]
                 if not (isinstance(m, ToolMessage) and m.tool_call_id in answered)
-            )
+            ]
+        messages.extend(new)
+        answered.update(m.tool_call_id for m in new if isinstance(m, ToolMessage))
         if call.output is not None:
             messages.append(call.output)
     return _fill_results(messages, results)

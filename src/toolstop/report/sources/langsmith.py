@@ -53,7 +53,7 @@ from toolstop.report.sources._traces import (
 )
 from toolstop.report.sources.langchain import lc_message
 
-__all__ = ["compact_run", "is_langsmith", "read_langsmith"]
+__all__ = ["MAX_TOOLS", "compact_run", "is_langsmith", "read_langsmith"]
 
 
 def is_langsmith(value: Any) -> bool:
@@ -188,6 +188,7 @@ def read_langsmith(
     """
 
     threads: OrderedDict[str, None] = OrderedDict()
+    tooled: OrderedDict[str, None] = OrderedDict()
 
     def runs() -> Iterator[tuple[int, Any]]:
         for line, value in records if records is not None else json_records(path, problems):
@@ -195,6 +196,12 @@ def read_langsmith(
                 problems.line_problem(line, "not a run (an object with a run_type)")
                 continue
             run = compact_run(value)
+            extra = run.get("extra")
+            tools = isinstance(extra, dict) and "invocation_params" in extra
+            if tools and not first_seen(tooled, _trace(run)):  # one list of tools per trace
+                del run["extra"]["invocation_params"]
+                if not run["extra"]:
+                    del run["extra"]
             names_thread = run.get("run_type") not in ("llm", "tool") and "extra" in run
             if names_thread and not first_seen(threads, _trace(run)):  # once is enough
                 del run["extra"]
@@ -205,6 +212,9 @@ def read_langsmith(
     )
     yield from conversations(groups, trace_conversation, problems)
 
+
+MAX_TOOLS = 1000
+"""The tool definitions a trace keeps (the first model run's, read first), the rest let go."""
 
 _ORDER_KEYS = ("id", "trace_id", "run_type", "dotted_order", "start_time")
 _USAGE_KEYS = ("prompt_tokens", "completion_tokens", "input_tokens", "output_tokens")
@@ -225,8 +235,8 @@ def compact_run(run: Mapping[str, Any]) -> dict[str, Any]:
     if kind == "llm":
         kept.update({key: run[key] for key in _USAGE_KEYS if key in run})
         tools = _tools(run)
-        if tools is not None:
-            kept.setdefault("extra", {})["invocation_params"] = {"tools": tools}
+        if tools is not None:  # at most MAX_TOOLS definitions
+            kept.setdefault("extra", {})["invocation_params"] = {"tools": tools[:MAX_TOOLS]}
         if isinstance(inputs, Mapping) and "messages" in inputs:
             kept["inputs"] = {"messages": inputs["messages"]}
         if isinstance(outputs, Mapping):
@@ -241,7 +251,25 @@ def compact_run(run: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _weigh(run: Mapping[str, Any]) -> int | None:
-    """A compact run's kept size; `None` (not kept) for a run the conversation does not read."""
+    """A compact run's kept size, every field it keeps counted (its place, thread, messages,
+    outputs, counts and tool definitions); `None` for a run the conversation does not read."""
     if run.get("run_type") not in ("llm", "tool") and "extra" not in run:
         return None
-    return text_size([run.get("inputs"), run.get("outputs")])
+    return kept_size(run)
+
+
+def kept_size(value: Any) -> int:
+    """`text_size` of `value`, and 2 for every item that is not a str (a number, `{}`, `[]`:
+    holding one costs memory too), walked without recursion."""
+    items, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            continue
+        items += 1
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return text_size(value) + 2 * items

@@ -183,23 +183,43 @@ def message(raw: Any, where: str) -> BaseMessage:
     raise Unreadable(msg)
 
 
-def _function_result(raw: Mapping[str, Any], where: str, built: list[BaseMessage]) -> ToolMessage:
-    """A legacy `function` message: the answer to the run's last unanswered call of its name."""
-    name = _name(raw.get("name"), where)
-    answered = {m.tool_call_id for m in built if isinstance(m, ToolMessage)}
-    for earlier in reversed(built):
-        if isinstance(earlier, HumanMessage):  # only the calls of the run so far
-            break
-        for call in earlier.tool_calls if isinstance(earlier, AIMessage) else ():
-            if call["name"] == name and call["id"] not in answered:
-                content = text(raw.get("content"), where)
-                return ToolMessage(content=content, tool_call_id=call["id"], name=name)
-    msg = f"{where}: a function result with no function_call of its name before it"
-    raise Unreadable(msg)
+class _Calls:
+    """The run's calls so far, for the legacy `function` messages: per name, a stack of the
+    calls no result answered yet (the last call on top), each pushed and popped once."""
+
+    def __init__(self) -> None:
+        self.answered: set[str] = set()
+        self.pending: dict[str, list[str]] = {}
+
+    def add(self, message: BaseMessage) -> None:
+        """Take in a message just built: a user message starts a run, a call is pending, a
+        result answers its call."""
+        if isinstance(message, HumanMessage):  # only the calls of the run so far
+            self.pending.clear()
+        elif isinstance(message, AIMessage):
+            for call in reversed(message.tool_calls):  # a message's first call on top
+                self.pending.setdefault(call["name"], []).append(call["id"] or "")
+        elif isinstance(message, ToolMessage):
+            self.answered.add(message.tool_call_id)
+
+    def result(self, raw: Mapping[str, Any], where: str) -> ToolMessage:
+        """A legacy `function` message: the answer to the run's last unanswered call of its
+        name."""
+        name = _name(raw.get("name"), where)
+        stack = self.pending.get(name, [])
+        while stack and stack[-1] in self.answered:  # answered since: each popped once
+            stack.pop()
+        if not stack:
+            msg = f"{where}: a function result with no function_call of its name before it"
+            raise Unreadable(msg)
+        content = text(raw.get("content"), where)
+        return ToolMessage(content=content, tool_call_id=stack[-1], name=name)
 
 
 def messages(raw: Any) -> list[BaseMessage]:
     """A conversation's messages (`{"messages": [...]}` or a bare list) as LangChain messages.
+
+    Linear in the messages: a legacy `function` message finds its call on a stack per name.
 
     Raises:
         Unreadable: not a list of messages, or a message that cannot be read.
@@ -209,12 +229,14 @@ def messages(raw: Any) -> list[BaseMessage]:
         msg = 'not a conversation ({"messages": [...]} or a list of messages)'
         raise Unreadable(msg)
     built: list[BaseMessage] = []
+    calls = _Calls()
     for i, item in enumerate(found):
         where = f"message {i + 1}"
         if isinstance(item, Mapping) and item.get("role") == "function":
-            built.append(_function_result(item, where, built))
+            built.append(calls.result(item, where))
         else:
             built.append(message(item, where))
+        calls.add(built[-1])
     if isinstance(raw, Mapping) and raw.get("usage") is not None:
         missing = [m for m in built if isinstance(m, AIMessage) and m.usage_metadata is None]
         if len(missing) == 1:

@@ -31,10 +31,16 @@ from toolstop.report.sources import _base
 from toolstop.report.sources._base import ReadProblems
 from toolstop.report.sources._traces import decoded
 
-__all__ = ["is_parquet", "parquet_format", "parquet_records"]
+__all__ = ["is_parquet", "parquet_folder", "parquet_format", "parquet_records"]
 
 _MAGIC = b"PAR1"
 _BATCH_ROWS = 256
+_ROW_GROUP_BYTES = 1024 * 1024 * 1024
+"""A row group larger than this (1 GiB) uncompressed by the file's metadata is not read, and
+one whose rows decode to more (a dictionary's value repeated) is read no further."""
+_DECODED_BYTES = 64 * 1024 * 1024
+"""A row decoding to more than this (64 MiB, as a line) is skipped, and at most this much of
+values is decoded at once."""
 _JSON_COLUMNS = frozenset({"inputs", "outputs", "extra", "events", "input", "output", "metadata"})
 _JSON_COLUMNS |= {"usage_details", "cost_details", "usage", "usageDetails"}
 
@@ -46,12 +52,17 @@ def _files(path: Path) -> list[Path]:
     return [path]
 
 
+def parquet_folder(path: Path) -> bool:
+    """Whether `path` is a folder holding `*.parquet` files (a Parquet export)."""
+    return path.is_dir() and bool(_files(path))
+
+
 def is_parquet(path: Path) -> bool:
     """Whether `path` starts as a Parquet file does, or is a folder holding `*.parquet` files."""
     if path.is_dir():
         return bool(_files(path))
     try:
-        with path.open("rb") as stream:
+        with _base.open_regular(path) as stream:
             return stream.read(4) == _MAGIC
     except OSError:
         return False
@@ -113,8 +124,67 @@ def _plain(value: Any, column: str | None = None, depth: int = 0) -> Any:
     return value
 
 
+def _sizes(batch: Any) -> tuple[list[int], dict[str, list[int]]]:
+    """Each row's decoded size in bytes, and each text column's value sizes, from the Arrow
+    batch, before any value is decoded: a dictionary-encoded column is measured by its
+    dictionary's lengths taken per row (one 4 MB value repeated costs 4 MB a row, not once)."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+    rows = batch.num_rows
+    totals = [0] * rows
+    texts: dict[str, list[int]] = {}
+    for name, column in zip(batch.schema.names, batch.columns, strict=True):
+        lengths: Any = None
+        if pa.types.is_dictionary(column.type) and _is_text(column.type.value_type):
+            lengths = pc.take(pc.binary_length(column.dictionary), column.indices)
+        elif _is_text(column.type):
+            lengths = pc.binary_length(column)
+        if lengths is not None:
+            found = [n or 0 for n in lengths.to_pylist()]
+            texts[str(name)] = found
+        else:  # other columns: their Arrow size, shared by the rows
+            found = [column.nbytes // max(rows, 1) + 1] * rows
+        totals = [a + b for a, b in zip(totals, found, strict=True)]
+    return totals, texts
+
+
+def _is_text(kind: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_binary(kind)
+    )
+
+
+def _decode(batch: Any) -> list[dict[str, Any]]:
+    """The rows of an Arrow batch as Python values (its decoded size checked before)."""
+    return batch.to_pylist()  # type: ignore[no-any-return]
+
+
+def _too_long(size: int, texts: dict[str, list[int]], index: int) -> str | None:
+    """Why row `index` is not decoded (a value or the row too long), or None."""
+    limit = _base.MAX_LINE_BYTES
+    for column, sizes in texts.items():
+        if sizes[index] > limit:
+            return f"a value of {column} longer than {limit:,} bytes"
+    if size > _DECODED_BYTES:
+        return f"a row of {size:,} bytes decoded, longer than {_DECODED_BYTES:,} bytes"
+    return None
+
+
 def parquet_records(path: Path, problems: ReadProblems) -> Iterator[tuple[int, Any]]:
     """(row number, record) for each row of a Parquet file or folder, a batch at a time.
+
+    Bounded however well the file compresses: text columns are read dictionary-encoded and
+    each row's decoded size is measured before it is decoded (`_sizes`). A row group whose
+    uncompressed size (the file's metadata) passes `_ROW_GROUP_BYTES` is counted as unreadable,
+    not read, and one whose rows decode to more is read no further (its other rows counted); a
+    row over `_DECODED_BYTES`, or with a value over `MAX_LINE_BYTES`, is skipped and counted,
+    and at most `_DECODED_BYTES` of values are decoded at once (`_decode`).
 
     Raises:
         ToolstopConfigError: pyarrow is not installed.
@@ -123,17 +193,75 @@ def parquet_records(path: Path, problems: ReadProblems) -> Iterator[tuple[int, A
     row = 0
     for file in _files(path):
         try:
-            batches = pq.ParquetFile(file).iter_batches(batch_size=_BATCH_ROWS)
-            for batch in batches:
-                for values in batch.to_pylist():
-                    row += 1
-                    problems.lines += 1
-                    try:
-                        record = {str(k): _plain(v, str(k)) for k, v in values.items()}
-                    except _base.Unreadable as error:
-                        problems.line_problem(row, str(error))
-                        continue
-                    yield row, record
+            schema = pq.read_schema(file)
+            texts = [
+                n for n, kind in zip(schema.names, schema.types, strict=True) if _is_text(kind)
+            ]
+            parquet = pq.ParquetFile(file, read_dictionary=texts)
+            for group in range(parquet.num_row_groups):
+                meta = parquet.metadata.row_group(group)
+                rows, size = meta.num_rows, meta.total_byte_size
+                if size > _ROW_GROUP_BYTES:
+                    _skip(problems, row, rows, f"{size:,} bytes uncompressed")
+                    row += rows
+                    continue
+                decoded = [0, 0]  # bytes decoded in the group, rows of the batch taken
+                end = row + rows
+                for batch in parquet.iter_batches(batch_size=_BATCH_ROWS, row_groups=[group]):
+                    yield from _rows(batch, row, problems, decoded)
+                    row += decoded[1]
+                    if decoded[0] > _ROW_GROUP_BYTES and row < end:
+                        _skip(problems, row, end - row, f"rows decoding to {decoded[0]:,} bytes")
+                        row = end
+                        break
         except Exception as error:  # a file pyarrow cannot read (its errors vary): counted
             problems.lines += 1
             problems.line_problem(row + 1, f"not a readable Parquet file ({type(error).__name__})")
+
+
+def _skip(problems: ReadProblems, row: int, rows: int, why: str) -> None:
+    """Count `rows` rows after `row` of a row group over `_ROW_GROUP_BYTES` as unreadable."""
+    problems.lines += rows
+    problems.skipped_lines += max(rows - 1, 0)
+    reason = f"a row group of {why}, more than {_ROW_GROUP_BYTES:,}: {rows:,} rows not read"
+    problems.line_problem(row + 1, reason)
+
+
+def _rows(
+    batch: Any, row: int, problems: ReadProblems, decoded: list[int]
+) -> Iterator[tuple[int, Any]]:
+    """The records of one batch, numbered after `row`, decoded a slice of at most
+    `_DECODED_BYTES` at a time; a row over it skipped and counted, never decoded."""
+    totals, texts = _sizes(batch)
+    start, held = 0, 0
+
+    def flush(end: int) -> Iterator[tuple[int, Any]]:
+        for offset, values in enumerate(_decode(batch.slice(start, end - start))):
+            number = row + start + offset + 1
+            problems.lines += 1
+            try:
+                record = {str(k): _plain(v, str(k)) for k, v in values.items()}
+            except _base.Unreadable as error:
+                problems.line_problem(number, str(error))
+                continue
+            yield number, record
+
+    for index, size in enumerate(totals):
+        if decoded[0] > _ROW_GROUP_BYTES:  # the rest of the group is not decoded
+            yield from flush(index)
+            decoded[1] = index
+            return
+        reason = _too_long(size, texts, index)
+        if reason is not None:
+            yield from flush(index)
+            problems.lines += 1
+            problems.line_problem(row + index + 1, reason)
+            start, held = index + 1, 0
+            continue
+        if held + size > _DECODED_BYTES and index > start:
+            yield from flush(index)
+            start, held = index, 0
+        held += size
+        decoded[0] += size
+    yield from flush(len(totals))
+    decoded[1] = len(totals)
