@@ -67,7 +67,9 @@ def test_a_create_agent_supervisor_ends_on_its_workers_stop(mode: str, calls: An
     assert final.content == (REFUND if mode == "hard" else "It takes 5 days.")
     assert final.name == "supervisor"  # attributed like the supervisor's own answers
     assert history_problems(state["messages"], "all") == []
-    assert state["stop_record"]["tools"] == (["refunds"] if mode == "hard" else [])
+    # in never mode the worker's would-stop is forwarded: the supervisor records it as its own
+    assert state["stop_record"]["tools"] == ["refunds"]
+    assert state["stop_record"]["would_stop"] == (None if mode == "hard" else "completed")
 
 
 def test_two_workers_in_one_turn_end_the_supervisor_on_both_texts() -> None:
