@@ -18,9 +18,11 @@ that could not be read, with the reason; it never grows further.
 from __future__ import annotations
 
 import json
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -41,6 +43,8 @@ __all__ = [
     "conversations",
     "decoded",
     "group_by_trace",
+    "in_time_order",
+    "instant",
     "merge",
     "text_size",
 ]
@@ -156,6 +160,61 @@ def group_by_trace(
             _hold(found, line, record, size, limits)
     for trace, group in open_traces.items():
         yield from close(trace, group)
+
+
+_ISO = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?"
+    r"\s*(?:([Zz])|([+-])(\d{2}):?(\d{2})?)?"
+)
+
+
+def instant(value: Any) -> int | None:
+    """An ISO 8601 date and time as nanoseconds since the epoch; `None` when it is not one.
+
+    Any form an export writes: `T` or a space between date and time, any number of fraction
+    digits (or none: Python's `isoformat` drops zero microseconds), `Z` or an offset
+    (`+00:00`, `+0000`, `+02`); a time without one is UTC. Digits past the nanosecond are
+    cut. Deliberately not handled: week and ordinal dates, a date alone, leap seconds."""
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    found = _ISO.fullmatch(value.strip())
+    if found is None:
+        return None
+    year, month, day, hour, minute, second, fraction, _, sign, off_h, off_m = found.groups()
+    try:
+        moment = datetime(
+            int(year), int(month), int(day), int(hour), int(minute), int(second or 0), tzinfo=UTC
+        )
+        offset = timedelta(hours=int(off_h or 0), minutes=int(off_m or 0))
+    except ValueError:
+        return None
+    if offset >= timedelta(hours=24):
+        return None
+    moment -= offset if sign == "+" else -offset
+    whole = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    nanos = int((fraction or "")[:9].ljust(9, "0"))
+    return (whole.days * 86_400 + whole.seconds) * 1_000_000_000 + nanos
+
+
+def in_time_order(
+    records: Sequence[tuple[int, T]],
+    start_of: Callable[[T], Any],
+    problems: ReadProblems,
+    parse: Callable[[Any], int | None] = instant,
+) -> list[tuple[int, T]]:
+    """One trace's (line, record) pairs by the instant they started, then by line.
+
+    The start is `parse(start_of(record))` (an ISO 8601 time, by default), compared as an
+    instant, never as text. When a record's start cannot be read (missing, or not a time),
+    the trace keeps the order of the file and is counted (`ReadProblems.unordered`)."""
+    keyed = [(parse(start_of(record)), line, record) for line, record in records]
+    starts = [start for start, _, _ in keyed]
+    if all(start is not None for start in starts):
+        return [(line, record) for _, line, record in sorted(keyed, key=lambda k: k[:2])]
+    bad, raw = next((line, start_of(r)) for start, line, r in keyed if start is None)
+    why = "no start time" if raw is None else "a start time that is not an ISO 8601 time"
+    problems.unordered_problem(bad, f"{why}: its trace is read in the order of the file")
+    return sorted(records, key=lambda item: item[0])
 
 
 @dataclass(frozen=True)
