@@ -14,8 +14,11 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from toolstop.report.from_logs import join_threads, read_from
 from toolstop.report.sources import Conversation, ReadProblems, read_conversations
+from toolstop.report.sources._runs import segment
 from toolstop.report.sources._traces import instant
+from toolstop.report.summary import Summary
 
 EPOCH_2026_11_02 = 1_793_577_600  # 2026-11-02T00:00:00Z, in seconds
 TEN = EPOCH_2026_11_02 + 10 * 3600  # 10:00:00Z
@@ -272,3 +275,51 @@ def test_otel_a_span_without_a_start_keeps_the_file_order(tmp_path: Path) -> Non
     read, problems = _read(tmp_path, "otel", export)
     assert _shape(read.messages) == IN_ORDER
     assert problems.unordered_traces == 1
+
+
+# Records out of order that no time can put right
+
+
+def test_model_calls_out_of_order_are_named_as_such(tmp_path: Path) -> None:
+    times = [f"2026-11-02T10:00:44.{n}Z" for n in range(5)]
+    times[2] = "2026-11-02T10:00:46Z"  # a clock that was off: the second call reads last
+    _, problems = _read_all(tmp_path, *_langfuse(times))
+    assert problems.skipped_conversations == 1
+    assert problems.first == (
+        "line 1: trace 't': a model call asks again for tool call 'c2', asked before it: the "
+        "records are out of order (see their start times) or repeated"
+    )
+    assert (problems.partly_read, problems.dropped_runs) == (0, 0)  # not "used twice"
+
+
+def _read_all(tmp_path: Path, *records: Any) -> tuple[list[Conversation], ReadProblems]:
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    problems = ReadProblems()
+    return list(read_conversations(path, format="langfuse", problems=problems)), problems
+
+
+def test_a_thread_keeps_its_runs_when_one_trace_is_out_of_order(tmp_path: Path) -> None:
+    """The trace after the one out of order replays the thread so far: no run is counted
+    twice, none is dropped for an id the agent never used twice."""
+    first = _langfuse(["x"] * 5)
+    first[2], first[4] = first[4], first[2]  # its last model call written before the second
+    question = {"role": "user", "content": "and now?"}
+    second = _observation(
+        "GENERATION",
+        "2026-11-02T10:01:00Z",
+        input=[*HISTORIES[2], ANSWERS[2], question],
+        output={"role": "assistant", "content": "now this"},
+    )
+    second["trace_id"] = "u"
+    for row in [*first, second]:
+        row["session_id"] = "thread-1"
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [*first, second]))
+    found = read_from(str(path), Summary(), format="langfuse")
+    assert found.problems.skipped_conversations == 1  # the trace out of order, named
+    assert (found.problems.partly_read, found.problems.dropped_runs) == (0, 0)
+    assert (found.conversations, found.threads) == (1, 1)
+    [joined] = join_threads(read_conversations(path, format="langfuse"))
+    assert _shape(joined.messages) == [*IN_ORDER, ("human", "and now?"), ("ai", "now this")]
+    assert len(segment(joined.messages).runs) == 2

@@ -229,6 +229,10 @@ def _types(messages: Sequence[BaseMessage]) -> list[str]:
     return [m.type for m in messages]
 
 
+def _call_ids(message: AIMessage | None) -> set[str]:
+    return {str(c["id"]) for c in message.tool_calls} if message is not None else set()
+
+
 def _answered(messages: Sequence[BaseMessage]) -> set[str]:
     return {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
 
@@ -241,9 +245,17 @@ def merge(calls: Sequence[ModelCall], results: dict[str, ToolMessage]) -> list[B
     was cut, summarized or restarted) what follows its last assistant message is new, less
     tool results already there. Then the answer. Tool calls the histories never answered get
     the result recorded by the tool's own run or span, after the other answers of their turn.
+
+    Raises:
+        Unreadable: a call's answer asks for a tool call id the conversation so far holds
+            (an earlier answer, or a later call's history read first): the records are out
+            of order or repeated, and a conversation made of them would use the id twice
+            where the agent did not.
     """
     messages: list[BaseMessage] = []
+    asked: set[str] = set()  # the tool call ids of the assistant messages so far
     for call in calls:
+        seen = len(messages)
         inputs = list(call.inputs)
         if len(inputs) >= len(messages) and _types(inputs[: len(messages)]) == _types(messages):
             messages.extend(inputs[len(messages) :])
@@ -255,8 +267,18 @@ def merge(calls: Sequence[ModelCall], results: dict[str, ToolMessage]) -> list[B
                 for m in inputs[last_ai + 1 :]
                 if not (isinstance(m, ToolMessage) and m.tool_call_id in answered)
             )
+        for message in messages[seen:]:
+            asked.update(_call_ids(message) if isinstance(message, AIMessage) else ())
+        again = sorted(asked.intersection(_call_ids(call.output)))
+        if again:
+            msg = (
+                f"a model call asks again for tool call {again[0][:64]!r}, asked before it: "
+                "the records are out of order (see their start times) or repeated"
+            )
+            raise Unreadable(msg)
         if call.output is not None:
             messages.append(call.output)
+            asked.update(_call_ids(call.output))
     return _fill_results(messages, results)
 
 
@@ -348,11 +370,16 @@ class TraceParts:
         """The trace's conversation; `None` without a model call.
 
         Raises:
-            Unreadable: the model calls give no messages (`missing` says what was looked for).
+            Unreadable: the model calls give no messages (`missing` says what was looked for),
+                or are out of order (see `merge`).
         """
         if not self.calls:
             return None
-        messages = merge(self.calls, self.results)
+        try:
+            messages = merge(self.calls, self.results)
+        except Unreadable as error:
+            msg = f"trace {trace[:64]!r}: {error}"
+            raise Unreadable(msg) from error
         if not messages:
             msg = f"trace {trace[:64]!r} has no {missing}"
             raise Unreadable(msg)
