@@ -152,6 +152,8 @@ class ReadProblems:
         partly_read: Conversations read in part: a part a replay cannot reproduce was left out
             (see `toolstop.report.sources._runs`), the runs before it kept.
         dropped_runs: The runs left out of those conversations.
+        unordered_traces: Traces read in the order of the file, not by start time: a record's
+            start time is missing or cannot be read.
         first: The first problem, as `line N: why` (raw: escape and mask it to show it, as
             `summary()` does).
     """
@@ -162,6 +164,7 @@ class ReadProblems:
     ignored_traces: int = 0
     partly_read: int = 0
     dropped_runs: int = 0
+    unordered_traces: int = 0
     first: str | None = None
     _reasons: list[str] = field(default_factory=list, repr=False)
 
@@ -182,6 +185,11 @@ class ReadProblems:
         left out."""
         self.partly_read += 1
         self.dropped_runs += runs
+        self._note(line, reason)
+
+    def unordered_problem(self, line: int, reason: str) -> None:
+        """Count a trace read in file order: the record of `line` has no start time to sort by."""
+        self.unordered_traces += 1
         self._note(line, reason)
 
     def _note(self, line: int, reason: str) -> None:
@@ -207,6 +215,12 @@ class ReadProblems:
                 f"{count:,} conversation{'' if count == 1 else 's'} read in part "
                 f"({runs:,} run{'' if runs == 1 else 's'} a replay cannot reproduce left out, "
                 "the runs before them counted)"
+            )
+        if self.unordered_traces:
+            count = self.unordered_traces
+            parts.append(
+                f"{count:,} trace{'' if count == 1 else 's'} read in the order of the file "
+                "(a start time missing or not a time)"
             )
         return f"{'; '.join(parts)}; first: {printable(mask_secrets(self.first))}"
 

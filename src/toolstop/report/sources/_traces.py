@@ -18,9 +18,11 @@ that could not be read, with the reason; it never grows further.
 from __future__ import annotations
 
 import json
+import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -41,6 +43,8 @@ __all__ = [
     "conversations",
     "decoded",
     "group_by_trace",
+    "in_time_order",
+    "instant",
     "merge",
     "text_size",
 ]
@@ -158,6 +162,61 @@ def group_by_trace(
         yield from close(trace, group)
 
 
+_ISO = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d+))?)?"
+    r"\s*(?:([Zz])|([+-])(\d{2}):?(\d{2})?)?"
+)
+
+
+def instant(value: Any) -> int | None:
+    """An ISO 8601 date and time as nanoseconds since the epoch; `None` when it is not one.
+
+    Any form an export writes: `T` or a space between date and time, any number of fraction
+    digits (or none: Python's `isoformat` drops zero microseconds), `Z` or an offset
+    (`+00:00`, `+0000`, `+02`); a time without one is UTC. Digits past the nanosecond are
+    cut. Deliberately not handled: week and ordinal dates, a date alone, leap seconds."""
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    found = _ISO.fullmatch(value.strip())
+    if found is None:
+        return None
+    year, month, day, hour, minute, second, fraction, _, sign, off_h, off_m = found.groups()
+    try:
+        moment = datetime(
+            int(year), int(month), int(day), int(hour), int(minute), int(second or 0), tzinfo=UTC
+        )
+        offset = timedelta(hours=int(off_h or 0), minutes=int(off_m or 0))
+    except ValueError:
+        return None
+    if offset >= timedelta(hours=24):
+        return None
+    moment -= offset if sign == "+" else -offset
+    whole = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    nanos = int((fraction or "")[:9].ljust(9, "0"))
+    return (whole.days * 86_400 + whole.seconds) * 1_000_000_000 + nanos
+
+
+def in_time_order(
+    records: Sequence[tuple[int, T]],
+    start_of: Callable[[T], Any],
+    problems: ReadProblems,
+    parse: Callable[[Any], int | None] = instant,
+) -> list[tuple[int, T]]:
+    """One trace's (line, record) pairs by the instant they started, then by line.
+
+    The start is `parse(start_of(record))` (an ISO 8601 time, by default), compared as an
+    instant, never as text. When a record's start cannot be read (missing, or not a time),
+    the trace keeps the order of the file and is counted (`ReadProblems.unordered`)."""
+    keyed = [(parse(start_of(record)), line, record) for line, record in records]
+    starts = [start for start, _, _ in keyed]
+    if all(start is not None for start in starts):
+        return [(line, record) for _, line, record in sorted(keyed, key=lambda k: k[:2])]
+    bad, raw = next((line, start_of(r)) for start, line, r in keyed if start is None)
+    why = "no start time" if raw is None else "a start time that is not an ISO 8601 time"
+    problems.unordered_problem(bad, f"{why}: its trace is read in the order of the file")
+    return sorted(records, key=lambda item: item[0])
+
+
 @dataclass(frozen=True)
 class ModelCall:
     """One recorded model call: the history it was given and the answer (with its usage)."""
@@ -168,6 +227,10 @@ class ModelCall:
 
 def _types(messages: Sequence[BaseMessage]) -> list[str]:
     return [m.type for m in messages]
+
+
+def _call_ids(message: AIMessage | None) -> set[str]:
+    return {str(c["id"]) for c in message.tool_calls} if message is not None else set()
 
 
 def _answered(messages: Sequence[BaseMessage]) -> set[str]:
@@ -182,10 +245,18 @@ def merge(calls: Sequence[ModelCall], results: dict[str, ToolMessage]) -> list[B
     was cut, summarized or restarted) what follows its last assistant message is new, less
     tool results already there. Then the answer. Tool calls the histories never answered get
     the result recorded by the tool's own run or span, after the other answers of their turn.
+
+    Raises:
+        Unreadable: a call's answer asks for a tool call id the conversation so far holds
+            (an earlier answer, or a later call's history read first): the records are out
+            of order or repeated, and a conversation made of them would use the id twice
+            where the agent did not.
     """
     messages: list[BaseMessage] = []
     answered: set[str] = set()  # kept as messages are added: linear in the calls
+    asked: set[str] = set()  # the tool call ids of the assistant messages so far
     for call in calls:
+        seen = len(messages)
         inputs = list(call.inputs)
         new: list[BaseMessage] = []
         if len(inputs) >= len(messages) and _types(inputs[: len(messages)]) == _types(messages):
@@ -199,8 +270,18 @@ def merge(calls: Sequence[ModelCall], results: dict[str, ToolMessage]) -> list[B
             ]
         messages.extend(new)
         answered.update(m.tool_call_id for m in new if isinstance(m, ToolMessage))
+        for message in messages[seen:]:
+            asked.update(_call_ids(message) if isinstance(message, AIMessage) else ())
+        again = sorted(asked.intersection(_call_ids(call.output)))
+        if again:
+            msg = (
+                f"a model call asks again for tool call {again[0][:64]!r}, asked before it: "
+                "the records are out of order (see their start times) or repeated"
+            )
+            raise Unreadable(msg)
         if call.output is not None:
             messages.append(call.output)
+            asked.update(_call_ids(call.output))
     return _fill_results(messages, results)
 
 
@@ -292,11 +373,16 @@ class TraceParts:
         """The trace's conversation; `None` without a model call.
 
         Raises:
-            Unreadable: the model calls give no messages (`missing` says what was looked for).
+            Unreadable: the model calls give no messages (`missing` says what was looked for),
+                or are out of order (see `merge`).
         """
         if not self.calls:
             return None
-        messages = merge(self.calls, self.results)
+        try:
+            messages = merge(self.calls, self.results)
+        except Unreadable as error:
+            msg = f"trace {trace[:64]!r}: {error}"
+            raise Unreadable(msg) from error
         if not messages:
             msg = f"trace {trace[:64]!r} has no {missing}"
             raise Unreadable(msg)

@@ -9,12 +9,14 @@ Each record is one observation as Langfuse exports it: the blob storage export's
 "observations": [...]}`. A legacy `traces/` row (`id`, `timestamp`, no `type`) gives its trace's
 `session_id` as the thread. The observations of one trace form one conversation:
 
-- a `GENERATION`, in `start_time` order, gives the history the model was given (`input`: a
-  list of role/content messages, or `{"messages": [...]}`, or a prompt's text; the entries
-  Langfuse's LangChain handler adds for the tool definitions, `{"role": "tool", "content":
-  {...}}` without a `tool_call_id`, are left out) and its answer (`output`: an assistant
-  message, an OpenAI response's `choices[0].message`, or the text; the tool calls of the row's
-  `tool_calls`, each a JSON string, when the answer holds none);
+- a `GENERATION`, in `start_time` order (the instant, whatever its ISO 8601 form: see
+  `_traces.instant`; a trace with a time that cannot be read keeps the file's order), gives the
+  history the model was given (`input`: a list of role/content messages, or `{"messages":
+  [...]}`, or a prompt's text; the entries Langfuse's LangChain handler adds for the tool
+  definitions, `{"role": "tool", "content": {...}}` without a `tool_call_id`, are left out) and
+  its answer (`output`: an assistant message, an OpenAI response's `choices[0].message`, or the
+  text; the tool calls of the row's `tool_calls`, each a JSON string, when the answer holds
+  none);
 - its usage is `usage_details` (the `input*` keys summed, as Langfuse counts cached tokens
   apart from `input`, and the `output*` keys), else `usage`;
 - a `TOOL` gives the result of a call no later history shows: its `output` as a tool message
@@ -60,6 +62,7 @@ from toolstop.report.sources._traces import (
     decoded,
     first_str,
     group_by_trace,
+    in_time_order,
     text_size,
 )
 from toolstop.report.sources.langchain import lc_message
@@ -234,10 +237,8 @@ def _tool_result(row: Mapping[str, Any], where: str) -> ToolMessage | None:
     return ToolMessage(content=text, tool_call_id=call_id, status="error" if failed else "success")
 
 
-def _order(item: tuple[int, Any]) -> tuple[str, int]:
-    line, row = item
-    start = _get(row, "start_time", "startTime")
-    return (start if isinstance(start, str) else "", line)
+def _start(row: Mapping[str, Any]) -> Any:
+    return _get(row, "start_time", "startTime")
 
 
 _KEPT = (
@@ -267,12 +268,10 @@ def _weigh(row: Mapping[str, Any]) -> int | None:
     return text_size([row.get("input"), row.get("output"), row.get("tool_calls")])
 
 
-def _trace_conversation(
-    sessions: Mapping[str, str],
-) -> Any:
+def _trace_conversation(sessions: Mapping[str, str], problems: ReadProblems) -> Any:
     def build(trace: str, first_line: int, rows: list[tuple[int, Any]]) -> Conversation | None:
         parts = TraceParts(thread=sessions.get(trace))
-        for line, row in sorted(rows, key=_order):
+        for line, row in in_time_order(rows, _start, problems):
             where = f"line {line}"
             kind = row.get("type", "").upper()
             if kind == "GENERATION":
@@ -326,4 +325,4 @@ def read_langfuse(
     groups = group_by_trace(
         rows(), _trace_of, problems, max_open=max_open, weigh=_weigh, limits=limits
     )
-    yield from conversations(groups, _trace_conversation(sessions), problems)
+    yield from conversations(groups, _trace_conversation(sessions, problems), problems)

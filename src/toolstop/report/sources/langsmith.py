@@ -5,9 +5,10 @@ Each line is one run as LangSmith stores it (its run data format): `id`, `trace_
 `start_time`, `dotted_order`, and the token counts `prompt_tokens` / `completion_tokens`. The
 runs of one trace (`trace_id`, else the run's own `id` for a root) form one conversation:
 
-- the `llm` runs, in `dotted_order` (else `start_time`) order, give the history each call was
-  given (`inputs.messages`, a list of messages or a list of such lists, each message in
-  LangChain's serialized form or a role/content dict) and its answer
+- the `llm` runs, in `dotted_order` order (else by the instant of `start_time`, whatever its ISO
+  8601 form; a trace with a time that cannot be read keeps the file's order), give the history
+  each call was given (`inputs.messages`, a list of messages or a list of such lists, each
+  message in LangChain's serialized form or a role/content dict) and its answer
   (`outputs.generations[0][0].message`, or an OpenAI response's `choices[0].message`);
 - each answer's usage is its message's `usage_metadata`, else the run's
   `prompt_tokens` / `completion_tokens`, else `outputs.llm_output.token_usage`;
@@ -49,6 +50,7 @@ from toolstop.report.sources._traces import (
     first_seen,
     first_str,
     group_by_trace,
+    in_time_order,
     text_size,
 )
 from toolstop.report.sources.langchain import lc_message
@@ -137,19 +139,16 @@ def _tools(run: Mapping[str, Any]) -> Any:
     return found if isinstance(found, list) else None
 
 
-def _order(item: tuple[int, Any]) -> tuple[str, str, int]:
-    line, run = item
-    dotted = run.get("dotted_order")
-    start = run.get("start_time")
-    return (
-        dotted if isinstance(dotted, str) else "",
-        start if isinstance(start, str) else "",
-        line,
-    )
+def _in_order(runs: list[tuple[int, Any]], problems: ReadProblems) -> list[tuple[int, Any]]:
+    """A trace's runs by `dotted_order` (fixed-width UTC times: compared as text) when every
+    run has one, else by the instant of `start_time` (see `in_time_order`)."""
+    if all(isinstance(run.get("dotted_order"), str) for _, run in runs):
+        return sorted(runs, key=lambda item: (item[1]["dotted_order"], item[0]))
+    return in_time_order(runs, lambda run: run.get("start_time"), problems)
 
 
 def trace_conversation(
-    trace: str, first_line: int, runs: list[tuple[int, Any]]
+    trace: str, first_line: int, runs: list[tuple[int, Any]], problems: ReadProblems
 ) -> Conversation | None:
     """The conversation of one trace's runs (None: the trace has no `llm` run).
 
@@ -157,7 +156,7 @@ def trace_conversation(
         Unreadable: a run that cannot be read, or a trace without a model call's messages.
     """
     parts = TraceParts()
-    for line, run in sorted(runs, key=_order):
+    for line, run in _in_order(runs, problems):
         where = f"line {line}"
         parts.thread = parts.thread or _thread(run)
         if run.get("run_type") == "llm":
@@ -210,7 +209,11 @@ def read_langsmith(
     groups = group_by_trace(
         runs(), _trace, problems, max_open=max_open, weigh=_weigh, limits=limits
     )
-    yield from conversations(groups, trace_conversation, problems)
+
+    def build(trace: str, first_line: int, runs: list[tuple[int, Any]]) -> Conversation | None:
+        return trace_conversation(trace, first_line, runs, problems)
+
+    yield from conversations(groups, build, problems)
 
 
 MAX_TOOLS = 1000

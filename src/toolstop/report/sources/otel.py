@@ -64,6 +64,7 @@ from toolstop.report.sources._traces import (
     first_seen,
     first_str,
     group_by_trace,
+    in_time_order,
     text_size,
 )
 from toolstop.report.sources.otel_logs import attach_logs, is_otel_logs, log_spans
@@ -291,20 +292,28 @@ def _tool_result(span: Mapping[str, Any], attributes: dict[str, Any]) -> ToolMes
     )
 
 
+def _nanos(value: Any) -> int | None:
+    """An OTLP `fixed64` time: a JSON number, or (as OTLP JSON writes it) a decimal string of
+    up to 20 digits; `None` for anything else."""
+    if isinstance(value, str) and value.isdigit() and len(value) <= 20:
+        return int(value)
+    return non_negative_int(value)
+
+
 def trace_conversation(
-    trace: str, first_line: int, spans: list[tuple[int, Any]]
+    trace: str, first_line: int, spans: list[tuple[int, Any]], problems: ReadProblems
 ) -> Conversation | None:
-    """The conversation of one trace's spans (None: the trace has no chat span).
+    """The conversation of one trace's spans (None: the trace has no chat span), in the order
+    they started (`startTimeUnixNano`; a trace with a span without one keeps the file's order).
 
     Raises:
         Unreadable: a span that cannot be read, or a trace without a chat span's messages.
     """
     parts = TraceParts()
-
-    def start(item: tuple[int, Any]) -> tuple[int, int]:
-        return non_negative_int(item[1].get("startTimeUnixNano")) or 0, item[0]
-
-    for line, span in sorted(attach_logs(spans), key=start):
+    start = in_time_order(
+        attach_logs(spans), lambda span: span.get("startTimeUnixNano"), problems, parse=_nanos
+    )
+    for line, span in start:
         attributes = _attributes(span.get("attributes"))
         parts.thread = parts.thread or first_str(attributes.get("gen_ai.conversation.id"))
         operation = attributes.get("gen_ai.operation.name")
@@ -356,7 +365,11 @@ def read_otel(
     groups = group_by_trace(
         spans(), trace_of, problems, max_open=max_open, weigh=_weigh, limits=limits
     )
-    yield from conversations(groups, trace_conversation, problems)
+
+    def build(trace: str, first_line: int, spans: list[tuple[int, Any]]) -> Conversation | None:
+        return trace_conversation(trace, first_line, spans, problems)
+
+    yield from conversations(groups, build, problems)
 
 
 _KEPT = frozenset((*_CHAT, "execute_tool"))
