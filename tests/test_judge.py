@@ -410,3 +410,18 @@ def test_the_advice_says_which_earlier_results_a_template_needs() -> None:
     )
     assert advice == "convert_with_answer"
     assert why.endswith("(its template needs fields of earlier results: get_user_details)")
+
+
+@pytest.mark.timeout(120)  # a hang guard: linear, this takes milliseconds; quadratic, hours
+def test_an_answer_without_a_full_stop_is_judged_in_linear_time() -> None:
+    """A security review: `[^.!?\\n]*\\?` tried at every position made 200,000 characters of
+    one sentence take 50 s per answer (a 1 MB log 247 s). 2,000,000 characters now."""
+    from toolstop._judge import _QUESTION
+
+    assert _QUESTION.findall("a" * 2_000_000) == []
+    assert [q.strip() for q in _QUESTION.findall("Is it ok? Yes. And this?\nno")] == [
+        "Is it ok?",
+        "And this?",
+    ]
+    judged = judge("Order 7 shipped.", "a" * 2_000_000 + "?")
+    assert judged["action"] == "asked"

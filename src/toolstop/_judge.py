@@ -73,7 +73,9 @@ to count as relaying it; less is a selection (one of two retrieved chunks)."""
 _WORD = re.compile(r"\w+")
 _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 _FIELD_SAFE = re.compile(r"[^A-Za-z0-9_.\-]")
-_QUESTION = re.compile(r"[^.!?\n]*\?")
+_QUESTION = re.compile(r"(?:^|(?<=[.!?\n]))[^.!?\n]*\?")
+"""A question: from a sentence's start to its `?` (tried at sentence starts only, so a long
+answer without a full stop takes linear time)."""
 _CLOSING = re.compile(
     r"anything else|any other|other questions?|further (?:help|assist|question)|"
     r"help (?:you )?with anything|can i help|may i help|assist you|"

@@ -80,14 +80,14 @@ _SECRET_NAME = (
     r"cookie|session[_-]?id|signature)[A-Za-z0-9_.-]{0,40}"
     r"|[A-Za-z0-9_.-]{0,40}?pa?s{1,2}w[o0]?r?d[A-Za-z0-9_.-]{0,40}"
     r"|(?:[A-Za-z0-9_.-]{0,40}?[_.-])?pass(?![A-Za-z])[A-Za-z0-9_.-]{0,40}"
-    r"|sig|user(?:name)?|host|hostaddr|port|dbname"
+    r"|sig|auth|user(?:name)?|host|hostaddr|port|dbname"
 )
 """A key naming a secret: `pass` only as a word of its own (`pass`, `DB_PASS`, not `passed` or
 `bypass`), `sig` only whole (an Azure SAS signature, not `signal`); a password's key misspelt
 (`pasword`, `paswd`, `pssword`, `passw0rd`) too."""
 _PAIR = re.compile(
     rf"(?<![A-Za-z0-9_.-])((?:\\?[\"'])?)({_SECRET_NAME})((?:\\?[\"'])?)"
-    r"(\s{0,8}(?:=>|:=|[=:])\s{0,8})"
+    r"(\s{0,8}(?:==?>|->|:=|[=:])\s{0,8}|\t{1,8})"
     r"(\\[\"'][^\n]{0,4096}?(?:\\[\"']|$)"
     r"|[rRbBuUfF]{0,2}(?:\"\"\"[\s\S]{0,4096}?(?:\"\"\"|\Z)|'''[\s\S]{0,4096}?(?:'''|\Z))"
     r"|\"(?:[^\"\\\n]|\\.){0,4096}\"?|'(?:[^'\\\n]|\\.){0,4096}'?"
@@ -116,7 +116,7 @@ _ENV = re.compile(rf"(?<![A-Za-z0-9_.-])({_ENV_NAME})(\s{{1,8}})(?![-\s=:]){_VAL
 (`PGPASSWORD X`, as `env` or a shell's error shows it)."""
 _PROSE = re.compile(
     r"(?<![A-Za-z0-9_.-])((?:password|passwd|passphrase|pa?s{1,2}w[o0]?r?d|secret|token|"
-    r"api[ _-]?key)\s{1,8}(?:is|was)\s{1,8})"
+    r"api[ _-]?key)(?:\s{1,8}(?:for|of)\s{1,8}[^\n.;:=]{1,40}?)?\s{1,8}(?:is|was)\s{1,8})"
     r"(?!(?:incorrect|invalid|wrong|required|missing|not|expired|empty|too|the|a|an|set|unset|"
     r"null|none|blank|correct|valid|being|already|no|changed|reset|disabled|enabled|locked|"
     r"needed|mandatory|in|for|very|revoked|undefined)\b)"
@@ -125,6 +125,17 @@ _PROSE = re.compile(
 )
 """A secret named in a sentence: `password is X`, `the token was X` (not `password is
 incorrect`)."""
+_CLIENT_FLAG = re.compile(
+    r"(\b(?:mysql|mysqldump|mysqladmin|mariadb|sshpass)\b[^\n]{0,200}?\s-p)(\s?)([^\s-][^\s]{0,4096})"
+)
+"""A client's `-p` password option (`mysql -pX`, `sshpass -p X`)."""
+_USER_FLAG = re.compile(r"((?:^|\s)(?:-u|--user)\s{1,8}[^\s:]{1,256}:)([^\s]{1,4096})")
+"""`curl -u user:X` (`--user` too): the password after the colon."""
+_APIKEY_WORD = re.compile(
+    rf"(?<![A-Za-z0-9_.-])(api[_-]?key)(\s{{1,8}})(?!(?:is|was|for|of|and|or)\b)(?![-\s=:]){_VALUE}",
+    re.IGNORECASE,
+)
+"""`apikey X`: an API key named, then its value after a space."""
 _CALL = re.compile(r"(?:[A-Za-z_][\w.]{0,64})?\(")
 """A value that is a call or a tuple: masked to its closing parenthesis."""
 _CONTAINER_START = re.compile(r"[\[{]\s{0,64}(?:\\?[\"'\[\]{}]|\*\*\*)")
@@ -312,6 +323,9 @@ def _mask_once(text: str) -> str:
     text = _FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
     text = _ENV.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
     text = _PROSE.sub(lambda m: f"{m.group(1)}{MASK}", text)
+    text = _CLIENT_FLAG.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
+    text = _USER_FLAG.sub(lambda m: f"{m.group(1)}{MASK}", text)
+    text = _APIKEY_WORD.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
     text = _BASE64.sub(_masked_base64, text)
     text = _XML.sub(lambda m: f"<{m.group(1)}{m.group(2)}>{MASK}", text)
     text = _TOKENS.sub(MASK, text)

@@ -104,8 +104,9 @@ NAME_CHARS = 200
 
 
 def one_line(text: str, limit: int = NAME_CHARS) -> str:
-    """`text` cleaned (`clean`) to one line: every run of whitespace, line and paragraph
-    separators included, is one space; cut at `limit` characters."""
+    """`text` cleaned (`clean`) to one line, cut at `limit` characters.
+
+    Every run of whitespace, line and paragraph separators included, is one space."""
     return clean(" ".join(clean(text, limit * 4).split()), limit)
 
 

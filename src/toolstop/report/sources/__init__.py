@@ -101,8 +101,10 @@ class UnknownFormatError(ValueError):
 
 
 def check_source(path: Path | str) -> None:
-    """Refuse a log that is not a regular file (a symlink to one is followed), before anything
-    opens it: a FIFO without a writer would hang the open, a device (`/dev/zero`) never ends.
+    """Refuse a log that is not a regular file (a symlink to one is followed).
+
+    Before anything opens it: a FIFO without a writer would hang the open, a device
+    (`/dev/zero`) never ends.
 
     A folder holding Parquet files is a Parquet export (see `parquet`), not refused.
 
