@@ -14,10 +14,10 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
 from toolstop.report.sources import ReadProblems
-from toolstop.report.sources._traces import TraceLimits, group_by_trace, text_size
+from toolstop.report.sources._traces import TraceLimits, group_by_trace, kept_size, text_size
 from toolstop.report.sources.langfuse import read_langfuse
-from toolstop.report.sources.langsmith import MAX_TOOLS, compact_run, kept_size, read_langsmith
-from toolstop.report.sources.otel import read_otel
+from toolstop.report.sources.langsmith import MAX_TOOLS, compact_run, read_langsmith
+from toolstop.report.sources.otel import compact_span, read_otel
 
 
 def _attribute(key: str, value: str) -> dict[str, Any]:
@@ -96,7 +96,12 @@ def test_otel_keeps_only_the_chat_spans_genai_fields(tmp_path: Path) -> None:
         for item in span["attributes"]
         if item["key"].startswith("gen_ai.")
     )
-    assert limits.peak_bytes == genai
+    # every kept item weighs (`kept_size`): the GenAI text, and 2 for each non-text item
+    kept = [compact_span(span) for span in turns]
+    assert limits.peak_bytes == sum(
+        kept_size([span.get("attributes"), span.get("events")]) for span in kept
+    )
+    assert limits.peak_bytes > genai
     assert problems.skipped_conversations == 0
 
 
@@ -203,7 +208,8 @@ def test_langfuse_keeps_only_the_generation_and_tool_rows(tmp_path: Path) -> Non
     assert read.thread == "thread-5"  # named by the agent row alone, which was let go
     assert [m.content for m in read.messages] == ["hi", "hello"]
     assert limits.peak_records == 1  # the generation
-    assert limits.peak_bytes == len(question) + len(answer)  # not the spans, not the metadata
+    # the generation's input and output (every kept item weighs), not the spans, not the metadata
+    assert limits.peak_bytes == kept_size([question, answer, None])
     # over a limit: the trace is counted, not read
     problems = ReadProblems()
     assert list(read_langfuse(path, problems, limits=TraceLimits(bytes=10))) == []
@@ -273,3 +279,16 @@ def test_a_thread_over_its_limits_is_counted_not_held(monkeypatch: pytest.Monkey
     assert len(list(from_logs.join_threads(items, problems=problems))) == 1
     assert problems.first is not None
     assert "more than 100 messages" in problems.first
+
+
+def test_otel_and_langfuse_weigh_every_item_they_keep() -> None:
+    """A second review: OTel GenAI attributes holding arrays of empty key-value lists weighed 0
+    (only strings were counted), so 151 MB of them peaked at 1.78 GB before a trace's cap let
+    go. Every item kept now weighs, as in the LangSmith reader."""
+    from toolstop.report.sources import langfuse, otel
+
+    empties = [[] for _ in range(1000)]
+    span = {"attributes": [{"key": "gen_ai.x", "value": {"arrayValue": {"values": empties}}}]}
+    assert otel._weigh(span) >= 2 * 1000
+    row = {"type": "GENERATION", "input": empties, "output": None, "tool_calls": None}
+    assert langfuse._weigh(row) >= 2 * 1000

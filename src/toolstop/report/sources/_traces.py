@@ -45,6 +45,7 @@ __all__ = [
     "group_by_trace",
     "in_time_order",
     "instant",
+    "kept_size",
     "merge",
     "text_size",
 ]
@@ -317,6 +318,23 @@ def first_seen(seen: OrderedDict[str, None], trace: Any) -> bool:
     if len(seen) > _CLOSED_MEMORY:
         seen.popitem(last=False)
     return True
+
+
+def kept_size(value: Any) -> int:
+    """`text_size` of `value`, and 2 for every item that is not a str (a number, `{}`, `[]`:
+    holding one costs memory too), walked without recursion."""
+    items, stack = 0, [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            continue
+        items += 1
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return text_size(value) + 2 * items
 
 
 def text_size(value: Any) -> int:

@@ -63,7 +63,7 @@ from toolstop.report.sources._traces import (
     first_str,
     group_by_trace,
     in_time_order,
-    text_size,
+    kept_size,
 )
 from toolstop.report.sources.langchain import lc_message
 
@@ -265,7 +265,7 @@ def _weigh(row: Mapping[str, Any]) -> int | None:
     """A compact row's kept size; `None` (not kept) for an observation of another type."""
     if str(row.get("type", "")).upper() not in ("GENERATION", "TOOL"):
         return None
-    return text_size([row.get("input"), row.get("output"), row.get("tool_calls")])
+    return kept_size([row.get("input"), row.get("output"), row.get("tool_calls")])
 
 
 def _trace_conversation(sessions: Mapping[str, str], problems: ReadProblems) -> Any:

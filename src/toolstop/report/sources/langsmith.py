@@ -51,7 +51,7 @@ from toolstop.report.sources._traces import (
     first_str,
     group_by_trace,
     in_time_order,
-    text_size,
+    kept_size,
 )
 from toolstop.report.sources.langchain import lc_message
 
@@ -259,20 +259,3 @@ def _weigh(run: Mapping[str, Any]) -> int | None:
     if run.get("run_type") not in ("llm", "tool") and "extra" not in run:
         return None
     return kept_size(run)
-
-
-def kept_size(value: Any) -> int:
-    """`text_size` of `value`, and 2 for every item that is not a str (a number, `{}`, `[]`:
-    holding one costs memory too), walked without recursion."""
-    items, stack = 0, [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            continue
-        items += 1
-        if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return text_size(value) + 2 * items

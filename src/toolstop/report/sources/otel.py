@@ -65,7 +65,7 @@ from toolstop.report.sources._traces import (
     first_str,
     group_by_trace,
     in_time_order,
-    text_size,
+    kept_size,
 )
 from toolstop.report.sources.otel_logs import attach_logs, is_otel_logs, log_spans
 
@@ -413,4 +413,4 @@ def compact_span(span: Mapping[str, Any]) -> dict[str, Any]:
 
 def _weigh(span: Mapping[str, Any]) -> int | None:
     """A compact span's kept size; `None` (not kept) for one with no `gen_ai.*` attribute."""
-    return text_size([span.get("attributes"), span.get("events")]) if "attributes" in span else None
+    return kept_size([span.get("attributes"), span.get("events")]) if "attributes" in span else None
