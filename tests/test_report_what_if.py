@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from ended_replay import ended_replay
-from log_endings import ENDINGS, HAND_OFF, TRANSFERRED, asks
 from routers import MIDDLEWARE_UNAVAILABLE
 
 if MIDDLEWARE_UNAVAILABLE:  # these compare with a real create_agent + StopOnArtifact
     pytest.skip(MIDDLEWARE_UNAVAILABLE, allow_module_level=True)
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from ended_replay import ended_replay
+from log_endings import ENDINGS, HAND_OFF, TRANSFERRED, asks
 from toolstop import StopOnArtifact, StopPolicy
 from toolstop.cli import main
 from toolstop.record import StopRecord

@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from ended_replay import ended_replay
-from log_endings import ENDINGS, FIRST_RUN, LATER, asks
 from routers import MIDDLEWARE_UNAVAILABLE
 
 if MIDDLEWARE_UNAVAILABLE:  # these compare with a real create_agent + StopOnArtifact
     pytest.skip(MIDDLEWARE_UNAVAILABLE, allow_module_level=True)
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from ended_replay import ended_replay
+from log_endings import ENDINGS, FIRST_RUN, LATER, asks
 from toolstop import Outcome, StopOnArtifact, StopPolicy, signal
 from toolstop.record import StopRecord
 from toolstop.report.sources import FORMATS, read_conversations
