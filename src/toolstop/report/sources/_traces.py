@@ -321,8 +321,9 @@ def first_seen(seen: OrderedDict[str, None], trace: Any) -> bool:
 
 
 def kept_size(value: Any) -> int:
-    """`text_size` of `value`, and 2 for every item that is not a str (a number, `{}`, `[]`:
-    holding one costs memory too), walked without recursion."""
+    """`text_size` of `value`, and 2 for every item that is not a str.
+
+    A number, `{}`, `[]`: holding one costs memory too. Walked without recursion."""
     items, stack = 0, [value]
     while stack:
         item = stack.pop()
