@@ -329,6 +329,19 @@ def failed_calls(
     )
 
 
+def _skipping(after: dict[str, AfterFirst], names: list[str]) -> dict[str, AfterFirst]:
+    """Each `after_first` entry with `names` added to the tools it skipped."""
+    return {
+        tool: AfterFirst(
+            model_calls=entry["model_calls"],
+            input_tokens=entry["input_tokens"],
+            output_tokens=entry["output_tokens"],
+            skipped=_merged(entry["skipped"], names),
+        )
+        for tool, entry in after.items()
+    }
+
+
 def _merged(names: list[str], more: list[str]) -> list[str]:
     """`names` with the new ones of `more` appended (distinct, at most `SKIPPED_MAX`).
 
@@ -386,15 +399,7 @@ def _fold_later(
     after = record.get("after_first")
     if after is None:  # a record of an older shape, carried on: left as it is
         return
-    later: dict[str, AfterFirst] = {
-        tool: AfterFirst(
-            model_calls=entry["model_calls"],
-            input_tokens=entry["input_tokens"],
-            output_tokens=entry["output_tokens"],
-            skipped=_merged(entry["skipped"], names),
-        )
-        for tool, entry in after.items()
-    }
+    later = _skipping(after, names)
     for signal in decision.signals:
         if (
             signal.tool not in later
@@ -422,15 +427,7 @@ def fold_unanswered(record: StopRecord, names: list[str]) -> StopRecord:
         updated["would_skip"] = _merged(record["would_skip"], names)
     after = record.get("after_first")
     if after:
-        updated["after_first"] = {
-            tool: AfterFirst(
-                model_calls=entry["model_calls"],
-                input_tokens=entry["input_tokens"],
-                output_tokens=entry["output_tokens"],
-                skipped=_merged(entry["skipped"], names),
-            )
-            for tool, entry in after.items()
-        }
+        updated["after_first"] = _skipping(after, names)
     return updated
 
 
