@@ -31,6 +31,7 @@ LIBRARY = [
     "toolstop._judge",
     "toolstop._lifecycle",
     "toolstop._relay",
+    "toolstop._reask",
     "toolstop._tokens",
     "toolstop._prompt",
     "toolstop._invocation",

@@ -40,6 +40,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from typing_extensions import TypedDict
 
 from toolstop._judge import judge_turn
+from toolstop._reask import asked_again, call_key
 from toolstop._relay import holds_relay
 from toolstop.decision import (
     Decision,
@@ -51,10 +52,11 @@ from toolstop.decision import (
     decide_turn,
 )
 from toolstop.observe import apublish_run_end, publish_run_end, publish_turn
-from toolstop.policy import StopPolicy
+from toolstop.policy import ArmContext, StopPolicy
 from toolstop.record import (
     EndedAfter,
     Judged,
+    ReAsk,
     StopRecord,
     count_model_call,
     failed_calls,
@@ -79,6 +81,7 @@ __all__ = [
     "close_aborted",
     "ended_after",
     "finish",
+    "for_run",
     "invocation_of",
     "last_answer",
     "left_open_calls",
@@ -120,6 +123,9 @@ class RunState(TypedDict):
             calls are then sent the tools' content in its place. Kept from run to run.
         seen: The id of the last message looked at for such a relay (`relays` covers the
             messages up to it). Kept from run to run.
+        again: While the record's `reask` says the user did not ask again: the keys
+            (`toolstop._reask.call_key`) of the previous run's deciding calls; a call of this
+            run with the same key is asking again (`same_call`).
     """
 
     open: bool
@@ -133,6 +139,7 @@ class RunState(TypedDict):
     answer: NotRequired[str | None]
     relays: NotRequired[bool]
     seen: NotRequired[str | None]
+    again: NotRequired[list[str]]
 
 
 INTERRUPTED_TEXT = (
@@ -303,6 +310,8 @@ def open_run(
     turn: Turn | None,
     *,
     messages: Sequence[BaseMessage] = (),
+    config: Any = None,
+    sent_back: frozenset[str] | None = None,
 ) -> RunState:
     """The run a model call belongs to: the open one, or a new one.
 
@@ -316,15 +325,25 @@ def open_run(
         turn: The current tool turn, if any. A new run never decides a turn that was already in
             the messages it was invoked with: it belongs to an earlier run (or to the caller).
         messages: The messages at the run's first model call; a new run starts after the last.
+        config: The run's config: its thread id places the thread in a canary's arm.
+        sent_back: The tools the policy's way back sent back to `never` (`None`: ask it).
     """
     if run is not None and run["open"]:
         return run
     number = 1
     if run is not None and isinstance(previous, dict) and isinstance(previous.get("run"), int):
         number = previous["run"] + 1
-    return RunState(
+    record = new_record(policy, run=number)
+    again: list[str] = []
+    if run is not None and isinstance(previous, dict) and messages:
+        reask = _reask_of(previous, run, messages)
+        if reask is not None:
+            record["reask"], again = reask
+    if policy.per_run:
+        _arm_record(record, policy, messages, config, sent_back)
+    opened = RunState(
         open=True,
-        record=new_record(policy, run=number),
+        record=record,
         turn=turn.id if turn is not None else None,
         remaining=None,
         loop=run.get("loop") if run is not None else None,
@@ -333,6 +352,144 @@ def open_run(
         relays=run.get("relays", False) if run is not None else False,
         seen=run.get("seen") if run is not None else None,
     )
+    if again:
+        opened["again"] = again
+    return opened
+
+
+def for_run(policy: StopPolicy, run: RunState | None) -> StopPolicy:
+    """The policy as `run` applies it: with the modes its record names (a canary's arm)."""
+    if not policy.per_run or run is None:
+        return policy
+    record = run["record"]
+    return policy.with_modes(record["mode"], record.get("modes"))
+
+
+def thread_key(config: Any, messages: Sequence[BaseMessage]) -> str:
+    """What places a thread in a canary's arm: its id, else its first user message's text."""
+    configurable = config.get("configurable") if isinstance(config, dict) else None
+    thread = configurable.get("thread_id") if isinstance(configurable, dict) else None
+    if thread is not None:
+        return str(thread)
+    for message in messages:
+        if isinstance(message, HumanMessage):
+            return content_text(message.content)[:4000]  # type: ignore[arg-type]
+    return ""
+
+
+def _arm_record(
+    record: StopRecord,
+    policy: StopPolicy,
+    messages: Sequence[BaseMessage],
+    config: Any,
+    sent_back: frozenset[str] | None,
+) -> None:
+    """Put a new run's arm and modes into its `record` (in place: the record is new)."""
+    if sent_back is None:
+        sent_back = way_back_now(policy, config)
+    context = ArmContext(
+        thread=thread_key(config, messages),
+        config=config if isinstance(config, dict) else {},
+        tools=policy.canary_tools,
+    )
+    chosen = policy.run_modes(context, sent_back)
+    record["mode"] = chosen.mode
+    if chosen.arm is not None:
+        record["arm"] = chosen.arm
+    if chosen.modes:
+        record["modes"] = chosen.modes
+    if chosen.sent_back:
+        record["sent_back"] = chosen.sent_back
+
+
+def checkpointer_of(config: Any) -> Any:
+    """The checkpointer of the graph running with `config` (`None` without one)."""
+    configurable = config.get("configurable") if isinstance(config, dict) else None
+    return configurable.get("__pregel_checkpointer") if isinstance(configurable, dict) else None
+
+
+def way_back_now(policy: StopPolicy, config: Any) -> frozenset[str]:
+    """The tools the policy's way back sends back now (read from the run's checkpointer)."""
+    if policy.way_back is None:
+        return frozenset()
+    return frozenset(policy.way_back.sent_back(checkpointer_of(config)))
+
+
+async def away_back_now(policy: StopPolicy, config: Any) -> frozenset[str]:
+    """Async twin of `way_back_now` (an async checkpointer is read without blocking)."""
+    if policy.way_back is None:
+        return frozenset()
+    return frozenset(await policy.way_back.asent_back(checkpointer_of(config)))
+
+
+_ANSWERED_RULES = frozenset({Rule.COMPLETED.value, Rule.FATAL.value})
+"""Rules under which a tool's result was (or would have been) the run's answer."""
+
+
+def _reask_of(
+    previous: StopRecord, run: RunState, messages: Sequence[BaseMessage]
+) -> tuple[ReAsk, list[str]] | None:
+    """Whether the user asked again after `previous` ended on (or would have ended on) a tool
+    result, as far as the new input tells; and the keys of its deciding calls (`same_call`).
+
+    `None` when the previous run did not end so, or its request is not in `messages`."""
+    stopped_ = previous.get("stopped") is True and previous.get("rule") in _ANSWERED_RULES
+    if not stopped_ and previous.get("would_stop") not in _ANSWERED_RULES:
+        return None
+    start = run.get("start")
+    ids = previous.get("tool_call_ids")
+    request = answer = message = None
+    keys: list[str] = []
+    wanted = set(ids) if isinstance(ids, list) else set()
+    for index in range(len(messages) - 1, -1, -1):
+        item = messages[index]
+        if message is None:
+            if isinstance(item, HumanMessage):
+                message = item
+            continue
+        if answer is None and isinstance(item, AIMessage) and not item.tool_calls:
+            answer = item
+        if wanted and isinstance(item, AIMessage):
+            for call in item.tool_calls:
+                if call.get("id") in wanted:
+                    keys.append(call_key(str(call.get("name")), call.get("args")))
+        if start is not None and item.id == start:
+            request = item
+            break
+    if message is None or request is None:
+        return None
+    why = asked_again(
+        content_text(request.content),  # type: ignore[arg-type]
+        content_text(answer.content) if answer is not None else None,  # type: ignore[arg-type]
+        content_text(message.content),  # type: ignore[arg-type]
+    )
+    reask = ReAsk(
+        run=int(previous.get("run") or 0),
+        asked_again=why is not None,
+        why=why or "none",
+        stopped=stopped_,
+        tools=list(previous.get("tools") or [])[:16],
+    )
+    arm = previous.get("arm")
+    if isinstance(arm, str):
+        reask["arm"] = arm
+    return reask, ([] if why is not None else keys)
+
+
+def _asked_again_by_call(run: RunState, turn: Turn) -> RunState:
+    """`run` with its `reask` turned to `same_call` when `turn` repeats a call of the previous
+    run's deciding calls (name and arguments); nothing changes otherwise."""
+    again = run.get("again")
+    if not again or turn.asking is None:
+        return run
+    for call in turn.asking.tool_calls:
+        if call_key(str(call.get("name")), call.get("args")) in again:
+            record = run["record"]
+            reask = {**record["reask"], "asked_again": True, "why": "same_call"}
+            updated: RunState = {**run, "record": {**record, "reask": reask}}  # type: ignore[typeddict-item]
+            updated.pop("again", None)
+            return updated
+    return run
 
 
 def pending(turn: Turn | None, run: RunState | None) -> TypeGuard[Turn]:
@@ -386,10 +543,12 @@ def _decided(
     delivered: bool,
 ) -> tuple[Decision, RunState]:
     """`begin_turn` for a turn known to be pending."""
+    if "again" in run:
+        run = _asked_again_by_call(run, turn)
     record = run["record"]
     decision = decide_turn(
         turn,
-        policy,
+        for_run(policy, run) if policy.per_run else policy,
         transient_count=record["transient_retries"],
         remaining_steps=remaining_steps,
         loop_steps=loop_steps,
@@ -433,6 +592,8 @@ def begin(
     remaining_steps: int | None,
     loop_steps: int | Callable[[RunState], tuple[RunState, int]],
     as_said: Callable[[Turn], Turn | None] | None = None,
+    config: Any = None,
+    sent_back: frozenset[str] | None = None,
 ) -> Begun:
     """Everything a router does when the model is next due, in one call.
 
@@ -454,6 +615,9 @@ def begin(
             graph's shape into the run).
         as_said: What the tools said, given the turn in the messages (the middleware's view of
             results a reviewer edited); the turn is decided as it returns it.
+        config: The node's config (a canary places the thread by its id).
+        sent_back: The tools a way back sent back, read by an async router beforehand
+            (`away_back_now`); `None`: read here when a new run needs it.
     """
     aborted = None
     if run is not None and run["open"] and invocation != run.get("invocation"):
@@ -465,7 +629,9 @@ def begin(
     since = run.get("start") if run is not None and run["open"] else None
     turn = current_turn(messages, since=since, earlier=False)
     if run is None or not run["open"]:
-        run = open_run(run, previous, policy, turn, messages=messages)
+        run = open_run(
+            run, previous, policy, turn, messages=messages, config=config, sent_back=sent_back
+        )
     if isinstance(loop_steps, int):
         needed = loop_steps
     else:

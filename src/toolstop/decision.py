@@ -799,6 +799,58 @@ def decide(
     )
 
 
+def _decide_by_tool(
+    turn: Turn | None,
+    policy: StopPolicy,
+    transient_count: int,
+    remaining_steps: int | None,
+    loop_steps: int,
+) -> Decision:
+    """`decide_turn` under per-tool modes (`StopPolicy.modes`).
+
+    Only the calls of tools whose mode stops can stop the turn (under the parallel rule, the
+    calls of tools in `never` mode count as going on); the stop takes its deciding tool's mode.
+    When nothing stops, the turn is judged again as if every tool stopped, as `never` mode
+    judges it: what would have stopped is the decision's `would_stop`."""
+    signals = _signals(turn)
+    shadowed = {s.tool for s in signals if policy.tool_mode(s.tool) == "never"}
+    live = signals
+    if shadowed:
+        live = tuple(
+            replace(s, stop=False, would_stop=False) if s.tool in shadowed else s for s in signals
+        )
+    deciding = _stopping(live, policy) if any(s.stop for s in live) else ()
+    if deciding:
+        top = min(deciding, key=lambda s: policy.rank(s.reason.value if s.reason else ""))
+        live_policy = policy.with_modes(policy.tool_mode(top.tool), None)
+        return decide_turn(
+            turn,
+            live_policy,
+            transient_count=transient_count,
+            remaining_steps=remaining_steps,
+            loop_steps=loop_steps,
+            signals=live,
+        )
+    base = policy.with_modes(policy.mode, None)
+    decision = decide_turn(
+        turn,
+        base,
+        transient_count=transient_count,
+        remaining_steps=remaining_steps,
+        loop_steps=loop_steps,
+        signals=live,
+    )
+    if not shadowed or decision.stop or decision.would_stop is not None:
+        return decision
+    judged = tuple(replace(s, stop=s.stop or s.would_stop) for s in signals)
+    shadow = _stopping(judged, policy) if any(s.stop for s in judged) else ()
+    if not shadow:
+        return decision
+    top = min(shadow, key=lambda s: policy.rank(s.reason.value if s.reason else ""))
+    assert top.reason is not None  # deciding signals are valid
+    return replace(decision, would_stop=_STOP_RULES[top.reason], deciding=shadow)
+
+
 def decide_turn(
     turn: Turn | None,
     policy: StopPolicy | None = None,
@@ -806,10 +858,16 @@ def decide_turn(
     transient_count: int = 0,
     remaining_steps: int | None = None,
     loop_steps: int = 2,
+    signals: tuple[CallSignal, ...] | None = None,
 ) -> Decision:
-    """`decide` for a turn already found with `current_turn` (the routers' entry point)."""
+    """`decide` for a turn already found with `current_turn` (the routers' entry point).
+
+    `signals`: the turn's signals as already read (`None`: read from the turn)."""
     policy = policy if policy is not None else StopPolicy()
-    signals = _signals(turn)
+    if signals is None:
+        if policy.modes:
+            return _decide_by_tool(turn, policy, transient_count, remaining_steps, loop_steps)
+        signals = _signals(turn)
     transient = 0
     asks = False  # whether any call asks to stop (only such calls can decide a stop)
     for s in signals:  # `_is_transient`, inline: this runs on every tool turn

@@ -34,9 +34,11 @@ from toolstop._lifecycle import (
     RunState,
     afinish,
     answered,
+    away_back_now,
     begin,
     ended_after,
     finish,
+    for_run,
     invocation_of,
     last_answer,
     plain_answer,
@@ -177,7 +179,9 @@ class _Nodes:
         self.name = name
         self.bound: Runnable[Any, Any] = model.bind_tools(list(tools))
 
-    def _begin(self, state: ReactState, config: RunnableConfig) -> Begun:
+    def _begin(
+        self, state: ReactState, config: RunnableConfig, sent_back: frozenset[str] | None = None
+    ) -> Begun:
         """The run this node belongs to, with the tool turn just executed folded in.
 
         An earlier run that did not finish is closed first (see `close_aborted`); the messages
@@ -192,6 +196,8 @@ class _Nodes:
             invocation=_invocation.current(config) or invocation_of(remaining, config),
             remaining_steps=remaining,
             loop_steps=GRAPH_LOOP_STEPS,
+            config=config,
+            sent_back=sent_back,
         )
 
     def _stop(self, state: ReactState, config: RunnableConfig) -> tuple[Begun, Decision]:
@@ -281,7 +287,10 @@ class _Nodes:
 
     async def aagent(self, state: ReactState, config: RunnableConfig) -> dict[str, Any]:
         await _invocation.aclaim(config)
-        begun = self._begin(state, config)
+        sent_back = None
+        if self.policy.way_back is not None:  # read without blocking the event loop
+            sent_back = await away_back_now(self.policy, config)
+        begun = self._begin(state, config, sent_back)
         if begun.aborted is not None:
             await apublish_run_end(begun.aborted.record, config)
         turn_event(begun.decision, begun.turn, begun.run)
@@ -336,7 +345,7 @@ class _Nodes:
         remaining = state.get("remaining_steps")
         decision = decide(
             state["messages"],
-            self.policy,
+            for_run(self.policy, run) if self.policy.per_run else self.policy,
             since=run_start(run),
             transient_count=run["record"]["transient_retries"] if run else 0,
             # the node after `tools` runs one step later
@@ -507,7 +516,12 @@ def compile_react_graph(
     graph.add_node("tools", _ClaimingTools(bound=tools_node))
     graph.add_node("finalize", _node(nodes.finalize, nodes.afinalize, "finalize"))
     targets: list[str] = ["agent", "finalize"]
-    if policy.mode == "polish" or policy.on_budget == "model":
+    if (
+        policy.mode == "polish"
+        or policy.on_budget == "model"
+        or "polish" in policy.modes.values()
+        or callable(policy.canary)  # a flag may name polish
+    ):
         graph.add_node("polish", _node(nodes.polish, nodes.apolish, "polish"))
         graph.add_edge("polish", END)
         targets.append("polish")

@@ -37,6 +37,7 @@ from toolstop._lifecycle import (
     RunState,
     afinish,
     answered,
+    away_back_now,
     begin,
     begin_turn,
     close_aborted,
@@ -440,9 +441,11 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         self._checked_tools: object = None  # the tools list last checked for return_direct
 
     # -- the decision, shared by sync and async ---------------------------------------------
-    def _begin(self, request: ModelRequest) -> tuple[Begun, int | None, Any]:
+    def _begin(
+        self, request: ModelRequest, sent_back: frozenset[str] | None = None
+    ) -> tuple[Begun, int | None, Any]:
         """The run's state at this model call (see `toolstop._lifecycle.begin`), the steps left
-        and the node's config."""
+        and the node's config. `sent_back`: what an async call read of the way back."""
         if request.tools is not self._checked_tools:  # once per agent, unless a hook swaps tools
             check_tools([t for t in request.tools if isinstance(t, BaseTool)], "StopOnArtifact")
             self._checked_tools = request.tools
@@ -464,6 +467,8 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             if loop is not None and tail is not None and (remaining is None or remaining > tail)
             else lambda run: _steps_needed(run, remaining, config),
             as_said=(lambda turn: _as_the_tool_said(turn, state)) if _EDITS_KEY in state else None,
+            config=config,
+            sent_back=sent_back,
         )
         return begun, remaining, config
 
@@ -623,7 +628,10 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
     async def awrap_model_call(self, request: ModelRequest, handler: AsyncHandler) -> Any:
         """Async twin of `wrap_model_call`."""
         await _invocation.aclaim(_config())
-        begun, remaining, config = self._begin(request)
+        sent_back = None
+        if self.policy.way_back is not None:  # read without blocking the event loop
+            sent_back = await away_back_now(self.policy, _config())
+        begun, remaining, config = self._begin(request, sent_back)
         decision = begun.decision
         if begun.aborted is not None:
             await apublish_run_end(begun.aborted.record, config)
@@ -718,7 +726,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             # No model call in this run (refused before it): a tool turn in its messages came
             # with its input, and is not this run's to decide.
             previous = aborted.record if aborted is not None else state.get("stop_record")
-            run = open_run(run, previous, self.policy, turn)
+            run = open_run(run, previous, self.policy, turn, config=config)
         swallowed = last is not None and _limit_swallowed(last, state)
         decision, decided = begin_turn(
             run,

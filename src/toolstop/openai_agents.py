@@ -294,7 +294,7 @@ def stop_on_artifact(policy: StopPolicy | None = None) -> _Behaviour:
         ToolstopConfigError: for `mode="polish"`.
         TypeError: when `policy` is not a `StopPolicy` (or None).
     """
-    return _Behaviour(resolve_policy(policy, "stop_on_artifact"))
+    return _Behaviour(resolve_policy(policy, "stop_on_artifact", per_run=False))
 
 
 def _sdk_counted(record: StopRecord) -> StopRecord:

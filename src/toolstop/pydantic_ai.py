@@ -334,7 +334,7 @@ class StopOnArtifact(AbstractCapability[Any]):
     """Tools warned of (shared by the per-run copies): their retry limit is below the budget."""
 
     def __post_init__(self) -> None:
-        self.policy = resolve_policy(self.policy, "StopOnArtifact")
+        self.policy = resolve_policy(self.policy, "StopOnArtifact", per_run=False)
 
     @property
     def _policy(self) -> StopPolicy:

@@ -29,6 +29,7 @@ __all__ = [
     "EndedAfter",
     "InvalidSignal",
     "Judged",
+    "ReAsk",
     "Savings",
     "StopRecord",
     "count_model_call",
@@ -126,6 +127,26 @@ class AfterFirst(TypedDict):
     (distinct names in call order, at most `SKIPPED_MAX`). Not empty: a cut-short run."""
 
 
+class ReAsk(TypedDict):
+    """Whether the user asked again after the thread's previous run ended on a tool result.
+
+    Written into the next run's record: its new input (`restated`, `complaint`) or a call of it
+    that repeats a deciding call of the previous run (`same_call`). No content, only the verdict.
+    """
+
+    run: int
+    """The previous run's number."""
+    asked_again: bool
+    why: str
+    """`restated`, `complaint`, `same_call`, or `none`."""
+    stopped: bool
+    """The previous run stopped on the result (True) or, in `never` mode, only would have."""
+    arm: NotRequired[str]
+    """The previous run's canary arm, when it had one."""
+    tools: list[str]
+    """The previous run's deciding tools."""
+
+
 class StopRecord(TypedDict):
     """What one run of an agent did and why it ended. JSON-serialisable; kept in graph state.
 
@@ -208,6 +229,16 @@ class StopRecord(TypedDict):
     handoff_overridden: NotRequired[str]
     """The agent a hand-off asked for in the turn whose stop ended the run: the stop was
     honoured and the conversation stayed with this agent. Absent otherwise."""
+    arm: NotRequired[str]
+    """`canary` or `shadow`: the run's arm under `StopPolicy(canary=...)`. Absent without one."""
+    modes: NotRequired[dict[str, str]]
+    """Tools whose mode in this run differs from `mode` (a canary's shadow arm, per-tool
+    `modes`, a way back). Absent when none does."""
+    sent_back: NotRequired[list[str]]
+    """Tools the policy's way back sent back to `never` for this run. Absent when none was."""
+    reask: NotRequired[ReAsk]
+    """Whether the user asked again after the previous run of the thread, when that run ended
+    (or in `never` mode would have ended) on a tool result: `completed` or `fatal`."""
 
 
 _OUTCOME_KEYS = {o: o.value for o in Outcome}
