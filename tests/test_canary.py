@@ -251,3 +251,71 @@ def test_the_adapters_refuse_a_canary() -> None:
     with pytest.raises(ToolstopConfigError, match="LangGraph router"):
         stop_on_artifact(StopPolicy(canary=0.5))
     assert stop_on_artifact(StopPolicy(modes={"a": "never"})) is not None
+
+
+# -- OpenFeature -------------------------------------------------------------------------------
+def _provider(evaluate: Any, default: str = "shadow") -> Any:
+    from openfeature.provider.in_memory_provider import InMemoryFlag, InMemoryProvider
+
+    flag = InMemoryFlag(
+        default_variant=default,
+        variants={"canary": "canary", "shadow": "shadow", "hard": "hard"},
+        context_evaluator=evaluate,
+    )
+    return InMemoryProvider({"toolstop-canary": flag})
+
+
+def _by_tenant(flag: Any, context: Any) -> Any:
+    from openfeature.flag_evaluation import FlagResolutionDetails
+
+    attributes = context.attributes if context is not None else {}
+    variant = "canary" if attributes.get("tenant") == "beta" else "shadow"
+    return FlagResolutionDetails(value=variant, variant=variant)
+
+
+@pytest.mark.parametrize("router", ROUTERS, ids=lambda r: r.name)
+def test_an_openfeature_flag_names_the_arm_from_the_run_config(router: Any) -> None:
+    pytest.importorskip("openfeature")
+    from openfeature import api
+
+    from toolstop.flags import OpenFeatureArm
+
+    api.set_provider(_provider(_by_tenant))
+    try:
+        policy = StopPolicy(mode="hard", canary=OpenFeatureArm(attributes=("tenant",)))
+        arms = {}
+        for tenant in ("beta", "stable"):
+            agent = _agent(router, policy, call("lookup", q="42"), "the model's answer")
+            config = {"configurable": {"thread_id": f"t-{tenant}", "tenant": tenant}}
+            given = {"messages": [HumanMessage("when?")]}
+            arms[tenant] = agent.invoke(given, config)["stop_record"]
+        assert (arms["beta"]["arm"], arms["beta"]["rule"]) == ("canary", "completed")
+        assert (arms["stable"]["arm"], arms["stable"]["would_stop"]) == ("shadow", "completed")
+    finally:
+        api.clear_providers()
+
+
+def test_openfeature_sends_only_the_named_values_and_fails_safe() -> None:
+    pytest.importorskip("openfeature")
+    from openfeature import api
+
+    from toolstop.flags import OpenFeatureArm
+
+    seen: list[Any] = []
+
+    def broken(flag: Any, context: Any) -> Any:
+        seen.append(context)
+        raise RuntimeError("provider down")
+
+    api.set_provider(_provider(broken))
+    try:
+        arm = OpenFeatureArm(attributes=("tenant",))
+        config = {"configurable": {"thread_id": "t", "tenant": "beta", "api_key": "sk-secret"}}
+        policy = StopPolicy(mode="hard", canary=arm)
+        assert policy.run_modes(ArmContext("t", config)).arm == "shadow"
+        assert seen[0].targeting_key == "t"
+        assert dict(seen[0].attributes) == {"tenant": "beta"}
+    finally:
+        api.clear_providers()
+    with pytest.raises(ToolstopConfigError, match="kind"):
+        OpenFeatureArm(kind="number")  # type: ignore[arg-type]

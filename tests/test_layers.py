@@ -32,6 +32,7 @@ LIBRARY = [
     "toolstop._lifecycle",
     "toolstop._relay",
     "toolstop._reask",
+    "toolstop.flags",
     "toolstop._tokens",
     "toolstop._prompt",
     "toolstop._invocation",
