@@ -29,6 +29,7 @@ LIBRARY = [
     "toolstop._secrets",
     "toolstop._version",
     "toolstop._judge",
+    "toolstop._reask",
     "toolstop._lifecycle",
     "toolstop._relay",
     "toolstop._reask",
