@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import logging
 import subprocess
 import sys
@@ -319,3 +320,57 @@ def test_openfeature_sends_only_the_named_values_and_fails_safe() -> None:
         api.clear_providers()
     with pytest.raises(ToolstopConfigError, match="kind"):
         OpenFeatureArm(kind="number")  # type: ignore[arg-type]
+
+
+# -- explain -----------------------------------------------------------------------------------
+def test_explain_says_the_arm_and_whether_the_user_asked_again(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from toolstop._check.routers import GRAPH
+    from toolstop.cli import main
+
+    db = str(tmp_path / "threads.sqlite")
+    policy = StopPolicy(mode="hard", canary=0.5, canary_tools=("lookup",))
+    with SqliteSaver.from_conn_string(db) as saver:
+        for thread in ("a", "b", "c", "d"):
+            agent = GRAPH.build(
+                ScriptedChatModel([call("lookup", q="42"), "It ships Monday.", "Sorry."]),
+                [forced_tool("lookup", (ANSWER, signal(Outcome.COMPLETED)))],
+                policy=policy,
+                checkpointer=saver,
+            )
+            config = {"configurable": {"thread_id": thread}}
+            agent.invoke({"messages": [HumanMessage("When does order 42 ship?")]}, config)
+            agent.invoke({"messages": [HumanMessage("That is wrong, try again")]}, config)
+    arms = {}
+    for thread in ("a", "b", "c", "d"):
+        assert main(["explain", thread, "--db", db]) == 0
+        text = capsys.readouterr().out
+        arms[thread] = "canary arm: canary" in text
+        assert "asked again after run 1 (" in text
+        assert ": yes (complaint)" in text
+        if not arms[thread]:
+            assert "canary arm: shadow (lookup never)" in text
+            assert "would have stopped on lookup" in text
+    assert set(arms.values()) == {True, False}
+
+
+def test_explain_reads_a_hostile_canary_record_without_trusting_it() -> None:
+    from toolstop._printable import printable_data
+    from toolstop.report.explain import _modes, _print_canary, _reask
+
+    evil = "\x1b[2J" + "x" * 100_000
+    assert _reask({"asked_again": "yes"}) is None
+    assert _reask([1]) is None
+    verdict = _reask({"asked_again": True, "run": True, "why": evil, "tools": evil, "arm": 3})
+    assert verdict is not None
+    assert (verdict["run"], verdict["tools"], verdict["arm"]) == (None, [], None)
+    modes = _modes({evil: evil, **{f"t{i}": "never" for i in range(50)}})
+    assert len(modes) == 20
+    run = {"arm": evil[:50], "modes": modes, "sent_back": [evil[:50]], "reask": verdict}
+    out = io.StringIO()
+    _print_canary(printable_data(run), out)  # as print_explanation escapes every run
+    assert "\x1b" not in out.getvalue()
+    assert "asked again after run None" in out.getvalue()

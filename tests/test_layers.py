@@ -32,7 +32,6 @@ LIBRARY = [
     "toolstop._reask",
     "toolstop._lifecycle",
     "toolstop._relay",
-    "toolstop._reask",
     "toolstop.flags",
     "toolstop._tokens",
     "toolstop._prompt",

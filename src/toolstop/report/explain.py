@@ -185,9 +185,32 @@ def _run(
         "output_tokens": record.get("output_tokens"),
         "would_save": saved or None,
         "would_skip": _names(record.get("would_skip")),
+        **_canary(record),
         "if_signalled": _if_signalled(record),
         "ended_after": _ended_after(record, messages),
     }
+
+
+def _print_canary(run: dict[str, Any], out: TextIO) -> None:
+    """The run's canary arm and modes, and whether the user asked again after the run before."""
+    if run.get("arm"):
+        line = f"  canary arm: {run['arm']}"
+        if run.get("modes"):
+            line += " (" + ", ".join(f"{t} {m}" for t, m in run["modes"].items()) + ")"
+        print(line, file=out)
+    elif run.get("modes"):
+        print("  modes: " + ", ".join(f"{t} {m}" for t, m in run["modes"].items()), file=out)
+    if run.get("sent_back"):
+        print(f"  sent back to never by the way back: {', '.join(run['sent_back'])}", file=out)
+    reask = run.get("reask")
+    if reask:
+        how = "stopped on" if reask["stopped"] else "would have stopped on"
+        verdict = f"yes ({reask['why']})" if reask["asked_again"] else "no"
+        print(
+            f"  asked again after run {reask['run']} ({how} {', '.join(reask['tools'])}): "
+            f"{verdict}",
+            file=out,
+        )
 
 
 def _if_signalled(record: dict[str, Any]) -> dict[str, list[str]]:
@@ -204,6 +227,39 @@ def _if_signalled(record: dict[str, Any]) -> dict[str, list[str]]:
         if skipped and cut(str(tool)) not in deciding:
             found[cut(str(tool))] = skipped
     return found
+
+
+def _canary(record: dict[str, Any]) -> dict[str, Any]:
+    """A record's canary fields (`arm`, `modes`, `sent_back`, `reask`), those it has."""
+    found = {
+        "arm": cut(record["arm"]) if isinstance(record.get("arm"), str) else None,
+        "modes": _modes(record.get("modes")),
+        "sent_back": _names(record.get("sent_back")),
+        "reask": _reask(record.get("reask")),
+    }
+    return {key: value for key, value in found.items() if value}
+
+
+def _modes(value: Any) -> dict[str, str]:
+    """A record's per-tool `modes`, names and modes cut; `{}` for anything else."""
+    if not isinstance(value, dict):
+        return {}
+    return {cut(str(k)): cut(str(v)) for k, v in list(value.items())[:20]}
+
+
+def _reask(value: Any) -> dict[str, Any] | None:
+    """A record's `reask` verdict with its types checked (a hostile record gives `None`)."""
+    if not isinstance(value, dict) or not isinstance(value.get("asked_again"), bool):
+        return None
+    run = value.get("run")
+    return {
+        "run": run if isinstance(run, int) and not isinstance(run, bool) else None,
+        "asked_again": value["asked_again"],
+        "why": cut(str(value.get("why"))),
+        "stopped": value.get("stopped") is True,
+        "arm": cut(value["arm"]) if isinstance(value.get("arm"), str) else None,
+        "tools": _names(value.get("tools")),
+    }
 
 
 def _cut(value: Any) -> Any:
@@ -312,6 +368,7 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
         )
         if run["would_stop"]:
             print(f"  would have stopped (shadow mode): rule {run['would_stop']}", file=out)
+        _print_canary(run, out)
         if run["deciding"]:
             names = ", ".join(f"{d['tool']} ({d['tool_call_id']})" for d in run["deciding"])
             label = {
