@@ -75,3 +75,17 @@ def test_runs_stops_calls_tokens_and_savings_are_counted() -> None:
 
 def test_nothing_is_recorded_without_a_meter_provider() -> None:
     assert child("no-provider") == {"provider_set": False}
+
+
+def test_a_canary_counts_runs_by_arm_and_the_users_who_asked_again() -> None:
+    points = child("canary")["points"]
+    runs = points["toolstop.runs"]
+    assert total(runs, toolstop__arm="canary", toolstop__rule="completed") == 1
+    assert total(runs, toolstop__arm="shadow", toolstop__would_stop="completed") == 1
+    assert total(runs, toolstop__arm="canary") == 2  # the first run and the one asking again
+    reasks = points["toolstop.reasks"]
+    assert total(reasks) == 2
+    assert total(reasks, toolstop__arm="canary", toolstop__stopped=True) == 1
+    assert total(reasks, toolstop__arm="shadow", toolstop__stopped=False) == 1
+    assert total(reasks, toolstop__asked_again=True, toolstop__why="complaint") == 2
+    assert total(reasks, gen_ai__tool__name="pay") == 2

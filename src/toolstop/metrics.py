@@ -15,7 +15,13 @@ Instruments (attributes in brackets; the table with units is in docs/metrics.md)
 - `toolstop.tool_calls` [mode, `toolstop.signal`]: tool calls by reason, `invalid`,
   `unsignalled`, `rejected`;
 - `toolstop.would_save.model_calls`, `toolstop.would_save.tokens` [would_stop,
-  `gen_ai.token.type`]: shadow mode, what a stop would have saved.
+  `gen_ai.token.type`]: shadow mode, what a stop would have saved;
+- `toolstop.reasks` [`toolstop.arm`, `toolstop.asked_again`, `toolstop.why`,
+  `toolstop.stopped`, `gen_ai.tool.name`]: runs that followed a run ended (or, in shadow,
+  that would have ended) on a tool result, by whether the user asked again; the arm and
+  `stopped` are the earlier run's.
+
+Under a canary every instrument also carries `toolstop.arm` (`canary` or `shadow`).
 
 `mode`, `rule`, `would_stop` and `stopped` are `toolstop.mode`, `toolstop.rule`,
 `toolstop.would_stop` and `toolstop.stopped`. Like every channel, metrics never carry tool
@@ -80,6 +86,11 @@ class _Instruments:
         self.saved_tokens = meter.create_counter(
             "toolstop.would_save.tokens", "{token}", "Shadow mode: tokens a stop would have saved"
         )
+        self.reasks = meter.create_counter(
+            "toolstop.reasks",
+            "{run}",
+            "Runs after a (would-)stop on a tool result, by whether the user asked again",
+        )
 
 
 _instruments = _Instruments(_otel_metrics.get_meter("toolstop")) if _otel_metrics else None
@@ -134,6 +145,25 @@ def deciding_tools(record: Mapping[str, Any]) -> tuple[str | None, list[str], bo
     return None, [], False
 
 
+def _record_reask(reask: Any, agent_name: str | None) -> None:
+    """Count a run's re-ask verdict on the earlier run, once per deciding tool of that run."""
+    if _instruments is None or not isinstance(reask, Mapping):
+        return
+    said: dict[str, Any] = {
+        "gen_ai.operation.name": "invoke_agent",
+        "toolstop.asked_again": reask.get("asked_again") is True,
+        "toolstop.why": str(reask.get("why")),
+        "toolstop.stopped": reask.get("stopped") is True,
+    }
+    if isinstance(reask.get("arm"), str):
+        said["toolstop.arm"] = reask["arm"]
+    if agent_name:
+        said["gen_ai.agent.name"] = agent_name
+    tools = reask.get("tools")
+    for tool in tools[:16] if isinstance(tools, list) else []:
+        _instruments.reasks.add(1, {**said, "gen_ai.tool.name": str(tool)})
+
+
 def record_run_metrics(record: Mapping[str, Any], agent_name: str | None = None) -> None:
     """Record one finished run's metrics (nothing when no MeterProvider is set).
 
@@ -149,6 +179,10 @@ def record_run_metrics(record: Mapping[str, Any], agent_name: str | None = None)
     base: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent", "toolstop.mode": mode}
     if agent_name:
         base["gen_ai.agent.name"] = agent_name
+    arm = record.get("arm")
+    if isinstance(arm, str):
+        base["toolstop.arm"] = arm
+    _record_reask(record.get("reask"), agent_name)
     ruled = {**base, "toolstop.rule": rule}
     _instruments.runs.add(
         1,

@@ -50,6 +50,36 @@ def runs() -> dict[str, Any]:
     return seen
 
 
+def canary_runs() -> dict[str, Any]:
+    """Two threads under a canary (one per arm), each asking again after a (would-)stop."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from toolstop.policy import share
+
+    pay = forced_tool("pay", DONE)
+    policy = StopPolicy(mode="hard", canary=0.5)
+    threads = {"canary": "", "shadow": ""}
+    for n in range(100):  # one thread of each arm (the hash decides, the same everywhere)
+        arm = "canary" if share(f"t{n}", None) < 0.5 else "shadow"
+        threads[arm] = threads[arm] or f"t{n}"
+    saver = InMemorySaver()
+    for thread in threads.values():
+        agent = build_react_graph(
+            ScriptedChatModel([call("pay"), "You paid.", "Sorry about that."]),
+            [pay],
+            policy=policy,
+            checkpointer=saver,
+        )
+        config = {"configurable": {"thread_id": thread}}
+        agent.invoke({"messages": [("user", "pay my order")]}, config)
+        if agent.get_state(config).values["stop_record"]["stopped"]:  # no second model call
+            agent = build_react_graph(
+                ScriptedChatModel(["Sorry about that."]), [pay], policy=policy, checkpointer=saver
+            )
+        agent.invoke({"messages": [("user", "that is wrong, try again")]}, config)
+    return threads
+
+
 def points(reader: Any) -> dict[str, list[dict[str, Any]]]:
     found: dict[str, list[dict[str, Any]]] = {}
     data = reader.get_metrics_data()
@@ -91,7 +121,7 @@ def main() -> None:
 
     reader = InMemoryMetricReader()
     otel.set_meter_provider(MeterProvider(metric_readers=[reader]))
-    seen = runs()
+    seen = canary_runs() if sys.argv[1:] == ["canary"] else runs()
     print(json.dumps({"seen": seen, "points": points(reader)}))
 
 
