@@ -25,6 +25,7 @@ from toolstop._reask import (
 )
 
 PAIRS = Path(__file__).parent / "data" / "reask" / "pairs.jsonl"
+HELDOUT = Path(__file__).parent / "data" / "reask" / "heldout.jsonl"
 
 REQUEST = "Can you cancel my reservation for the Lima hotel?"
 ANSWER = "Your reservation H-1042 at the Lima hotel is confirmed for May 10."
@@ -491,8 +492,8 @@ def test_a_failing_model_raises_for_the_caller_to_count() -> None:
         judge_reask(Broken(), REQUEST, ANSWER, "thanks")
 
 
-def _rows() -> list[dict[str, Any]]:
-    return [json.loads(line) for line in PAIRS.read_text(encoding="utf-8").splitlines()]
+def _rows(path: Path = PAIRS) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 def _counts(rows: list[dict[str, Any]]) -> tuple[int, int, int, int]:
@@ -527,3 +528,28 @@ def test_the_flags_on_more_steps_are_mostly_right() -> None:
     tp, fp, _, _ = _counts(rows)
     assert tp >= 36
     assert fp <= 3
+
+
+def test_a_held_out_sample_agrees_at_least_as_measured() -> None:
+    """200 more steps of the same sources, drawn after the rules were fixed and judged by hand
+    (docs/advisor-validation.md, "Held out"): measured 182 of 200 agree (7 found, 4 false
+    alarms, 14 missed, 175 rightly quiet)."""
+    rows = [r for r in _rows(HELDOUT) if r["set"] == "heldout"]
+    assert len(rows) == 200
+    assert sum(r["asked_again"] for r in rows) == 21
+    tp, fp, _, tn = _counts(rows)
+    assert tp + tn >= 182
+    assert tp >= 7
+    assert fp <= 4
+
+
+def test_steps_of_a_set_the_rules_never_saw_agree_at_least_as_measured() -> None:
+    """100 steps of τ²-bench retail runs (gpt-4.1), judged by hand: measured 98 of 100 agree
+    (1 found, 1 false alarm, 1 missed)."""
+    rows = [r for r in _rows(HELDOUT) if r["set"] == "retail"]
+    assert len(rows) == 100
+    assert sum(r["asked_again"] for r in rows) == 2
+    tp, fp, _, tn = _counts(rows)
+    assert tp + tn >= 98
+    assert tp >= 1
+    assert fp <= 1
