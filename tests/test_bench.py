@@ -62,6 +62,58 @@ def test_hard_mode_uses_the_minimum_and_never_stops_wrongly(result: Any) -> None
         assert polish["missed_stops"] == 0
 
 
+def test_a_narrator_takes_the_narration_off_the_agents_model(result: Any) -> None:
+    document, text, out = result
+    configs = by_name(document)
+    routers = [r for r in ("graph", "middleware") if f"{r}-polish+narrator" in configs]
+    assert routers  # the hand-built graph always runs
+    for router in routers:
+        narrated = configs[f"{router}-polish+narrator"]
+        hard, polish = configs[f"{router}-hard"], configs[f"{router}-polish"]
+        # the agent's model makes hard mode's calls; each stop is narrated by the narrator
+        assert (narrated["model_calls"], narrated["narration_calls"]) == (hard["model_calls"], 0)
+        assert narrated["input_tokens"] == hard["input_tokens"]
+        assert narrated["narrator_calls"] == polish["narration_calls"] == 30
+        assert narrated["narrator_input_tokens"] > 0
+        assert (narrated["wrong_stops"], narrated["missed_stops"]) == (0, 0)
+        assert polish["narrator_calls"] == polish["narrator_input_tokens"] == 0
+    prices = document["settings"]["prices"]
+    assert prices == {"model": [3.0, 15.0], "narrator": [0.1, 0.4]}
+    for config in document["configs"]:
+        model = (config["input_tokens"] * 3 + config["output_tokens"] * 15) / 1e6
+        narrator = config["narrator_input_tokens"] * 0.1 + config["narrator_output_tokens"] * 0.4
+        assert config["cost"] == {
+            "model": round(model, 6),
+            "narrator": round(narrator / 1e6, 6),
+            "total": round(round(model, 6) + round(narrator / 1e6, 6), 6),
+        }
+        line = (
+            f"calls {config['model_calls']} + {config['narrator_calls']}  "
+            f"in {config['input_tokens']} + {config['narrator_input_tokens']}  "
+            f"out {config['output_tokens']} + {config['narrator_output_tokens']}  "
+            f"money {config['cost']['total']:.4f}"
+        )
+        assert any(x.split() == [config["name"], *line.split()] for x in text.splitlines())
+    page = (out / "report.html").read_text()
+    for config in document["configs"]:
+        name = config["name"]
+        cell = f'data-cost-config="{name}" data-cost="cost.total">{config["cost"]["total"]:.4f}<'
+        assert cell in page
+        assert (
+            f'data-cost-config="{name}" data-cost="narrator_calls">{config["narrator_calls"]}<'
+            in page
+        )
+
+
+def test_prices_are_the_users(tmp_path: Path) -> None:
+    prices = ["--price-in", "1", "--price-out", "2", "--narrator-price-in", "0"]
+    document, text = bench(tmp_path, "--queries", "2", *prices, "--narrator-price-out", "0.5")
+    assert document["settings"]["prices"] == {"model": [1.0, 2.0], "narrator": [0.0, 0.5]}
+    narrated = by_name(document)["graph-polish+narrator"]
+    assert narrated["cost"]["narrator"] == round(narrated["narrator_output_tokens"] * 0.5 / 1e6, 6)
+    assert "cost at 1/2 (model) + 0/0.5 (narrator) per million tokens in/out:" in text
+
+
 def figures(config: dict[str, Any], thousands: str = "") -> list[str]:
     """A configuration's row as the table prints it (floats with two decimals)."""
     return [
@@ -166,6 +218,7 @@ def test_the_table_fits_100_columns(result: Any) -> None:
         ("--latency-ms", "-1", "--latency-ms must be 0 or more, got -1.0"),
         ("--payload-kb", "0", "--payload-kb must be more than 0, got 0.0"),
         ("--repeat", "0", "--repeat must be at least 1, got 0"),
+        ("--narrator-price-out", "-1", "--narrator-price-out must be 0 or more, got -1.0"),
     ],
 )
 def test_a_number_out_of_range_is_named(
@@ -778,3 +831,42 @@ def test_the_commits_call_counts_are_their_counts() -> None:
                 f"| {f['soa/floor_m']:.3f}x | {calls['graph']:,} | {f['graph/bare']:.3f}x |"
             )
             assert row in page, row
+
+
+def test_the_narrator_table_quotes_the_stored_narrator_json() -> None:
+    """docs/benchmarks.md's narrator table and its ratios are docs/bench/narrator.json's."""
+    root = Path(__file__).resolve().parent.parent
+    stored = by_name(json.loads((root / "docs" / "bench" / "narrator.json").read_text()))
+    page = (root / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    rows = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in page.splitlines()
+        if re.match(r"\| (never|hard|polish|polish\+narrator) \| \d", line)
+    ]
+    modes = ("never", "hard", "polish", "polish+narrator")
+    assert rows == [
+        [
+            mode,
+            f"{c['model_calls']:,}",
+            f"{c['input_tokens']:,} / {c['output_tokens']:,}",
+            f"{c['narrator_calls']:,}",
+            f"{c['narrator_input_tokens']:,} / {c['narrator_output_tokens']:,}",
+            f"{c['cost']['total']:.4f}",
+        ]
+        for mode in modes
+        for c in [stored[f"graph-{mode}"]]
+    ]
+    for router in ("middleware", "pydantic_ai"):  # the same calls and tokens, as the page says
+        for mode in modes:
+            if f"{router}-{mode}" in stored:
+                same = ("model_calls", "input_tokens", "narrator_calls", "narrator_input_tokens")
+                assert all(
+                    stored[f"{router}-{mode}"][k] == stored[f"graph-{mode}"][k] for k in same
+                )
+    narrated, hard = stored["graph-polish+narrator"]["cost"], stored["graph-hard"]["cost"]
+    polish = stored["graph-polish"]["cost"]
+    text = " ".join(page.split())
+    assert (
+        f"**{narrated['total'] / polish['total']:.2f}x the money of `polish` without one, "
+        f"{narrated['total'] / hard['total']:.2f}x `hard`'s**"
+    ) in text

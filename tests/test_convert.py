@@ -158,17 +158,17 @@ def test_context_is_this_runs_results_only() -> None:
 
 
 @pytest.mark.parametrize(
-    ("answer", "why"),
+    ("answer", "why", "recorded"),
     [
-        ("Booked {missing}", "KeyError: 'missing'"),
-        ("Flight {flights[3][flight_number]}", "IndexError"),
-        ("{result.__class__}", "ValueError"),
-        ("   {reservation_id:.0}", "the answer has no text"),
+        ("Booked {missing}", "KeyError: 'missing'", "KeyError"),
+        ("Flight {flights[3][flight_number]}", "IndexError", "IndexError"),
+        ("{result.__class__}", "ValueError", "ValueError"),
+        ("   {reservation_id:.0}", "the answer has no text", "blank"),
     ],
     ids=["missing-key", "bad-index", "attribute", "blank"],
 )
 def test_a_template_that_fails_shows_the_content_and_says_why(
-    router: Router, answer: str, why: str, caplog: pytest.LogCaptureFixture
+    router: Router, answer: str, why: str, recorded: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.WARNING, logger="toolstop"):
         state, model = run(router, [convert(book, answer=answer)], [call("book", flight="HAT001")])
@@ -177,6 +177,24 @@ def test_a_template_that_fails_shows_the_content_and_says_why(
     artifact = state["messages"][2].artifact
     assert "answer" not in artifact
     assert why in artifact["answer_failed"]
+    # the record says why too: the tool and the exception's type, never the text
+    assert state["stop_record"]["answer_failed"] == [{"tool": "book", "why": recorded}]
+
+
+def test_a_template_that_renders_leaves_no_answer_failed(router: Router) -> None:
+    converted = convert(book, answer="Booked {reservation_id}")
+    state, _ = run(router, [converted], [call("book", flight="HAT001")])
+    assert state["messages"][-1].content == "Booked R1"
+    assert "answer_failed" not in state["stop_record"]
+
+
+def test_answer_failed_is_recorded_for_every_turn_in_never_mode(router: Router) -> None:
+    converted = convert(book, answer="Booked {missing}")
+    script = [call("book", flight="HAT001"), call("book", flight="HAT002"), "Booked twice."]
+    state, _ = run(router, [converted], script, policy=StopPolicy(mode="never"))
+    record = state["stop_record"]
+    assert record["would_stop"] == "completed"
+    assert record["answer_failed"] == [{"tool": "book", "why": "KeyError"}] * 2
 
 
 def test_outcome_decides_instead_of_the_default_rule(router: Router) -> None:

@@ -60,6 +60,17 @@ def test_openai_agents_a_result_stops_with_the_answer(function: Any) -> None:
     assert record["model_calls"] == 1
 
 
+def test_openai_agents_a_template_that_fails_is_recorded() -> None:
+    pytest.importorskip("agents", reason="needs the `openai-agents` extra")
+    from toolstop.openai_agents import convert
+
+    tool = convert(book, answer="Booked {seat}.", name_override="book")
+    result, _, record = sdk_run(tool, "HAT001", answers=0)
+    assert record["rule"] == "completed"
+    assert "R1" in result.final_output  # the content, relayed
+    assert record["answer_failed"] == [{"tool": "book", "why": "KeyError"}]
+
+
 @pytest.mark.parametrize("flight", ["raise", "error"])
 def test_openai_agents_a_failure_goes_back_to_the_model(flight: str) -> None:
     pytest.importorskip("agents", reason="needs the `openai-agents` extra")
@@ -111,6 +122,18 @@ def test_pydantic_ai_a_result_stops_with_the_answer(function: Any) -> None:
     result, seen, record = pai_run(converted, "HAT001", answers=0)
     assert result.output == "Booked R1 on HAT001."
     assert (record["rule"], len(seen)) == ("completed", 1)
+
+
+def test_pydantic_ai_a_template_that_fails_is_recorded() -> None:
+    pytest.importorskip("pydantic_ai", reason="needs the `pydantic-ai` extra")
+    from toolstop.pydantic_ai import convert
+
+    converted = convert(book, answer="Booked {seat}.")
+    converted.__name__ = "book"
+    result, seen, record = pai_run(converted, "HAT001", answers=0)
+    assert (record["rule"], len(seen)) == ("completed", 1)
+    assert "R1" in str(result.output)  # the content, relayed
+    assert record["answer_failed"] == [{"tool": "book", "why": "KeyError"}]
 
 
 @pytest.mark.parametrize("flight", ["raise", "error"])

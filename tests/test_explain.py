@@ -142,7 +142,7 @@ def explained_run_1() -> dict[str, Any]:
         "tool_turns": 2, "transient_retries": 1,
         "outcomes": {"transient": 1, "completed": 1, "invalid": 1},
         "model_calls": 2, "input_tokens": 30, "output_tokens": 4, "would_save": None,
-        "would_skip": [], "if_signalled": {}, "ended_after": None,
+        "would_skip": [], "if_signalled": {}, "ended_after": None, "answer_failed": [],
     }  # fmt: skip
 
 
@@ -430,3 +430,21 @@ def test_explain_names_the_earlier_results_an_answer_restated() -> None:
         "  the model answered right after: exchange (answer overlap 0.2, restated its object "
         "result with facts from earlier results of get_user_details, get_order_details)\n"
     )
+
+
+def test_a_template_that_did_not_render_is_told_per_run() -> None:
+    failed = [{"tool": "pay", "why": "KeyError"}, "not an entry", {"tool": "\x1b[2Jpay"}]
+    record = {**RECORD_1, "answer_failed": failed}
+    ends = [run_end("", T1, record, "c1")]
+    db = Database({"t": {"": (ends, None)}}, {"c1": {"messages": RUN_1}})
+    explained = explain_thread(db, "t")
+    assert explained is not None
+    assert explained["runs"][0]["answer_failed"] == [
+        {"tool": "pay", "why": "KeyError"},
+        {"tool": "\x1b[2Jpay", "why": "None"},
+    ]
+    out = io.StringIO()
+    print_explanation(explained, out)
+    lines = out.getvalue().splitlines()
+    assert "  the answer of pay did not render (KeyError): the stop showed its content" in lines
+    assert "\x1b" not in out.getvalue()

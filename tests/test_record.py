@@ -368,3 +368,39 @@ def test_a_first_call_whose_result_reads_as_an_error_starts_no_after_first() -> 
     old = dict(record)
     del old["after_first"]
     assert failed_calls(old, turn, results) == frozenset()  # type: ignore[arg-type]
+
+
+def test_a_failed_answer_is_folded_with_its_exception_type_only() -> None:
+    def failing(i: int, text: Any) -> CallSignal:
+        return CallSignal(
+            tool=f"tool{i}", tool_call_id=f"c{i}", reason=Outcome.COMPLETED, stop=True,
+            answer_failed=text,
+        )  # fmt: skip
+
+    record = new_record(StopPolicy())
+    turn = Decision(
+        stop=False,
+        rule=Rule.NONE,
+        signals=(
+            failing(0, "KeyError: 'seat' in a text that may quote content"),
+            _signal(1, Outcome.COMPLETED),
+            failing(2, "blank: the answer has no text"),
+            failing(3, {"not": "text"}),
+            failing(4, "no type here"),
+        ),
+    )
+    folded = fold_turn(record, turn)
+    assert "answer_failed" not in record  # the input is not changed
+    assert folded["answer_failed"] == [
+        {"tool": "tool0", "why": "KeyError"},
+        {"tool": "tool2", "why": "blank"},
+        {"tool": "tool3", "why": "unreadable"},
+        {"tool": "tool4", "why": "unreadable"},
+    ]
+    again = fold_turn(folded, turn)
+    assert len(again["answer_failed"]) == 8
+    assert len(folded["answer_failed"]) == 4
+    for _ in range(5):
+        again = fold_turn(again, turn)
+    assert len(again["answer_failed"]) == record_module.ANSWER_FAILED_MAX
+    assert "answer_failed" not in fold_turn(record, Decision(stop=False, rule=Rule.NONE))

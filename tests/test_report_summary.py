@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from report_runs import RUNS, end, summary
+from toolstop.report.records import out_of_range
 from toolstop.report.render import render_chart, render_summary, write_json
 from toolstop.report.summary import with_prices
 
@@ -56,6 +57,7 @@ EXPECTED: dict[str, Any] = {
     "unsignalled": 2,
     "invalid_by_problem": {"stop_not_bool": 2},
     "invalid_by_tool": {"None": {"stop_not_bool": 1}, "lookup": {"stop_not_bool": 1}},
+    "answer_failed_by_tool": {},
     "would_save": {
         "runs": 2, "model_calls": 3, "input_tokens": 160, "output_tokens": 20,
         "share_of_shadow_model_calls": 0.4286, "share_of_shadow_input_tokens": 0.3077,
@@ -424,3 +426,28 @@ def test_names_a_run_produced_are_drawn_as_text_never_as_mathtext(
     assert sorted(label.get_text() for label in modes.get_xticklabels()) == sorted(names)
     assert sorted(label.get_text() for label in tools.get_yticklabels()) == sorted(names)
     assert (tmp_path / "chart.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_answer_templates_that_did_not_render_are_counted_by_tool_and_why() -> None:
+    failed = [{"tool": "book", "why": "KeyError"}, {"tool": "book", "why": "blank"}]
+    runs = [
+        end("a", None, mode="hard", rule="completed", answer_failed=failed),
+        end("b", None, mode="hard", rule="completed", answer_failed=failed[:1]),
+        end("c", None, mode="hard", rule="completed", answer_failed="not a list"),
+        end("d", None, mode="hard", rule="completed", answer_failed=[7, {"tool": "x" * 500}]),
+    ]
+    document = summary(runs)
+    assert document["answer_failed_by_tool"] == {
+        "book": {"KeyError": 2, "blank": 1},
+        "x" * 199 + "…": {"None": 1},  # a name cut, a missing reason named None
+    }
+    assert document["runs"] == 4  # entries that are not entries are skipped
+    # where records are read, a record whose answer_failed is not a list is unreadable
+    assert out_of_range({"answer_failed": "not a list"}) == "answer_failed"
+    out = io.StringIO()
+    render_summary({**document, "source": {"log": "runs.jsonl"}}, out)
+    line = next(x for x in out.getvalue().splitlines() if x.startswith("answer templates"))
+    assert line.startswith(
+        "answer templates that did not render (the stop showed the content): "
+        "book (KeyError 2, blank 1); "
+    )

@@ -97,8 +97,9 @@ def convert(
             of an earlier call of `TOOL` in this run. Or a function `(result, context) -> str`,
             where `context` maps each tool called earlier in this run to its latest result. A
             template that fails to render (a missing field, a blank text) never breaks the run:
-            the stop shows the content, the artifact says why (`answer_failed`) and logger
-            `toolstop` warns once per tool.
+            the stop shows the content, the artifact says why (`answer_failed`), the stop
+            record names the tool and the exception's type (`StopRecord.answer_failed`) and
+            logger `toolstop` warns once per tool.
         outcome: Classifies each call instead of the default rule (see above).
 
     Returns:
@@ -293,14 +294,18 @@ def signal_for(
     except Exception as problem:
         return signal(reason, answer_failed=_failed(name, "answer", problem), **extra)
     if not is_answer(text) or not text.strip():
-        why = _failed(name, "answer", ValueError("the answer has no text"))
+        why = _failed(name, "answer", "blank: the answer has no text")
         return signal(reason, answer_failed=why, **extra)
     return signal(reason, answer=text, **extra)
 
 
-def _failed(name: str, what: str, problem: Exception) -> str:
-    """Why `what` (answer or outcome) failed, masked and cut; logged once per tool."""
-    why = mask_secrets(f"{type(problem).__name__}: {problem}")[:_WHY_MAX]
+def _failed(name: str, what: str, problem: Exception | str) -> str:
+    """Why `what` (answer or outcome) failed, masked and cut; logged once per tool.
+
+    `TYPE: message` for an exception (the record keeps `TYPE` only, see
+    `toolstop.record.answer_failed_why`), `problem` itself for a text."""
+    said = problem if isinstance(problem, str) else f"{type(problem).__name__}: {problem}"
+    why = mask_secrets(said)[:_WHY_MAX]
     if (name, what) not in _warned:
         _warned.add((name, what))
         logger.log(

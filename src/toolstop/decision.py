@@ -160,6 +160,9 @@ class CallSignal:
         would_stop: A sub-agent in `never` mode would have stopped on this result
             (`subagent_would_stop` in a forwarded artifact, see `toolstop.forwarded_stop`):
             a parent in `never` mode records it as a would-stop too; any other mode ignores it.
+        answer_failed: The artifact's `answer_failed` (a converted tool's `answer` that did not
+            render, see `toolstop.convert`), as the artifact holds it (any value: read it as
+            hostile); `None` when it has none.
     """
 
     tool: str
@@ -168,6 +171,7 @@ class CallSignal:
     stop: bool
     problem: Problem | None = None
     would_stop: bool = False
+    answer_failed: Any = None
 
     @property
     def valid(self) -> bool:
@@ -240,6 +244,7 @@ def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
                 "stop": read[1],
                 "problem": None,
                 "would_stop": read[2],
+                "answer_failed": read[3],
             },
         )
     return _frozen(
@@ -251,13 +256,14 @@ def read_signal(message: ToolMessage, *, tool: str | None = None) -> CallSignal:
             "stop": False,
             "problem": read,
             "would_stop": False,
+            "answer_failed": None,
         },
     )
 
 
-def _read(message: ToolMessage) -> tuple[Outcome, bool, bool] | Problem:
-    """`read_signal`'s reading: `(reason, stop, would_stop)` of a valid signal, or why it is
-    invalid."""
+def _read(message: ToolMessage) -> tuple[Outcome, bool, bool, Any] | Problem:
+    """`read_signal`'s reading: `(reason, stop, would_stop, answer_failed)` of a valid signal,
+    or why it is invalid."""
     if getattr(message, "status", "success") == "error":
         return Problem.REJECTED if _human_rejected(message) else Problem.TOOL_ERROR
     try:
@@ -299,11 +305,13 @@ def _read(message: ToolMessage) -> tuple[Outcome, bool, bool] | Problem:
         would_stop = (
             not stop and reason in _STOP_RULES and artifact.get("subagent_would_stop") is True
         )
+        # `in` first: no call on the per-call path when no template failed
+        failed = artifact["answer_failed"] if "answer_failed" in artifact else None  # noqa: SIM401
     except Exception:  # hostile artifacts: __eq__/__hash__/__getitem__ that raise
         return Problem.UNREADABLE
     if reason is Outcome.TRANSIENT and stop:
         return Problem.TRANSIENT_WITH_STOP
-    return reason, stop, would_stop
+    return reason, stop, would_stop, failed
 
 
 def near_miss_key(key: str) -> bool:

@@ -24,14 +24,17 @@ from toolstop.outcome import Outcome
 from toolstop.policy import StopPolicy
 
 __all__ = [
+    "ANSWER_FAILED_MAX",
     "RECORD_SCHEMA_VERSION",
     "AfterFirst",
+    "AnswerFailed",
     "EndedAfter",
     "InvalidSignal",
     "Judged",
     "ReAsk",
     "Savings",
     "StopRecord",
+    "answer_failed_why",
     "count_model_call",
     "failed_calls",
     "fold_turn",
@@ -56,6 +59,9 @@ entry's `skipped` (the first ones called); the count of runs cut short is exact 
 
 AFTER_FIRST_MAX = 64
 """At most this many tools get an `after_first` entry per run (the first ones to succeed)."""
+
+ANSWER_FAILED_MAX = 16
+"""At most this many `answer_failed` entries are kept per run (the first ones)."""
 
 
 class InvalidSignal(TypedDict):
@@ -145,6 +151,18 @@ class ReAsk(TypedDict):
     """The previous run's canary arm, when it had one."""
     tools: list[str]
     """The previous run's deciding tools."""
+
+
+class AnswerFailed(TypedDict):
+    """One call of a converted tool whose `answer` did not render: the stop showed its content.
+
+    A tool name and a short reason, never content."""
+
+    tool: str
+    why: str
+    """The exception's type (`KeyError`, `IndexError`, `ValueError`, ...), or `blank` for a
+    text with nothing but whitespace (the full reason is in the call's artifact and on logger
+    `toolstop`)."""
 
 
 class StopRecord(TypedDict):
@@ -239,6 +257,11 @@ class StopRecord(TypedDict):
     reask: NotRequired[ReAsk]
     """Whether the user asked again after the previous run of the thread, when that run ended
     (or in `never` mode would have ended) on a tool result: `completed` or `fatal`."""
+    answer_failed: NotRequired[list[AnswerFailed]]
+    """The calls of converted tools (`toolstop.convert`) whose `answer` did not render (a
+    missing field, a blank text): their stop showed the content instead. Present only when one
+    failed (at most `ANSWER_FAILED_MAX`, the first ones); absent otherwise, and in records
+    written before it was recorded."""
 
 
 _OUTCOME_KEYS = {o: o.value for o in Outcome}
@@ -407,6 +430,8 @@ def fold_turn(record: StopRecord, decision: Decision, failed: Collection[str] = 
                     tool=signal.tool, tool_call_id=signal.tool_call_id, problem=signal.problem.value
                 )
             )
+        if signal.answer_failed is not None:
+            _fold_answer_failed(updated, signal)
     updated["tool_turns"] = record["tool_turns"] + 1
     _fold_later(record, updated, decision, failed)
     if not decision.stop:
@@ -416,6 +441,28 @@ def fold_turn(record: StopRecord, decision: Decision, failed: Collection[str] = 
         updated["tools"] = [s.tool for s in decision.deciding]
         updated["tool_call_ids"] = [s.tool_call_id for s in decision.deciding]
     return updated
+
+
+_WHY = re.compile(r"([A-Za-z_][A-Za-z0-9_]{0,63}):")
+
+
+def answer_failed_why(text: Any) -> str:
+    """The record's short reason for an artifact's `answer_failed` text (which may be hostile).
+
+    The exception type it starts with (`KeyError: 'seat'` -> `KeyError`), `blank`, or
+    `unreadable` for anything else: never the rest of the text, which may quote content."""
+    if not isinstance(text, str):
+        return "unreadable"
+    found = _WHY.match(text)
+    return found.group(1) if found else "unreadable"
+
+
+def _fold_answer_failed(updated: StopRecord, signal: CallSignal) -> None:
+    """Add one call's failed `answer` to `updated["answer_failed"]` (a new list)."""
+    failed = list(updated.get("answer_failed") or [])
+    if len(failed) < ANSWER_FAILED_MAX:
+        failed.append(AnswerFailed(tool=signal.tool, why=answer_failed_why(signal.answer_failed)))
+    updated["answer_failed"] = failed
 
 
 def _fold_later(

@@ -13,7 +13,10 @@ from toolstop._page import inline_png, page
 
 __all__ = [
     "AGENT_COLUMNS",
+    "PRICES",
+    "cost_lines",
     "headline",
+    "priced",
     "ratio_text",
     "render_chart",
     "render_html",
@@ -58,6 +61,56 @@ AGENT_COLUMNS = [
     ("tool_errors", "tool errors"),
 ]
 """The columns of `toolstop bench --agent` (your agent, your questions: no planned minimum)."""
+
+
+PRICES = {"model": (3.0, 15.0), "narrator": (0.10, 0.40)}
+"""The bench's default prices per million tokens, input and output: the agent's model and a
+cheaper narrator (illustrative: set yours with `--price-in/--price-out` and
+`--narrator-price-in/--narrator-price-out`)."""
+
+
+def _money(input_tokens: int, output_tokens: int, prices: tuple[float, float]) -> float:
+    return round((input_tokens * prices[0] + output_tokens * prices[1]) / 1_000_000, 6)
+
+
+def priced(
+    configs: Sequence[dict[str, Any]], prices: dict[str, tuple[float, float]]
+) -> list[dict[str, Any]]:
+    """Each configuration with `cost`: what both models' tokens cost.
+
+    The agent model's tokens at `prices["model"]`, the narrator's at `prices["narrator"]`, and
+    their sum (prices per million tokens, in and out)."""
+    out = []
+    for c in configs:
+        model = _money(c["input_tokens"], c["output_tokens"], prices["model"])
+        narrator = _money(
+            c.get("narrator_input_tokens", 0),
+            c.get("narrator_output_tokens", 0),
+            prices["narrator"],
+        )
+        cost = {"model": model, "narrator": narrator, "total": round(model + narrator, 6)}
+        out.append({**c, "cost": cost})
+    return out
+
+
+def cost_lines(
+    configs: Sequence[dict[str, Any]], prices: dict[str, tuple[float, float]]
+) -> list[str]:
+    """The cost of each configuration as the terminal shows it, under a line with the prices.
+
+    Each line: calls, input and output tokens (the agent model's + the narrator's) and the
+    money both cost; bench.json and report.html split the money by model."""
+    (mi, mo), (ni, no) = prices["model"], prices["narrator"]
+    lines = [f"cost at {mi:g}/{mo:g} (model) + {ni:g}/{no:g} (narrator) per million tokens in/out:"]
+    width = max((len(c["name"]) for c in configs), default=0)
+    for c in configs:
+        lines.append(
+            f"  {c['name']:{width}}  calls {c['model_calls']} + {c['narrator_calls']}  "
+            f"in {c['input_tokens']} + {c['narrator_input_tokens']}  "
+            f"out {c['output_tokens']} + {c['narrator_output_tokens']}  "
+            f"money {c['cost']['total']:.4f}"
+        )
+    return lines
 
 
 def _ratio(part: Any, whole: Any) -> float | None:
@@ -156,16 +209,26 @@ def render_chart(configs: Sequence[dict[str, Any]], path: Path) -> None:
         "polish": "#1e88e5",
     }
     colour = [colours.get(c["behaviour"], "#777777") for c in configs]
-    figure, axes = plt.subplots(1, 2, figsize=(12, 4.8))
-    for axis, key, title in (
-        (axes[0], "model_calls", "Model calls"),
-        (axes[1], "input_tokens", "Input tokens"),
-    ):
-        values = [c[key] for c in configs]
+    panels: list[tuple[str, str, Any]] = [
+        ("model_calls", "Model calls (+ narrator calls)", lambda c: c["model_calls"]),
+        ("input_tokens", "Input tokens (+ narrator's)", lambda c: c["input_tokens"]),
+    ]
+    if configs and all("cost" in c for c in configs):
+        panels.append(("cost", "Money, both models", lambda c: c["cost"]["total"]))
+    figure, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.8))
+    for axis, (key, title, value) in zip(axes, panels, strict=True):
+        values = [value(c) for c in configs]
         bars = axis.bar(range(len(names)), values, color=colour)
+        narrated = {
+            "model_calls": [c.get("narrator_calls", 0) for c in configs],
+            "input_tokens": [c.get("narrator_input_tokens", 0) for c in configs],
+        }.get(key)
+        if narrated and any(narrated):
+            axis.bar(range(len(names)), narrated, bottom=values, color="#90caf9")
         axis.set_title(title)
         axis.set_xticks(range(len(names)), names, rotation=35, ha="right", fontsize=8)
-        axis.bar_label(bars, labels=[f"{v:,}" for v in values], fontsize=7)
+        labels = [f"{v:.4f}" if key == "cost" else f"{v:,}" for v in values]
+        axis.bar_label(bars, labels=labels, fontsize=7)
         axis.spines[["top", "right"]].set_visible(False)
     queries = configs[0]["queries"] if configs else 0
     figure.suptitle(f"toolstop bench: {queries} queries per configuration")
@@ -230,6 +293,9 @@ def render_html(
             f'<li data-withheld="{html.escape(mode)}">{html.escape(mode)} vs never: withheld, '
             f"{html.escape(reason)}</li>"
         )
+    costs = ""
+    if configs and all("cost" in c for c in configs):
+        costs = _cost_table(configs, document["settings"].get("prices") or {})
     image = inline_png(chart, "model calls and tokens per configuration")
     settings = html.escape(json.dumps(document["settings"]))
     versions = html.escape(", ".join(f"{k} {v}" for k, v in document["versions"].items()))
@@ -240,5 +306,46 @@ def render_html(
 <h2>Per configuration</h2>
 <table id="figures"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>
 {notes}
+{costs}
 <h2>Stop rules that fired</h2><ul id="rules">{"".join(rules)}</ul>"""
     path.write_text(page("toolstop bench", body), encoding="utf-8")
+
+
+_COST_COLUMNS = [
+    ("model_calls", "model calls"),
+    ("narrator_calls", "narrator calls"),
+    ("input_tokens", "model tokens in"),
+    ("output_tokens", "model tokens out"),
+    ("narrator_input_tokens", "narrator tokens in"),
+    ("narrator_output_tokens", "narrator tokens out"),
+]
+
+
+def _cost_table(configs: Sequence[dict[str, Any]], prices: dict[str, Any]) -> str:
+    """The cost table of report.html: both models' calls and tokens, and their money."""
+    said = ", ".join(
+        f"{html.escape(name)} {_cell(pair[0])}/{_cell(pair[1])}"
+        for name, pair in prices.items()
+        if isinstance(pair, (list, tuple)) and len(pair) == 2
+    )
+    head = "".join(
+        f"<th>{html.escape(t)}</th>"
+        for t in ["configuration", *(t for _, t in _COST_COLUMNS), "model", "narrator", "total"]
+    )
+    rows = []
+    for c in configs:
+        name = html.escape(c["name"])
+        cells = [f"<td>{name}</td>"]
+        cells += [
+            f'<td data-cost-config="{name}" data-cost="{key}">{html.escape(_cell(c[key]))}</td>'
+            for key, _ in _COST_COLUMNS
+        ]
+        cells += [
+            f'<td data-cost-config="{name}" data-cost="cost.{part}">{c["cost"][part]:.4f}</td>'
+            for part in ("model", "narrator", "total")
+        ]
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    return (
+        f"<h2>Cost: both models</h2><p>Per million tokens in/out: {said}.</p>"
+        f'<table id="costs"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    )

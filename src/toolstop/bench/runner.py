@@ -11,7 +11,14 @@ from typing import Any, TypeVar
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from toolstop._compat import has_agents
-from toolstop.bench.workload import CallCounter, Query, RunTotals, SimulatedChatModel, make_tools
+from toolstop.bench.workload import (
+    NARRATOR_TAG,
+    CallCounter,
+    Query,
+    RunTotals,
+    SimulatedChatModel,
+    make_tools,
+)
 from toolstop.graph import build_react_graph
 from toolstop.policy import StopPolicy
 
@@ -28,6 +35,9 @@ class Config:
     router: str
     behaviour: str
     """`never`, `return_direct`, `hard` or `polish`."""
+    narrator: bool = False
+    """`polish` with a narrator (`StopPolicy(narrator=...)`): a second simulated model, its
+    calls tagged `NARRATOR_TAG` so they are counted apart."""
 
     def build(self, model: SimulatedChatModel, tools: list[Any]) -> Any:
         """The compiled agent of this configuration (tools get `return_direct` for that one)."""
@@ -35,7 +45,11 @@ class Config:
             for tool in tools:
                 tool.return_direct = True
             return _static(self.router, model, tools)
-        policy = StopPolicy(mode=self.behaviour)  # type: ignore[arg-type]
+        narrator = None
+        if self.narrator:
+            latency = model.latency_s if isinstance(model, SimulatedChatModel) else 0.0
+            narrator = SimulatedChatModel(latency_s=latency).with_config(tags=[NARRATOR_TAG])
+        policy = StopPolicy(mode=self.behaviour, narrator=narrator)  # type: ignore[arg-type]
         if self.router == "graph":
             return build_react_graph(model, tools, policy=policy)
         if self.router == "pydantic_ai":
@@ -63,9 +77,14 @@ def _static(router: str, model: SimulatedChatModel, tools: list[Any]) -> Any:
 
 
 CONFIGS = [
-    Config(name=f"{router}-{behaviour}", router=router, behaviour=behaviour)
+    Config(
+        name=f"{router}-{behaviour}",
+        router=router,
+        behaviour=behaviour.removesuffix("+narrator"),
+        narrator=behaviour.endswith("+narrator"),
+    )
     for router in ("graph", "middleware")
-    for behaviour in ("never", "return_direct", "hard", "polish")
+    for behaviour in ("never", "return_direct", "hard", "polish", "polish+narrator")
 ] + [
     Config(name=f"pydantic_ai-{behaviour}", router="pydantic_ai", behaviour=behaviour)
     for behaviour in ("never", "hard", "polish")
@@ -73,7 +92,9 @@ CONFIGS = [
 """Every configuration; `graph-return_direct` is legacy `create_react_agent` (stops if *any*
 call of the turn has the flag), `middleware-return_direct` is `create_agent` (only if *all* do).
 Pydantic AI has no per-tool static stop to compare with (its output tools end a run, not a
-function tool's result)."""
+function tool's result). `*-polish+narrator` narrates each stop with a second simulated
+model (a cheaper one, priced apart), its calls and tokens counted apart; it runs on the
+simulated model only."""
 
 
 def available_configs() -> list[Config]:
@@ -103,6 +124,9 @@ class Totals(RunTotals):
             "queries": self.queries,
             "model_calls": self.model_calls,
             "narration_calls": self.narration_calls,
+            "narrator_calls": self.narrator_calls,
+            "narrator_input_tokens": self.narrator_input_tokens,
+            "narrator_output_tokens": self.narrator_output_tokens,
             "min_model_calls": self.min_model_calls,
             "ratio_to_min": round(self.model_calls / self.min_model_calls, 4)
             if self.min_model_calls

@@ -28,6 +28,7 @@ from toolstop.testing.scripted import approximate_usage
 
 __all__ = [
     "MAX_TRANSIENT",
+    "NARRATOR_TAG",
     "CallCounter",
     "Query",
     "RunTotals",
@@ -39,6 +40,10 @@ __all__ = [
 MAX_TRANSIENT = 3
 """At most this many transient failures in a row per tool: the next outcome is final, so no plan
 runs into the retry budget (a budget stop would blur the wrong/missed-stop counts)."""
+
+NARRATOR_TAG = "toolstop-bench-narrator"
+"""The tag a narrator's calls carry (`StopPolicy(narrator=...)` in the bench), so `CallCounter`
+counts them apart from the agent model's."""
 
 TOOLS = ("search", "lookup")
 TRANSIENT_TEXT = "The service timed out (503). Try again."
@@ -140,7 +145,8 @@ class CallCounter(BaseCallbackHandler):
 
     Tools offered are read from the call's invocation parameters (`bind_tools` puts them there),
     tokens from each answer's `usage_metadata`; so a real provider is measured like the
-    simulated model.
+    simulated model. A call tagged `NARRATOR_TAG` is a narrator's: counted apart
+    (`narrator_calls`, `narrator_input_tokens`, `narrator_output_tokens`).
     """
 
     def __init__(self) -> None:
@@ -148,25 +154,37 @@ class CallCounter(BaseCallbackHandler):
         self.calls_without_tools = 0
         self.input_tokens = 0
         self.output_tokens = 0
+        self.narrator_calls = 0
+        self.narrator_input_tokens = 0
+        self.narrator_output_tokens = 0
+        self._narrating: set[Any] = set()
         self._lock = threading.Lock()
 
     def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
-        """Count one call, by whether tools were offered."""
+        """Count one call, by whether tools were offered (a narrator's apart)."""
         offered = bool((kwargs.get("invocation_params") or {}).get("tools"))
         with self._lock:
-            if offered:
+            if NARRATOR_TAG in (kwargs.get("tags") or ()):
+                self.narrator_calls += 1
+                self._narrating.add(kwargs.get("run_id"))
+            elif offered:
                 self.calls_with_tools += 1
             else:
                 self.calls_without_tools += 1
 
     def on_llm_end(self, response: Any, **kwargs: Any) -> None:
-        """Add the answer's provider-reported tokens."""
+        """Add the answer's provider-reported tokens (to the narrator's, for its calls)."""
+        narrator = kwargs.get("run_id") in self._narrating
         for generations in response.generations:
             for generation in generations:
                 usage = getattr(getattr(generation, "message", None), "usage_metadata", None) or {}
                 with self._lock:
-                    self.input_tokens += int(usage.get("input_tokens", 0))
-                    self.output_tokens += int(usage.get("output_tokens", 0))
+                    if narrator:
+                        self.narrator_input_tokens += int(usage.get("input_tokens", 0))
+                        self.narrator_output_tokens += int(usage.get("output_tokens", 0))
+                    else:
+                        self.input_tokens += int(usage.get("input_tokens", 0))
+                        self.output_tokens += int(usage.get("output_tokens", 0))
 
 
 @dataclass(kw_only=True)
@@ -180,6 +198,9 @@ class RunTotals:
     narration_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    narrator_calls: int = 0
+    narrator_input_tokens: int = 0
+    narrator_output_tokens: int = 0
     wall_s: float = 0.0
     wall_by_repeat: list[float] = field(default_factory=list)
     """`wall_s` per repeat of the query set (`--repeat`), for the spread of the wall-time ratios."""
@@ -198,6 +219,9 @@ class RunTotals:
         self.narration_calls += counter.calls_without_tools
         self.input_tokens += counter.input_tokens
         self.output_tokens += counter.output_tokens
+        self.narrator_calls += counter.narrator_calls
+        self.narrator_input_tokens += counter.narrator_input_tokens
+        self.narrator_output_tokens += counter.narrator_output_tokens
         return calls
 
     def costs(self, runs: int) -> dict[str, Any]:

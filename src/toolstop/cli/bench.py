@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from toolstop.bench.report import PRICES
 from toolstop.cli._output import progress, versions, write_outputs
 from toolstop.cli._run_config import add_run_config_arguments
 from toolstop.errors import ToolstopConfigError
@@ -87,6 +88,15 @@ def add_bench_parser(commands: Any) -> None:
         metavar="FILE",
         help='with --agent: JSONL ({"question": ...} a line) or plain text, one question a line',
     )
+    for flag, default, what in (
+        ("--price-in", PRICES["model"][0], "the agent model's price per million input tokens"),
+        ("--price-out", PRICES["model"][1], "the agent model's price per million output tokens"),
+        ("--narrator-price-in", PRICES["narrator"][0], "the narrator's, input"),
+        ("--narrator-price-out", PRICES["narrator"][1], "the narrator's, output"),
+    ):
+        parser.add_argument(
+            flag, type=float, default=default, metavar="PRICE", help=f"{what} (default {default:g})"
+        )
     add_run_config_arguments(parser)
     parser.add_argument(
         "--overhead",
@@ -115,7 +125,9 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
         )
         return 2
     from toolstop.bench.report import (
+        cost_lines,
         headline,
+        priced,
         ratio_text,
         render_chart,
         render_html,
@@ -140,7 +152,12 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
     if args.overhead_only:
         return _overhead_only(args.out, out)
     queries = make_queries(args.queries, mix=mix, parallel_share=args.parallel, seed=args.seed)
-    configs = available_configs()
+    # the narrator is a second simulated model: not measured beside a real one
+    configs = [c for c in available_configs() if model is None or not c.narrator]
+    prices = {
+        "model": (args.price_in, args.price_out),
+        "narrator": (args.narrator_price_in, args.narrator_price_out),
+    }
     advance, stop = progress("toolstop bench", len(queries) * args.repeat, sys.stderr.isatty())
     try:
         totals = run_bench(
@@ -157,7 +174,7 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
         return 1
     finally:
         stop()
-    rows = [t.as_dict() for t in totals]
+    rows = priced([t.as_dict() for t in totals], prices)
     document: dict[str, Any] = {
         "settings": {
             "queries": args.queries,
@@ -168,6 +185,7 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
             "model": args.model or "simulated",
             "seed": args.seed,
             "repeat": args.repeat,
+            "prices": {name: list(pair) for name, pair in prices.items()},
         },
         "versions": versions(),
         "configs": rows,
@@ -191,6 +209,8 @@ def run_bench_command(args: argparse.Namespace, out: TextIO) -> int:
     render_table(rows, out)
     for router, ratios in document["headline"].items():
         print(f"{router}, hard vs never: {ratio_text(ratios, 'hard', args.repeat)}", file=out)
+    for line in cost_lines(rows, prices):
+        print(line, file=out)
     if args.overhead:
         _print_overhead(document["overhead"], out)
     print(f"wrote {args.out / 'bench.json'}, {args.out / 'report.html'}", file=out)
@@ -205,6 +225,15 @@ def _check_numbers(args: argparse.Namespace) -> None:
         ("--parallel", 0 <= args.parallel <= 1, "between 0 and 1", args.parallel),
         ("--latency-ms", args.latency_ms >= 0, "0 or more", args.latency_ms),
         ("--payload-kb", args.payload_kb > 0, "more than 0", args.payload_kb),
+        *(
+            (flag, value >= 0, "0 or more", value)
+            for flag, value in (
+                ("--price-in", args.price_in),
+                ("--price-out", args.price_out),
+                ("--narrator-price-in", args.narrator_price_in),
+                ("--narrator-price-out", args.narrator_price_out),
+            )
+        ),
     ]
     for flag, valid, wanted, value in limits:
         if not valid:

@@ -76,7 +76,8 @@ def add_report_parser(commands: Any) -> None:
         metavar="TOOL",
         help=(
             "with --from: suggest an answer= template for TOOL from the answers recorded after "
-            "it, with its coverage (report.json's template)"
+            "it, with its coverage (report.json's template); with --judge, the model drafts "
+            "it too, kept only if it renders on every recorded result and covers as much"
         ),
     )
     parser.add_argument(
@@ -370,8 +371,10 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
     if args.template:
         from toolstop.report.template import template_from
 
+        tool = args.template.strip()
+        draft = _drafting(judge, args, tool) if judge is not None else None
         document["template"] = template_from(
-            args.from_, args.template.strip(), format=args.format
+            args.from_, tool, format=args.format, draft=draft
         ).document()
     if any(
         price is not None
@@ -490,6 +493,25 @@ def _judge_host(model: Any, args: argparse.Namespace) -> str:
         if isinstance(url, str) and url:
             return shown(without_password(url))
     return f"the {shown(provider)} provider's default host"
+
+
+def _drafting(model: Any, args: argparse.Namespace, tool: str) -> Any:
+    """`template_from`'s `draft` for `--template` with `--judge`: the model drafts the template
+    in one call, announced (and, without `--yes`, asked) first; `None` when declined."""
+    from toolstop._printable import printable
+    from toolstop.report.examples import mask_secrets
+
+    print(
+        f"toolstop report: the judge drafts the template of {printable(tool[:200])} in 1 call "
+        f"to {shown(args.judge)} at {_judge_host(model, args)}",
+        file=sys.stderr,
+    )
+    if not args.yes:
+        print("draft now? [y/N] ", end="", file=sys.stderr, flush=True)
+        if sys.stdin.readline().strip().casefold() not in ("y", "yes"):
+            print("toolstop report: not drafted; the deterministic template", file=sys.stderr)
+            return None
+    return (model, args.judge, lambda error: mask_secrets(failure(error))[:300])
 
 
 def _run_judge(

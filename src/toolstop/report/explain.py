@@ -188,6 +188,11 @@ def _run(
         **_canary(record),
         "if_signalled": _if_signalled(record),
         "ended_after": _ended_after(record, messages),
+        "answer_failed": [
+            {"tool": _cut(str(item.get("tool"))), "why": _cut(str(item.get("why")))}
+            for item in record.get("answer_failed") or []
+            if isinstance(item, dict)
+        ],
     }
 
 
@@ -407,6 +412,12 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
                 file=out,
             )
         _print_ended_after(run.get("ended_after"), out)
+        for item in run.get("answer_failed") or []:
+            print(
+                f"  the answer of {item['tool']} did not render ({item['why']}): "
+                "the stop showed its content",
+                file=out,
+            )
         if run["would_stop"] and run.get("would_skip"):
             print(
                 f"  cut short: in hard mode, {', '.join(run['would_skip'])} would not have run "

@@ -38,7 +38,7 @@ _COUNTS = (
     "tool_turns",
     "transient_retries",
 )
-_LISTS = ("tools", "tool_call_ids", "relayed", "invalid_signals")
+_LISTS = ("tools", "tool_call_ids", "relayed", "invalid_signals", "answer_failed")
 _SAVED = ("model_calls", "input_tokens", "output_tokens")
 
 
@@ -158,12 +158,16 @@ def capped(record: Mapping[str, Any]) -> dict[str, Any]:
     after = out.get("ended_after")
     if isinstance(after, Mapping) and "tools" in after:
         out["ended_after"] = {**after, "tools": _keys(after["tools"])}
-    signals = out.get("invalid_signals")
-    if isinstance(signals, list):
-        out["invalid_signals"] = [
-            {**item, **{k: _name(item[k]) for k in ("tool", "problem") if k in item}}
-            if isinstance(item, Mapping)
-            else item
-            for item in signals
-        ]
+    for key, names in (
+        ("invalid_signals", ("tool", "problem")),
+        ("answer_failed", ("tool", "why")),
+    ):
+        items = out.get(key)
+        if isinstance(items, list):
+            out[key] = [
+                {**item, **{k: _name(item[k]) for k in names if k in item}}
+                if isinstance(item, Mapping)
+                else item
+                for item in items
+            ]
     return out

@@ -72,6 +72,16 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
         f"tool calls: {document['invalid']} invalid, {document['unsignalled']} unsignalled",
         file=out,
     )
+    failed = document.get("answer_failed_by_tool") or {}
+    if failed:
+        said = "; ".join(
+            f"{tool} ({', '.join(f'{why} {n}' for why, n in whys.items())})"
+            for tool, whys in failed.items()
+        )
+        print(
+            f"answer templates that did not render (the stop showed the content): {said}",
+            file=out,
+        )
     threads, open_runs = document.get("threads"), document.get("open_runs")
     if open_runs is None and "log" in document["source"]:
         open_runs = "not known from a log"

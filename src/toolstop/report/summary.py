@@ -68,6 +68,7 @@ class Summary:
         self.tool_calls: Counter[str] = Tally(LABELS)
         self.invalid_by_problem: Counter[str] = Tally(LABELS)
         self.invalid_by_tool: dict[str, Counter[str]] = Table()
+        self.answer_failed: dict[str, Counter[str]] = Table()
         self.saved: Counter[str] = Counter()
         self.saving_runs = 0
         self.schema_versions: Counter[str] = Tally(LABELS)
@@ -117,6 +118,10 @@ class Summary:
                 problem = str(item.get("problem"))
                 self.invalid_by_problem[problem] += 1
                 self.invalid_by_tool.setdefault(str(item.get("tool")), Counter())[problem] += 1
+        for item in record.get("answer_failed") or []:
+            if isinstance(item, Mapping):
+                failed = self.answer_failed.setdefault(str(item.get("tool")), Counter())
+                failed[str(item.get("why"))] += 1
         saved = record.get("would_save")
         if record.get("would_stop") is not None and isinstance(saved, Mapping):
             self.saving_runs += 1
@@ -178,6 +183,7 @@ class Summary:
             ("tool_calls", self.tool_calls),
             ("invalid_by_problem", self.invalid_by_problem),
             ("invalid_by_tool", self.invalid_by_tool),
+            ("answer_failed_by_tool", self.answer_failed),
             ("schema_versions", self.schema_versions),
             ("would_stop_rules", self.would_stop_rules),
             ("runs_by_outcome", self.outcomes),
@@ -219,6 +225,7 @@ class Summary:
             "unsignalled": self.tool_calls["unsignalled"],
             "invalid_by_problem": dict(sorted(self.invalid_by_problem.items())),
             "invalid_by_tool": _nested(self.invalid_by_tool),
+            "answer_failed_by_tool": _nested(self.answer_failed),
             "would_save": {
                 "runs": self.saving_runs,
                 **{key: self.saved[key] for key in _TOKENS},
