@@ -232,6 +232,9 @@ def test_the_margin_tolerates_a_difference_below_it() -> None:
     truth = rates(0.09, 0.05, 0.09, 0.05)
     records, _ = population(14, 6000, truth)
     assert folded(records)["arms"]["comparison"]["verdict"] == "worse"
+    beyond = folded(records, margin=0.005)["arms"]["comparison"]
+    assert beyond["verdict"] == "worse"
+    assert "margin +0.5 points) in 6,000 stops" in beyond["sentence"]
     lenient = folded(records, margin=0.10)["arms"]
     assert lenient["comparison"]["verdict"] == "within_margin"
     assert lenient["comparison"]["sentence"].startswith("hard: higher, within the margin: ")
@@ -384,6 +387,7 @@ def test_hostile_tool_names_are_escaped_on_the_terminal_and_the_page(tmp_path: P
                  "stopped": True, "arm": arm, "tools": [HOSTILE]}  # fmt: skip
         records.append(record(arm, HOSTILE, stops=True, reask=reask, sent_back=[HOSTILE]))
     records += [{**records[0], "reask": {"asked_again": "maybe"}}, {**records[0], "arm": []}]
+    records.append({**records[0], "arm": HOSTILE, "reask": {"asked_again": True, "arm": HOSTILE}})
     code, text = report("--log", str(_log(tmp_path / "runs.jsonl", records)),
                         "--out", str(tmp_path / "out"), "--check")  # fmt: skip
     assert code == 3
@@ -395,6 +399,8 @@ def test_hostile_tool_names_are_escaped_on_the_terminal_and_the_page(tmp_path: P
     assert document["arms"]["by_tool"][0]["verdict"] == "worse"
     page = (tmp_path / "out" / "report.html").read_text()
     assert "<script>" not in page
+    assert len(document["arms"]["by_arm"]) == 3  # canary, shadow and the hostile one
+    assert document["arms"]["by_arm"][HOSTILE]["reask"]["asked_again"] == 1
     assert html.escape("<script>alert(1)</script>") in page
     assert "\x1b" not in page
     assert "\u202e" not in page

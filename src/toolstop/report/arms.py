@@ -153,6 +153,8 @@ def sentence(label: str, canary: dict[str, Any], shadow: dict[str, Any], c: dict
             f"{_pct(shadow['rate'])} in shadow ({detail}, margin {_points(c['margin'])} points) "
             f"in {stops}"
         )
+    if c["verdict"] == "worse" and c["margin"]:
+        detail += f", margin {_points(c['margin'])} points"
     return (
         f"{label}: {c['verdict']}: {_pct(canary['rate'])} asked again vs "
         f"{_pct(shadow['rate'])} in shadow ({detail}) in {stops}"
@@ -308,6 +310,10 @@ class Arms:
         }
 
 
+def _runs(count: int) -> str:
+    return f"{count:,} run" + ("" if count == 1 else "s")
+
+
 def _named(names: list[str], most: int = 3) -> str:
     shown = ", ".join(names[:most])
     return shown + (f" and {len(names) - most:,} more" if len(names) > most else "")
@@ -324,7 +330,7 @@ def _check(
     if worse:
         reasons.append(f"worse for {len(worse):,} tool(s): {_named(worse)}")
     if sent:
-        named = [f"{s['tool']} ({s['runs']:,} runs since)" for s in sent]
+        named = [f"{s['tool']} ({_runs(s['runs'])} since)" for s in sent]
         reasons.append(f"sent back to never: {_named(named)}")
     if reasons:
         return {"passed": False, "worse_tools": worse, "why": "; ".join(reasons)}
@@ -398,7 +404,7 @@ def arms_lines(arms: Mapping[str, Any] | None, tools: int = 10) -> list[str]:
         lines.append(f"  {rest:,} more tool(s): report.json's arms.by_tool")
     if arms["sent_back"]:
         named = [
-            f"{s['tool']} ({s['runs']:,} runs since" + (f" {s['since']})" if s["since"] else ")")
+            f"{s['tool']} ({_runs(s['runs'])} since" + (f" {s['since']})" if s["since"] else ")")
             for s in arms["sent_back"]
         ]
         lines.append("sent back to never by the way back: " + ", ".join(named))
