@@ -21,7 +21,7 @@ THREADS_COUNTED = 100_000
 """Distinct thread ids of a `--log` counted exactly (as hashes); beyond, `threads` is a lower
 bound and report.json says `threads_at_least`."""
 
-__all__ = ["add_report_parser", "run_report"]
+__all__ = ["CHECK_FAILED", "add_report_parser", "run_report"]
 
 
 def add_report_parser(commands: Any) -> None:
@@ -159,6 +159,25 @@ def add_report_parser(commands: Any) -> None:
         help="judge without asking (needed when stdin is not a terminal)",
     )
     parser.add_argument(
+        "--check",
+        action="store_true",
+        help=(
+            "a gate for CI or cron: exit 3 when the canary arm's re-ask rate is worse than the "
+            "shadow arm's (overall or for a tool) or a tool was sent back to never, 0 otherwise; "
+            "prints one line why"
+        ),
+    )
+    parser.add_argument(
+        "--reask-margin",
+        type=_margin,
+        default=0.0,
+        metavar="POINTS",
+        help=(
+            "percentage points the canary's re-ask rate may exceed the shadow's before it is "
+            "worse: worse when the 95%% interval of the difference lies above it (default: 0)"
+        ),
+    )
+    parser.add_argument(
         "--out",
         type=Path,
         default=Path("toolstop-report"),
@@ -184,6 +203,22 @@ def _samples(text: str) -> int:
         value = 0
     if not 1 <= value <= 1000:
         msg = f"--judge-samples is a whole number from 1 to 1000, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+CHECK_FAILED = 3
+"""`--check`'s exit code when the canary is worse or a tool was sent back (1 and 2 keep their
+meanings: the database failed while read, a wrong argument)."""
+
+
+def _margin(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 100:  # NaN too
+        msg = f"--reask-margin is percentage points from 0 to 100 (like 1.5), got {text!r}"
         raise argparse.ArgumentTypeError(msg)
     return value
 
@@ -235,7 +270,10 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
         )
         return 2
     summary = Summary(
-        writes, examples=args.examples, sample=args.judge_samples if judge is not None else 0
+        writes,
+        examples=args.examples,
+        sample=args.judge_samples if judge is not None else 0,
+        reask_margin=args.reask_margin / 100,
     )
     extra: dict[str, Any] = {}
     examples: dict[str, list[dict[str, Any]]] | None = None
@@ -415,6 +453,13 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
         for line in template_lines(document["template"]):
             print(printable(line), file=out)
     print("wrote " + ", ".join(str(path) for path in written), file=out)
+    if args.check:
+        from toolstop._printable import printable
+        from toolstop.report.arms import arms_check
+
+        passed, why = arms_check(document)
+        print(printable(f"check {'passed' if passed else 'failed'}: {why}"), file=out)
+        return 0 if passed else CHECK_FAILED
     return 0
 
 

@@ -1,6 +1,7 @@
 """report.html: a page a manager reads.
 
-It opens with the answer (what hard mode saves or saved, in model calls, tokens and money), then
+It opens with the canary's arms compared, when the runs had a canary (`toolstop.report.arms_page`),
+then the answer (what hard mode saves or saved, in model calls, tokens and money), then
 the evidence: the tools worth converting, runs and savings per day, rules, tools, invalid
 signals, threads and open runs.
 
@@ -20,6 +21,7 @@ from typing import Any
 from toolstop._page import inline_png, page
 from toolstop._printable import printable_data
 from toolstop._redact import is_postgres
+from toolstop.report.arms_page import arms_html
 from toolstop.report.candidates import REASONS, REPEATS
 from toolstop.report.evidence import render_evidence
 from toolstop.report.lead import answer, money
@@ -39,6 +41,7 @@ pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f5f5f5; paddi
 .meta { color: #555; } .lead { font-size: 1.12rem; }
 .answer { background: #f1f8e9; border-left: 5px solid #43a047; padding: .6rem 1rem; }
 .note { background: #fff8e1; border-left: 5px solid #f9a825; padding: .5rem 1rem; }
+.worse { background: #ffebee; border-left: 5px solid #c62828; padding: .5rem 1rem; }
 td.why { text-align: left; overflow-wrap: anywhere; } td.first { font-weight: 600; }
 img { height: auto; }
 @media (max-width: 44rem) {
@@ -328,6 +331,7 @@ def render_html(document: dict[str, Any], chart: Path | None, path: Path) -> Non
 <p class="meta">{_b("runs", document["runs"])} runs{since} from
 {html.escape(_source(document["source"]))}, {html.escape(_ended(document))}.
 Generated {html.escape(made)}.</p>
+{arms_html(document.get("arms"))}
 <div class="answer">{answer(document)}</div>
 {_MODES}
 {_candidates(document)}{render_evidence(document)}{what_if_html(document.get("what_if"))}

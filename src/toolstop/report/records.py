@@ -4,11 +4,14 @@ A record read back from a database or a log line is hostile input like any other
 negative tokens once made the report say "hard mode would save -100 model calls". Every number a
 record carries that the report adds up or prints is checked here, one record at a time; a record
 with one number out of range (negative, NaN, infinite, absurdly large, or not a number at all)
-is not counted and is reported as unreadable, and so is a record whose lists are not lists.
+is not counted and is reported as unreadable, and so is a record whose lists are not lists, or
+whose canary fields are of the wrong type (`arm` not a string, `modes` not strings to strings,
+`sent_back` not a list of strings, a `reask` without a boolean `asked_again`, ...).
 Missing numbers and `None` are fine: older records do not have every field.
 
 Every name a record carries (tool names, rules, modes, `ended_by`, `would_stop`, outcome keys,
-an invalid signal's tool and problem) is cut to `NAME_LIMIT` characters by `capped`, where records
+an invalid signal's tool and problem, the canary's arm, modes, tools sent back and the re-ask's
+arm, reason and tools) is cut to `NAME_LIMIT` characters by `capped`, where records
 are read and again in `Summary.add` (whichever reader made the run): a name of megabytes once
 made the chart fail (`FT_Render_Glyph raster overflow`). Thread ids are cut where they are
 shown.
@@ -83,6 +86,9 @@ def out_of_range(record: Mapping[str, Any]) -> str | None:
     for key in ("outcomes", "calls_by_tool"):
         if not _counts_of(record.get(key)):
             return key
+    canary = _canary_fields(record)
+    if canary is not None:
+        return canary
     after = record.get("ended_after")
     if after is not None:
         if not isinstance(after, Mapping):
@@ -95,6 +101,40 @@ def out_of_range(record: Mapping[str, Any]) -> str | None:
             isinstance(tools, Mapping) and all(_share(v) for v in tools.values())
         ):
             return "ended_after.tools"
+    return None
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _canary_fields(record: Mapping[str, Any]) -> str | None:
+    """The first of a canary's fields (`arm`, `modes`, `sent_back`, `reask`) of a wrong type."""
+    if record.get("arm") is not None and not isinstance(record["arm"], str):
+        return "arm"
+    modes = record.get("modes")
+    if modes is not None and not (
+        isinstance(modes, Mapping)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in modes.items())
+    ):
+        return "modes"
+    sent = record.get("sent_back")
+    if sent is not None and not _strings(sent):
+        return "sent_back"
+    reask = record.get("reask")
+    if reask is None:
+        return None
+    if not isinstance(reask, Mapping):
+        return "reask"
+    if not isinstance(reask.get("asked_again"), bool):
+        return "reask.asked_again"
+    if reask.get("run") is not None and not _count(reask["run"]):
+        return "reask.run"
+    for key, kind in (("why", str), ("arm", str), ("stopped", bool)):
+        if reask.get(key) is not None and not isinstance(reask[key], kind):
+            return f"reask.{key}"
+    if reask.get("tools") is not None and not _strings(reask["tools"]):
+        return "reask.tools"
     return None
 
 
@@ -130,8 +170,8 @@ def _names(items: Any) -> Any:
     return [_name(item) for item in items] if isinstance(items, list) else items
 
 
-_SCALARS = ("rule", "mode", "ended_by", "would_stop")
-_NAME_LISTS = ("tools", "asked", "would_skip", "relayed")
+_SCALARS = ("rule", "mode", "ended_by", "would_stop", "arm")
+_NAME_LISTS = ("tools", "asked", "would_skip", "relayed", "sent_back")
 _TABLES = ("outcomes", "calls_by_tool", "after_first")
 
 
@@ -158,6 +198,16 @@ def capped(record: Mapping[str, Any]) -> dict[str, Any]:
     after = out.get("ended_after")
     if isinstance(after, Mapping) and "tools" in after:
         out["ended_after"] = {**after, "tools": _keys(after["tools"])}
+    modes = out.get("modes")
+    if isinstance(modes, Mapping):
+        out["modes"] = {_name(tool): _name(mode) for tool, mode in modes.items()}
+    reask = out.get("reask")
+    if isinstance(reask, Mapping):
+        out["reask"] = {
+            **reask,
+            **{k: _name(reask[k]) for k in ("arm", "why") if k in reask},
+            **({"tools": _names(reask["tools"])} if "tools" in reask else {}),
+        }
     for key, names in (
         ("invalid_signals", ("tool", "problem")),
         ("answer_failed", ("tool", "why")),

@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from toolstop._page import cell
 from toolstop._printable import printable_data
+from toolstop.report.arms import arms_lines
 from toolstop.report.chart import render_chart
 from toolstop.report.model_judge import judge_lines
 from toolstop.report.page import render_html
@@ -37,6 +38,8 @@ def write_json(document: dict[str, Any], path: Path) -> None:
 def render_summary(document: dict[str, Any], out: TextIO) -> None:
     """A few lines for the terminal (every string from the runs escaped)."""
     document = printable_data(document)
+    for line in arms_lines(document.get("arms")):  # the canary first: did people ask again?
+        print(line, file=out)
     runs = document["runs"]
     rules = ", ".join(f"{rule} {count}" for rule, count in document["rules"].items()) or "-"
     modes = ", ".join(f"{mode} {count}" for mode, count in document["modes"].items()) or "-"

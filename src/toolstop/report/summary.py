@@ -13,6 +13,7 @@ from typing import Any
 
 from toolstop.decision import Rule
 from toolstop.metrics import deciding_tools
+from toolstop.report.arms import Arms, priced_arms
 from toolstop.report.candidates import Candidates, cut_short_counts, writes
 from toolstop.report.reader import RunEnd
 from toolstop.report.records import capped
@@ -25,7 +26,8 @@ REPORT_VERSION = 3
 3 added cut-short runs: `would_save.cut_short`, each candidate's `cut_short_runs`,
 `cut_short` and `ended_on_it`, and counted its `would_save` from the tool's first successful
 call; later, without a new version: each candidate's `stoppable_runs`, the runs a stop would
-end, and `skips_writes`, the writes a stop would have skipped; `runs_by_advice`)."""
+end, and `skips_writes`, the writes a stop would have skipped; `runs_by_advice`; `arms`, the
+canary's arms compared, present when a record names an arm or a tool sent back)."""
 
 _TOKENS = ("model_calls", "input_tokens", "output_tokens")
 _NARRATOR = ("narrator_calls", "narrator_input_tokens", "narrator_output_tokens")
@@ -44,7 +46,12 @@ class Summary:
     """Runs folded into the report's figures. `add` each run, then read `document()`."""
 
     def __init__(
-        self, writes: frozenset[str] = frozenset(), *, examples: int = 0, sample: int = 0
+        self,
+        writes: frozenset[str] = frozenset(),
+        *,
+        examples: int = 0,
+        sample: int = 0,
+        reask_margin: float = 0.0,
     ) -> None:
         """An empty summary.
 
@@ -52,6 +59,9 @@ class Summary:
             writes: The tools the user says write (`--writes`).
             examples: Runs to keep per candidate for their example pairs (`--examples`).
             sample: Runs to sample per candidate for the model judge (`--judge-samples`).
+            reask_margin: How much higher (a fraction: 0.01 is one point) the canary's re-ask
+                rate may be before its verdict is `worse` (`--reask-margin`, see
+                `toolstop.report.arms`).
         """
         self.writes = writes
         self.runs = 0
@@ -81,6 +91,7 @@ class Summary:
         self.would_stop_rules: Counter[str] = Tally(LABELS)
         self.outcomes: Counter[str] = Tally(LABELS)
         self.days = Table()
+        self.arms = Arms(reask_margin)
 
     def add(self, end: RunEnd) -> None:
         """Fold one finished run in (its names cut, `records.capped`, whichever reader made it)."""
@@ -133,6 +144,7 @@ class Summary:
                 for key in _TOKENS:
                     self.cut_short[key] += _int(saved.get(key))
         self.candidates.add(record, end)
+        self.arms.add(record, end.ended_at)
         would = record.get("would_stop")
         if mode == "never":
             self.would_stop_rules[str(would or "none")] += 1
@@ -169,7 +181,8 @@ class Summary:
                 "at_least": self.days.folded.more,
                 "counts": dict(sorted(self.days.other.items())),
             }
-        return {**body, "folded": folded}
+        arms = self.arms.document()
+        return {**body, "folded": folded, **({"arms": arms} if arms is not None else {})}
 
     def _tables(self) -> list[tuple[str, Any]]:
         return [
@@ -352,10 +365,13 @@ def with_prices(
 
     Prices are per million tokens, in the currency they are given in; the costs are
     `would_save.cost`, `hard_mode.cost_saved_estimate` and each candidate's
-    `would_save.cost` and `gain.cost` (what the page shows: the cut-short runs left out).
+    `would_save.cost` and `gain.cost` (what the page shows: the cut-short runs left out), and
+    each canary arm's `cost` and `cost_per_run` (`arms.by_arm`).
     `spent` prices what the runs spent: the agent's model at these prices, a narrator at
     `narrator`'s (its input and output price; the agent model's when not given)."""
     prices = (price_in, price_out)
+    if "arms" in document:
+        document = {**document, "arms": priced_arms(document["arms"], prices, narrator or prices)}
     saved = document["would_save"]
     hard = document["hard_mode"]
     narrated = document.get("narrator") or {"calls": 0, "input_tokens": 0, "output_tokens": 0}
