@@ -15,7 +15,9 @@ Instruments (attributes in brackets; the table with units is in docs/metrics.md)
 - `toolstop.tool_calls` [mode, `toolstop.signal`]: tool calls by reason, `invalid`,
   `unsignalled`, `rejected`;
 - `toolstop.would_save.model_calls`, `toolstop.would_save.tokens` [would_stop,
-  `gen_ai.token.type`]: shadow mode, what a stop would have saved.
+  `gen_ai.token.type`]: shadow mode, what a stop would have saved;
+- `toolstop.sent_back` [`gen_ai.tool.name`]: a canary's way back sent the tool back to `never`
+  mode (`toolstop.canary.WayBack`), once each time it goes back, in each process.
 
 `mode`, `rule`, `would_stop` and `stopped` are `toolstop.mode`, `toolstop.rule`,
 `toolstop.would_stop` and `toolstop.stopped`. Like every channel, metrics never carry tool
@@ -38,7 +40,7 @@ try:  # where the API keeps its provider; without it the API is asked on every r
 except ImportError:  # pragma: no cover - depends on the OpenTelemetry version
     _otel_metrics_internal = None
 
-__all__ = ["MODEL_CALL_BUCKETS", "deciding_tools", "record_run_metrics"]
+__all__ = ["MODEL_CALL_BUCKETS", "deciding_tools", "record_run_metrics", "record_sent_back"]
 
 MODEL_CALL_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50)
 """Bucket bounds of `toolstop.run.model_calls` (an advice to the SDK; views may override)."""
@@ -79,6 +81,9 @@ class _Instruments:
         )
         self.saved_tokens = meter.create_counter(
             "toolstop.would_save.tokens", "{token}", "Shadow mode: tokens a stop would have saved"
+        )
+        self.sent_back = meter.create_counter(
+            "toolstop.sent_back", "{tool}", "Tools a canary's way back sent back to never mode"
         )
 
 
@@ -179,3 +184,14 @@ def record_run_metrics(record: Mapping[str, Any], agent_name: str | None = None)
             count = int(saved.get(f"{kind}_tokens") or 0)
             if count:
                 _instruments.saved_tokens.add(count, {**shadow, "gen_ai.token.type": kind})
+
+
+def record_sent_back(tool: str) -> None:
+    """Count one tool sent back to `never` mode by a canary's way back (nothing without a provider).
+
+    Args:
+        tool: The tool's name.
+    """
+    if _instruments is None or not _provider_set():
+        return
+    _instruments.sent_back.add(1, {"gen_ai.tool.name": tool})
