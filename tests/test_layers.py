@@ -53,6 +53,8 @@ LIBRARY = [
     "toolstop.metrics",
     "toolstop.streaming",
     "toolstop.models",
+    "toolstop.canary",
+    "toolstop._decode",
 ]
 
 

@@ -19,9 +19,11 @@ Instruments (attributes in brackets; the table with units is in docs/metrics.md)
 - `toolstop.reasks` [`toolstop.arm`, `toolstop.asked_again`, `toolstop.why`,
   `toolstop.stopped`, `gen_ai.tool.name`]: runs that followed a run ended (or, in shadow,
   that would have ended) on a tool result, by whether the user asked again; the arm and
-  `stopped` are the earlier run's.
+  `stopped` are the earlier run's;
+- `toolstop.sent_back` [`gen_ai.tool.name`]: a canary's way back sent the tool back to `never`
+  mode (`toolstop.canary.WayBack`), once each time it goes back, in each process.
 
-Under a canary every instrument also carries `toolstop.arm` (`canary` or `shadow`).
+Under a canary every instrument but `toolstop.sent_back` also carries `toolstop.arm`.
 
 `mode`, `rule`, `would_stop` and `stopped` are `toolstop.mode`, `toolstop.rule`,
 `toolstop.would_stop` and `toolstop.stopped`. Like every channel, metrics never carry tool
@@ -44,7 +46,7 @@ try:  # where the API keeps its provider; without it the API is asked on every r
 except ImportError:  # pragma: no cover - depends on the OpenTelemetry version
     _otel_metrics_internal = None
 
-__all__ = ["MODEL_CALL_BUCKETS", "deciding_tools", "record_run_metrics"]
+__all__ = ["MODEL_CALL_BUCKETS", "deciding_tools", "record_run_metrics", "record_sent_back"]
 
 MODEL_CALL_BUCKETS = (1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 50)
 """Bucket bounds of `toolstop.run.model_calls` (an advice to the SDK; views may override)."""
@@ -90,6 +92,9 @@ class _Instruments:
             "toolstop.reasks",
             "{run}",
             "Runs after a (would-)stop on a tool result, by whether the user asked again",
+        )
+        self.sent_back = meter.create_counter(
+            "toolstop.sent_back", "{tool}", "Tools a canary's way back sent back to never mode"
         )
 
 
@@ -213,3 +218,14 @@ def record_run_metrics(record: Mapping[str, Any], agent_name: str | None = None)
             count = int(saved.get(f"{kind}_tokens") or 0)
             if count:
                 _instruments.saved_tokens.add(count, {**shadow, "gen_ai.token.type": kind})
+
+
+def record_sent_back(tool: str) -> None:
+    """Count one tool sent back to `never` mode by a canary's way back (nothing without a provider).
+
+    Args:
+        tool: The tool's name.
+    """
+    if _instruments is None or not _provider_set():
+        return
+    _instruments.sent_back.add(1, {"gen_ai.tool.name": tool})
