@@ -521,41 +521,52 @@ def test_records_written_by_a_real_agent(tmp_path: Path) -> None:
         pytest.skip(MIDDLEWARE_UNAVAILABLE)
     from langchain.agents import create_agent
     from langchain_core.messages import HumanMessage
-    from langchain_core.tools import tool
 
+    from population import REQUESTS, Clerk
     from toolstop import Outcome, StopOnArtifact, StopPolicy, signal
-    from toolstop.testing import ScriptedChatModel, call
-
-    @tool(response_format="content_and_artifact")
-    def lookup(order: str) -> tuple[str, Any]:
-        """Look an order up."""
-        return f"Order {order} shipped.", signal(Outcome.COMPLETED)
+    from toolstop.policy import share
+    from toolstop.testing import forced_tool
 
     threads = 4
+    exchange = forced_tool("exchange", ("Exchanged.", signal(Outcome.COMPLETED)))
+    chosen = {"canary": [], "shadow": []}
+    for n in range(200):
+        arm = "canary" if share(f"t{n}", None) < 0.5 else "shadow"
+        if len(chosen[arm]) < threads:
+            chosen[arm].append(f"t{n}")
     with sqlite_saver(str(tmp_path / "agent.sqlite")) as saver:
-        model = ScriptedChatModel(script=[call("lookup", order=str(n)) for n in range(4 * threads)])
+        policy = StopPolicy(mode="hard", canary=0.5)
         agent = create_agent(
-            model, [lookup], middleware=[StopOnArtifact(StopPolicy())], checkpointer=saver
+            Clerk(), [exchange], middleware=[StopOnArtifact(policy)], checkpointer=saver
         )
-        for arm in ("canary", "shadow"):
-            for number in range(threads):
-                config = {"configurable": {"thread_id": f"{arm}-{number}"}}
-                agent.invoke({"messages": [HumanMessage("where is my order?")]}, config)
-                agent.invoke({"messages": [HumanMessage("where is my order??")]}, config)
-                # the entry the policy writes at run 2's start (the lead's `reask`), added here
+        for arm, names in chosen.items():
+            for thread in names:
+                config = {"configurable": {"thread_id": thread}}
+                request = REQUESTS[0].format(n=7)
+                agent.invoke({"messages": [HumanMessage(request)]}, config)
+                again = f"That is wrong. {request}" if arm == "canary" else "Thanks, bye"
+                agent.invoke({"messages": [HumanMessage(again)]}, config)
                 finished = agent.get_state(config).values["stop_record"]
-                assert finished["run"] == 2
-                assert finished["tools"] == ["lookup"]
-                entry = {
-                    "run": 1,
-                    "asked_again": arm == "canary",
-                    "why": "restated" if arm == "canary" else "none",
-                    "stopped": True,
-                    "arm": arm,
-                    "tools": finished["tools"],
-                }
-                agent.update_state(config, {"stop_record": {**finished, "reask": entry}})
-        model.assert_complete()
+                assert (finished["run"], finished["arm"]) == (2, arm)
+                assert finished["reask"]["asked_again"] is (arm == "canary")
         way_back = WayBack(min_stops=threads, last=threads)
-        assert way_back.sent_back(saver) == frozenset({"lookup"})
-        assert figures(way_back, "lookup") == (threads, threads, threads, 0)
+        assert way_back.sent_back(saver) == frozenset({"exchange"})
+        assert figures(way_back, "exchange") == (threads, threads, threads, 0)
+
+
+def test_a_canary_run_sent_back_is_no_evidence_about_its_stop() -> None:
+    """Once sent back, the canary arm's runs of the tool are `never` runs (`stopped` False):
+    they are left out, so the evidence of the stops that were made is what stays."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    saver = InMemorySaver()
+    for thread, records in population("pay", "canary", 40, 20, prefix="stopped"):
+        write_thread(saver, thread, records)
+    for thread, records in population("pay", "shadow", 40, 2, prefix="shadow"):
+        write_thread(saver, thread, records)
+    for number in range(200):  # later canary runs, in never mode after the way back: no stop
+        never = record(2, ["pay"], "canary", False, stopped=False)
+        write_thread(saver, f"never-{number}", [{**never, "reask": never["reask"]}])
+    way_back = WayBack()
+    assert way_back.sent_back(saver) == frozenset({"pay"})
+    assert figures(way_back, "pay") == (40, 20, 40, 2)

@@ -384,7 +384,7 @@ def test_hostile_tool_names_are_escaped_on_the_terminal_and_the_page(tmp_path: P
         arm = "canary" if i % 2 else "shadow"
         again = rng.random() < truth[(arm, HOSTILE)]
         reask = {"run": 1, "asked_again": again, "why": "complaint" if again else "none",
-                 "stopped": True, "arm": arm, "tools": [HOSTILE]}  # fmt: skip
+                 "stopped": arm == "canary", "arm": arm, "tools": [HOSTILE]}  # fmt: skip
         records.append(record(arm, HOSTILE, stops=True, reask=reask, sent_back=[HOSTILE]))
     records += [{**records[0], "reask": {"asked_again": "maybe"}}, {**records[0], "arm": []}]
     records.append({**records[0], "arm": HOSTILE, "reask": {"asked_again": True, "arm": HOSTILE}})
@@ -504,3 +504,19 @@ def test_check_reads_a_sqlite_checkpointer_both_ways(tmp_path: Path) -> None:
             "runs"
         ] == len(records)
         assert text.splitlines()[-1].startswith("check failed" if expected else "check passed")
+
+
+def test_an_entry_without_its_arms_treatment_is_left_out() -> None:
+    """A canary run whose tool the way back sent to `never` (no stop), or a shadow run stopped
+    by a tool the canary does not switch, says nothing about the canaried stop."""
+    from toolstop.report.arms import Arms
+
+    arms = Arms()
+    for arm, stopped in [("canary", True), ("canary", False), ("shadow", False), ("shadow", True)]:
+        reask = {"run": 1, "asked_again": True, "why": "complaint", "stopped": stopped,
+                 "arm": arm, "tools": ["pay"]}  # fmt: skip
+        arms.add({"arm": arm, "run": 2, "reask": reask})
+    assert {arm: dict(counts) for arm, counts in arms.reask.items()} == {
+        "canary": {"stops": 1, "asked_again": 1, "why:complaint": 1},
+        "shadow": {"stops": 1, "asked_again": 1, "why:complaint": 1},
+    }

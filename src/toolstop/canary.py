@@ -87,6 +87,10 @@ def _entry(record: Any) -> _Entry | None:
         return None
     if not isinstance(asked, bool) or not isinstance(arm, str) or arm not in ARMS:
         return None
+    if reask.get("stopped") is not (arm == "canary"):
+        # a canary run whose tool ran in `never` (sent back), or a shadow run stopped by a
+        # tool the canary does not switch: not the canaried stop, so not evidence about it
+        return None
     if not isinstance(tools, list):
         return None
     names = tuple(

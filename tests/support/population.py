@@ -80,3 +80,26 @@ def population(
         second = agent.invoke({"messages": [HumanMessage(text)]}, config)["stop_record"]
         records += [first, second]
     return records
+
+
+def main() -> None:
+    """Run a population into a database from another process (the way-back test's writer):
+    `population.py DB SCHEMA THREADS CANARY_RATE SHADOW_RATE SHARE`."""
+    import sys
+
+    from way_back_records import postgres_saver, sqlite_saver
+
+    db, schema, threads, canary_rate, shadow_rate, share = sys.argv[1:7]
+    saver = postgres_saver(db, schema) if db.startswith("postgresql") else sqlite_saver(db)
+    with saver as checkpointer:
+        population(
+            StopPolicy(mode="hard", canary=float(share)),
+            checkpointer,
+            range(int(threads)),
+            {"canary": float(canary_rate), "shadow": float(shadow_rate)},
+        )
+    print("DONE")
+
+
+if __name__ == "__main__":
+    main()

@@ -161,6 +161,18 @@ def sentence(label: str, canary: dict[str, Any], shadow: dict[str, Any], c: dict
     )
 
 
+def _treatment(arm: str, stopped: Any) -> bool | None:
+    """Whether a re-ask entry got its arm's treatment: a stop in the canary arm, none in the
+    shadow arm (`None` for another arm). A canary run whose tool ran in `never` (sent back by
+    the way back) or a shadow run stopped by a tool the canary does not switch is left out of
+    the comparison: it says nothing about the canaried stop."""
+    if arm == CANARY:
+        return stopped is True
+    if arm == SHADOW:
+        return stopped is False
+    return None
+
+
 class Arms:
     """Records folded into the comparison of the canary's arms (constant memory)."""
 
@@ -196,6 +208,8 @@ class Arms:
             return
         of, again = reask.get("arm"), reask.get("asked_again")
         if not isinstance(of, str) or not isinstance(again, bool):
+            return
+        if _treatment(of, reask.get("stopped")) is False:
             return
         counts = self.reask.setdefault(of, Counter())
         counts["stops"] += 1
