@@ -20,6 +20,8 @@ from toolstop.decision import decide
 from toolstop.policy import ArmContext, share
 from toolstop.testing import ScriptedChatModel, call, forced_tool
 
+pytestmark = pytest.mark.contract  # on every stack of the matrix
+
 ROUTERS = available_routers()
 ANSWER = "Order 42 ships on Monday."
 
@@ -326,7 +328,8 @@ def test_openfeature_sends_only_the_named_values_and_fails_safe() -> None:
 def test_explain_says_the_arm_and_whether_the_user_asked_again(
     tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from langgraph.checkpoint.sqlite import SqliteSaver
+    sqlite = pytest.importorskip("langgraph.checkpoint.sqlite", reason="needs the `sqlite` extra")
+    SqliteSaver = sqlite.SqliteSaver
 
     from toolstop._check.routers import GRAPH
     from toolstop.cli import main

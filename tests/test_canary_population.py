@@ -67,3 +67,25 @@ def test_two_thousand_threads_give_the_shares_rates_and_verdict(
         document["by_arm"]["canary"]["model_calls_per_run"]
         < (document["by_arm"]["shadow"]["model_calls_per_run"])
     )
+
+
+def test_a_shadow_arm_of_canaried_tools_is_the_reports_shadow_baseline(tmp_path: Any) -> None:
+    """With `canary_tools`, a shadow-arm run keeps `mode="hard"` (other tools still stop): the
+    report counts it as shadow, so the hard-mode share and the shadow share are right."""
+    import json
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from toolstop.cli import main
+
+    db = str(tmp_path / "threads.sqlite")
+    policy = StopPolicy(mode="hard", canary=0.25, canary_tools=("exchange",))
+    with SqliteSaver.from_conn_string(db) as saver:
+        records = population(policy, saver, range(200), {"canary": 0.0, "shadow": 0.0})
+    assert {r["mode"] for r in records} == {"hard"}
+    shadow_runs = sum(r["arm"] == "shadow" for r in records)
+    assert main(["report", "--db", db, "--out", str(tmp_path / "out")]) == 0
+    document = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert document["modes"] == {"hard": len(records) - shadow_runs, "never": shadow_runs}
+    assert document["hard_share"] == round((len(records) - shadow_runs) / len(records), 4)
+    assert document["would_save"]["share_of_shadow_model_calls"] is not None

@@ -148,6 +148,10 @@ _COMPLAINT_PHRASES = (
     r"(?:youre|you are|you got (?:it|that|this)|you have (?:it|that|this)) wrong",
     r"wrong (?:answer|information|info|response|reply)",
     r"not (?:exactly )?what i (?:asked|wanted|meant|need|needed|said|was (?:asking|looking))",
+    r"(?:isnt|wasnt|arent) (?:exactly )?what i (?:asked|wanted|meant|need|needed|was (?:asking|"
+    r"looking))",
+    r"still (?:no|not|nothing|without (?:a|my|the)) (?:refund|money|answer|reply|response|"
+    r"change|update|news|confirmation|email|payment|delivery|package|order)",
     r"(?:didnt|did not|doesnt|does not|dont|do not|wasnt|was not|isnt|is not) "
     r"(?:help|helping|helpful|answer|make (?:any )?sense|solve|fix|resolve)",
     r"(?:that|this|it) (?:didnt|did not|doesnt|does not) work",
@@ -181,6 +185,8 @@ _COMPLAINT_PHRASES = (
     r"nicht (?:das|was) ich (?:wollte|gefragt|meinte|gesucht|brauche)",
     r"(?:versuch\w*|probier\w*|schau\w*|pruf\w*|such\w*) (?:es |das |bitte |sie )*"
     r"(?:noch ?mal|nochmals|noch einmal|erneut)",
+    r"(?:noch ?mal|nochmals|noch einmal|erneut) (?:\w+ ){0,2}(?:pruf\w*|uberpruf\w*|nachseh\w*|"
+    r"nachschau\w*|nachsch\w*|versuch\w*|probier\w*|schau\w*|such\w*|check\w*|kontrollier\w*)",
     r"(?:falsch|nicht) verstanden",
     r"(?:habe|hab) (?:ich )?(?:doch |bereits |schon )+(?:gesagt|gefragt|geschrieben)",
     r"wie (?:ich )?(?:schon|bereits) (?:gesagt|geschrieben|erwahnt)",
@@ -194,6 +200,7 @@ _COMPLAINT_PHRASES = (
     r"(?:ca|cela|ce) (?:ne )?(?:ma|m a|maide|m aide|aide|marche|fonctionne) (?:toujours )?pas",
     r"(?:pas|peu) (?:utile|daide|d aide)|inutile|mauvaise reponse",
     r"(?:reessa\w*|recommence\w*|essa\w* (?:encore|de nouveau|a nouveau))",
+    r"(?:verifi\w*|reverifi\w*|regard\w*|cherch\w*|control\w*) (?:encore|de nouveau|a nouveau)",
     r"(?:navez|n avez|nas|n as) pas (?:compris|repondu)",
     r"(?:je (?:lai|l ai|vous lai|te lai) deja dit|comme je (?:lai |l ai |vous lai )?"
     r"(?:deja )?dit)",
@@ -209,6 +216,8 @@ _COMPLAINT_PHRASES = (
     r"(?:intenta|intentalo|intente|intentelo|prueba|pruebe|revisa|revise|busca|busque|verifica|"
     r"verifique)(?:lo)? (?:de nuevo|otra vez|nuevamente)",
     r"(?:vuelve|vuelva) a (?:intentar|revisar|buscar|mirar|comprobar|verificar)",
+    r"(?:revisar|verificar|comprobar|buscar|intentar|mirar)(?:lo|la)? (?:de nuevo|otra vez|"
+    r"nuevamente)",
     r"(?:ya (?:te |le )?(?:lo )?(?:dije|he dicho|pregunte|mencione))|como (?:ya )?(?:te |le )?"
     r"(?:dije|mencione)",
     r"(?:sigue|todavia|aun) (?:sin|no) (?:funcionar|funciona|servir|resolver|estar)|"

@@ -481,10 +481,18 @@ class WayBack:
     @staticmethod
     def _failed(error: Exception) -> None:
         # the error's text may hold a connection string: its type only
+        hint = ""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:  # the usual cause on a loop: an async saver read synchronously
+            hint = " (called on an event loop: use `await way_back.asent_back(checkpointer)`)"
         logger.warning(
-            "toolstop: the way back could not read the checkpointer (%s); "
+            "toolstop: the way back could not read the checkpointer (%s)%s; "
             "the tools sent back stay as they were until the next read",
             type(error).__name__,
+            hint,
         )
 
 

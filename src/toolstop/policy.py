@@ -332,7 +332,11 @@ def _arm(
         flagged = dict(said)
         arm = "canary" if any(v != "never" for v in flagged.values()) else "shadow"
         return arm, flagged
-    _warn(f"StopPolicy.canary answered a {type(said).__name__}; the thread runs in the shadow arm")
+    shown = ascii(said)[:60] if isinstance(said, str) else type(said).__name__
+    _warn(
+        f"StopPolicy.canary answered {shown}, not canary, shadow, a mode, a bool or per-tool "
+        "modes; the thread runs in the shadow arm"
+    )
     return "shadow", None
 
 

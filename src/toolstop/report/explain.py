@@ -366,8 +366,13 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
             how = f"ended by {run['ended_by']}, not the model's answer"
             if run.get("ended_by_message"):
                 how += f": {run['ended_by_message']}"
+        mode = run["mode"]
+        if run.get("arm") == "shadow":
+            mode = f"{mode}, shadow arm" if run.get("modes") else "never (shadow arm)"
+        elif run.get("arm") == "canary":
+            mode = f"{mode} (canary arm)"
         print(
-            f"\nrun {run['run']}{_where(run)}, ended {run['ended_at'] or '?'}, mode {run['mode']}: "
+            f"\nrun {run['run']}{_where(run)}, ended {run['ended_at'] or '?'}, mode {mode}: "
             f"rule {run['rule']} ({how})",
             file=out,
         )

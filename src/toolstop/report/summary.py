@@ -99,12 +99,18 @@ class Summary:
         self.runs += 1
         rule = str(record.get("rule", "none"))
         mode = str(record.get("mode", "?"))
+        # a canary's shadow arm is the shadow baseline, even when only some tools are shadowed
+        # (`canary_tools`: its other tools still stop in the run's mode)
+        shadowing = mode == "never" or record.get("arm") == "shadow"
+        mode = "never" if shadowing else mode
         self.rules[rule] += 1
         if record.get("ended_by"):  # not the model's answer: another middleware ended it
             self.ended_by[str(record["ended_by"])] += 1
         self.modes[mode] += 1
         self.stopped += bool(record.get("stopped"))
-        self.hard_stops += mode == "hard" and bool(record.get("stopped")) and rule != "step_budget"
+        self.hard_stops += (
+            record.get("mode") == "hard" and bool(record.get("stopped")) and rule != "step_budget"
+        )
         self.schema_versions[str(record.get("schema_version", 1))] += 1
         self.namespaces["nested" if end.checkpoint_ns else "root"] += 1
         per_mode = self.by_mode.setdefault(mode, Counter())
