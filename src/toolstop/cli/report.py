@@ -245,9 +245,10 @@ def _price(text: str) -> float:
 def run_report(args: argparse.Namespace, out: TextIO) -> int:
     """Run `toolstop report` with parsed `args`; return the exit code."""
     from toolstop import __version__
-    from toolstop.report.examples import read_examples
+    from toolstop.report.examples import messages_at, read_examples
     from toolstop.report.levels import grouped, thread_runs
     from toolstop.report.reader import log_run_ends, open_database, parse_time, redact
+    from toolstop.report.reask_judge import ReAskSample
     from toolstop.report.render import render_chart, render_html, render_summary, write_json
     from toolstop.report.summary import REPORT_VERSION, Summary, with_prices
     from toolstop.report.tally import Distinct
@@ -278,12 +279,14 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
     extra: dict[str, Any] = {}
     examples: dict[str, list[dict[str, Any]]] | None = None
     pairs: dict[str, list[dict[str, Any]]] = {}
+    reasks: dict[str, dict[str, Any]] | None = None  # the re-ask judge's steps (--db only)
     try:
         since = parse_time(args.since) if args.since else None
         with ExitStack() as stack:
             if args.db:
                 database = stack.enter_context(open_database(args.db))
                 threads = open_runs = seen = copies = unreadable = 0
+                asked = ReAskSample(args.judge_samples) if judge is not None else None
                 for thread_id, namespaces in grouped(database.threads()):
                     # every level of a multi-level agent, each record once (report.levels)
                     read = thread_runs(database, thread_id, namespaces, since=since)
@@ -296,6 +299,8 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                         summary.candidates.add_open(current, thread_id)
                     for end in read.ends:
                         summary.add(end)
+                        if asked is not None:
+                            asked.add(end)
                 extra = {"threads": threads, "open_runs": open_runs}
                 if copies:
                     extra["copied_records"] = copies
@@ -318,6 +323,8 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
                     pairs = read_examples(
                         database, {t: e for t, e in sampled.items() if t not in signalling}
                     )
+                if asked is not None:
+                    reasks = asked.read(lambda end: messages_at(database, end))
                 if unreadable:
                     extra["unreadable_threads"] = unreadable
                     print(
@@ -404,6 +411,14 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
         if judged is None:
             return 1
         document = judged
+        if reasks is None:  # --from: a recording holds no canary's records
+            print(
+                "toolstop report: re-asks are judged only with --db (a canary's records and "
+                "their checkpoints); none judged from --from",
+                file=sys.stderr,
+            )
+        elif document.get("arms"):
+            document = _run_reask_judge(judge, args, document, reasks)
     if what_if:
         document["what_if"] = what_if.document(args.price_in, args.price_out)
     if args.template:
@@ -618,3 +633,58 @@ def _run_judge(
             for entry in document["candidates"]
         ],
     }
+
+
+def _run_reask_judge(
+    model: Any, args: argparse.Namespace, document: dict[str, Any], read: dict[str, Any]
+) -> dict[str, Any]:
+    """`document` with `arms.model_judge`: the model's reading of the sampled re-asks, after
+    its own estimate and question (`document` unchanged when the user declines, printed)."""
+    from toolstop.cli._output import progress
+    from toolstop.report.examples import mask_secrets
+    from toolstop.report.model_judge import estimate_tokens
+    from toolstop.report.reask_judge import judge_steps, messages_of_steps
+
+    calls, tokens = estimate_tokens(messages_of_steps(read))
+    skipped = sum(entry["not_reconstructed"] for entry in read.values())
+    unbuilt = f"; {skipped} sampled could not be rebuilt from the checkpoints" if skipped else ""
+    print(
+        f"toolstop report: the judge makes {calls} call(s) on re-asks to {shown(args.judge)} "
+        f"at {_judge_host(model, args)} ({len(read)} arm(s), at most {args.judge_samples} "
+        f"each{unbuilt}), about {tokens} tokens in all (an estimate)",
+        file=sys.stderr,
+    )
+    if calls and not args.yes:
+        print("judge now? [y/N] ", end="", file=sys.stderr, flush=True)
+        if sys.stdin.readline().strip().casefold() not in ("y", "yes"):
+            print(
+                "toolstop report: re-asks not judged; the deterministic reading only",
+                file=sys.stderr,
+            )
+            return document
+    advance, stop = progress("judging re-asks", calls, sys.stderr.isatty())
+    try:
+        by_arm = judge_steps(
+            model,
+            read,
+            document["arms"],
+            lambda error: mask_secrets(failure(error))[:300],
+            advance,
+        )
+    finally:
+        stop()
+    failed = sum(entry["failed"] for entry in by_arm.values())
+    if failed:
+        print(
+            f"toolstop report: {failed} of {calls} re-ask judge call(s) failed; the report says "
+            "how many",
+            file=sys.stderr,
+        )
+    judged = {
+        "model": args.judge,
+        "samples_per_arm": args.judge_samples,
+        "calls": calls,
+        "estimated_tokens": tokens,
+        "by_arm": by_arm,
+    }
+    return {**document, "arms": {**document["arms"], "model_judge": judged}}

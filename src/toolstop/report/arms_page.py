@@ -12,6 +12,7 @@ import html
 from typing import Any
 
 from toolstop.report.lead import money, number
+from toolstop.report.reask_judge import describe_arm
 
 __all__ = ["arms_html"]
 
@@ -128,6 +129,24 @@ def _sent_back(arms: dict[str, Any]) -> str:
     )
 
 
+def _model_judge(arms: dict[str, Any]) -> str:
+    """The re-ask judge's reading, one line per arm (empty without `--judge`)."""
+    judge = arms.get("model_judge")
+    if not judge:
+        return ""
+    items = "".join(
+        f'<li data-reask-judge="{html.escape(arm)}"><b>{html.escape(e["label"])}</b>: '
+        f"{html.escape(describe_arm(e))}</li>"
+        for arm, e in judge["by_arm"].items()
+    )
+    return (
+        f"<h3>A second reading: {html.escape(judge['model'])}</h3><p>A chat model read a "
+        "sample of the re-ask entries again (the request, the answer and the next message, "
+        "rebuilt from the checkpoints, masked); the figures above stay the deterministic "
+        f'reading\'s.</p><ul id="reask-judge">{items}</ul>'
+    )
+
+
 def arms_html(arms: dict[str, Any] | None) -> str:
     """The canary section (empty without arms): the verdict, the arms, per tool, sent back."""
     if not arms:
@@ -151,5 +170,6 @@ def arms_html(arms: dict[str, Any] | None) -> str:
         "lies above 0 and not wholly above the margin), <i>better</i> when it lies below 0, "
         "and not given below "
         f"{arms['min_stops']} stops read in either arm.</p>"
-        f"{_arms_table(arms)}{_tools_table(arms)}{_sent_back(arms)}</section>"
+        f"{_arms_table(arms)}{_model_judge(arms)}{_tools_table(arms)}{_sent_back(arms)}"
+        "</section>"
     )

@@ -188,9 +188,11 @@ class Sample:
 
     Deterministic whatever order the runs come in; bounded to `size` runs per tool."""
 
-    def __init__(self, size: int) -> None:
-        """An empty sample of `size` runs per tool (0: keeps nothing)."""
+    def __init__(self, size: int, seed: str = "") -> None:
+        """An empty sample of `size` runs per tool (0: keeps nothing); a `seed` draws another
+        sample from the same runs (the re-ask judge's is `reask`)."""
         self.size = size
+        self.seed = seed
         self._heaps: dict[str, list[tuple[int, int, Any]]] = {}
         self._seen = 0
 
@@ -215,7 +217,8 @@ class Sample:
             return
         heap = self._heaps.setdefault(tool, [])
         self._seen += 1
-        item = (-self.key(end), self._seen, end)
+        key = self.key(end) if not self.seed else self.key(_Seeded(self.seed, end))
+        item = (-key, self._seen, end)
         if len(heap) < self.size:
             heapq.heappush(heap, item)
         elif item[0] > heap[0][0]:
@@ -227,6 +230,16 @@ class Sample:
             tool: [end for _, _, end in sorted(heap, key=lambda i: (-i[0], i[1]))]
             for tool, heap in self._heaps.items()
         }
+
+
+class _Seeded:
+    """A run seen through a seed: its thread id is prefixed (so `Sample.key` orders anew)."""
+
+    def __init__(self, seed: str, end: Any) -> None:
+        self.thread_id = f"{seed}\0{getattr(end, 'thread_id', None)}"
+        self.checkpoint_ns = getattr(end, "checkpoint_ns", None)
+        self.checkpoint_id = getattr(end, "checkpoint_id", None)
+        self.record = getattr(end, "record", None)
 
 
 def judge_pairs(

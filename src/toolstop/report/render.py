@@ -15,6 +15,7 @@ from toolstop.report.arms import arms_lines
 from toolstop.report.chart import render_chart
 from toolstop.report.model_judge import judge_lines
 from toolstop.report.page import render_html
+from toolstop.report.reask_judge import reask_judge_lines
 
 __all__ = ["render_chart", "render_html", "render_summary", "write_json"]
 
@@ -39,6 +40,8 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
     """A few lines for the terminal (every string from the runs escaped)."""
     document = printable_data(document)
     for line in arms_lines(document.get("arms")):  # the canary first: did people ask again?
+        print(line, file=out)
+    for line in reask_judge_lines(document.get("arms")):
         print(line, file=out)
     runs = document["runs"]
     rules = ", ".join(f"{rule} {count}" for rule, count in document["rules"].items()) or "-"
