@@ -223,7 +223,12 @@ def convert_line(tool: str, advice: str, judged: Mapping[str, Any]) -> str | Non
     if advice == "convert":
         return f"toolstop.convert({name})"
     fields = [str(f) for f in judged.get("fields") or [] if _FIELD.fullmatch(str(f))]
-    template = " ".join(f"{{{f}}}" for f in fields[:8]) or "..."
+    template = " ".join(f"{{{f}}}" for f in fields[:8])
     earlier = [str(t) for t in judged.get("earlier") or [] if str(t).isidentifier()][:4]
-    hint = "".join(f" {{context[{t}][...]}}" for t in earlier)
-    return f'toolstop.convert({name}, answer="{template}{hint}")'
+    # a line that runs as pasted: the result's fields only; what else the answers used, and
+    # where a template with their wording comes from, in a comment
+    said = [f"answers also used {t} ({{context[{t}][FIELD]}})" for t in earlier]
+    said.append(f"wording: toolstop report --template {name}")
+    if not template:
+        return f"toolstop.convert({name})  # " + "; ".join(["answer= needs a template", *said])
+    return f'toolstop.convert({name}, answer="{template}")  # ' + "; ".join(["fields only", *said])

@@ -35,6 +35,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from toolstop._secrets import mask_secrets
 from toolstop.convert import parsed_result, render_answer
 from toolstop.decision import content_text
+from toolstop.record import reads_as_error
 from toolstop.report.examples import clean
 
 __all__ = [
@@ -172,8 +173,8 @@ def pairs_of(messages: Sequence[BaseMessage], tool: str) -> Iterator[Pair]:
         while turn_at > 0 and isinstance(run[turn_at - 1], ToolMessage):
             turn_at -= 1
         results = [m for m in run[turn_at:-1] if isinstance(m, ToolMessage) and m.name == tool]
-        if not results or results[-1].status == "error":
-            continue
+        if not results or results[-1].status == "error" or reads_as_error(results[-1].content):
+            continue  # an error goes back to the model: a converted tool's answer never shows
         context: dict[str, Any] = {}
         for earlier in run[:turn_at]:
             if isinstance(earlier, ToolMessage) and earlier.status != "error" and earlier.name:
