@@ -120,6 +120,8 @@ class RunState(TypedDict):
             calls are then sent the tools' content in its place. Kept from run to run.
         seen: The id of the last message looked at for such a relay (`relays` covers the
             messages up to it). Kept from run to run.
+        handoff: A hand-off held until its turn is answered (`toolstop.levels.defer_handoff`),
+            from the tools until the next model call settles it.
     """
 
     open: bool
@@ -133,6 +135,7 @@ class RunState(TypedDict):
     answer: NotRequired[str | None]
     relays: NotRequired[bool]
     seen: NotRequired[str | None]
+    handoff: NotRequired[dict[str, Any]]
 
 
 INTERRUPTED_TEXT = (

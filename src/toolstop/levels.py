@@ -49,6 +49,7 @@ __all__ = [
     "hand_off",
     "handoff_overridden",
     "handoff_record",
+    "held_handoff",
     "settle_handoff",
     "subagent_tool",
     "without_record",
@@ -58,8 +59,10 @@ SUBAGENT_KEY = "toolstop_subagent"
 """The metadata key naming the `subagent_tool` a sub-agent's run was called as (its checkpoints
 keep it: `toolstop explain` labels the run's level with it)."""
 
-HANDOFF_KEY = "toolstop_handoff"
-"""The private state key of a hand-off held until its turn is answered (see `defer_handoff`)."""
+HANDOFF_KEY = "handoff"
+"""The key, in the run's private state (`RUN_KEY`), of a hand-off held until its turn is
+answered (see `defer_handoff`). Not a state key of its own: every channel an agent declares
+costs LangGraph work on every step of every run."""
 
 FORWARDED = frozenset({Outcome.COMPLETED.value, Outcome.FATAL.value, Outcome.POLICY_BLOCK.value})
 """The rules a sub-agent's stop is forwarded on: the stops a tool signalled."""
@@ -282,7 +285,7 @@ def defer_handoff(request: Any, result: Any) -> Any:
     langgraph-swarm's hand-off tool returns a `Command` to the swarm carrying the history up to
     its own result: a call of the same turn that runs beside it goes unanswered and its result
     is lost. Held instead: the hand-off's result is written like any tool result, the hand-off
-    itself into `HANDOFF_KEY`, and the next model call decides (`hand_off`,
+    itself into the run's `HANDOFF_KEY`, and the next model call decides (`hand_off`,
     `handoff_overridden`). A hand-off alone in its turn, and anything else, is returned as it
     is.
     """
@@ -310,7 +313,20 @@ def defer_handoff(request: Any, result: Any) -> Any:
         "update": {k: v for k, v in update.items() if k != "messages"},
         "tool_call_id": call_id,
     }
-    return Command(update={"messages": answers, HANDOFF_KEY: held})
+    run = state.get(RUN_KEY)
+    return Command(
+        update={
+            "messages": answers,
+            RUN_KEY: {**(run if isinstance(run, Mapping) else {}), HANDOFF_KEY: held},
+        }
+    )
+
+
+def held_handoff(state: Any) -> Mapping[str, Any] | None:
+    """The hand-off `defer_handoff` held in the run's state, if any (usually none)."""
+    run = state.get(RUN_KEY)
+    held = run.get(HANDOFF_KEY) if isinstance(run, dict) else None
+    return held if isinstance(held, Mapping) and held else None
 
 
 def hand_off(held: Mapping[str, Any], messages: Sequence[BaseMessage]) -> Exception:
@@ -366,14 +382,14 @@ def settle_handoff(
 
     Returns:
         When the turn stops, the stop is honoured: the record with `handoff_overridden`, and
-        the state update that clears the hand-off and rewrites its result. Otherwise the
-        hand-off is carried out: the record with `handed_off_to` (to publish: the run ends
-        here) and the exception to raise (`hand_off`).
+        the state update that rewrites its result (the caller clears the hand-off from the
+        run). Otherwise the hand-off is carried out: the record with `handed_off_to` (to
+        publish: the run ends here) and the exception to raise (`hand_off`).
     """
     goto = str(held.get("goto"))
     if stops:
         rewritten = handoff_overridden(held, messages)
-        update: dict[str, Any] = {HANDOFF_KEY: None}
+        update: dict[str, Any] = {}
         if rewritten:
             update["messages"] = rewritten
         return StopRecord(**{**record, "handoff_overridden": goto}), update

@@ -60,6 +60,7 @@ from toolstop.levels import (
     defer_handoff,
     forward_in_update,
     handoff_record,
+    held_handoff,
     settle_handoff,
     without_record,
 )
@@ -120,7 +121,6 @@ class StopOnArtifactState(AgentState[Any]):
 
     stop_record: NotRequired[StopRecord]
     toolstop_run: NotRequired[Annotated[RunState, PrivateStateAttr]]
-    toolstop_handoff: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
 
 
 def _named(answer: AIMessage, config: Any) -> AIMessage:
@@ -477,18 +477,18 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
 
     @staticmethod
     def _settle(
-        request: ModelRequest, begun: Begun, decision: Decision | None
+        held: Mapping[str, Any], begun: Begun, decision: Decision | None
     ) -> tuple[Begun, dict[str, Any] | None, tuple[StopRecord, Exception] | None]:
-        """`(begun, relay update, None)`, or `(begun, None, (record, exception))` when a hand-off
-        held until its turn was answered (`toolstop.levels.defer_handoff`) is carried out."""
-        held = cast(Mapping[str, Any], request.state).get(HANDOFF_KEY)
-        if not held:
-            return begun, None, None
+        """`(begun, relay update, None)`, or `(begun, None, (record, exception))` when `held`, a
+        hand-off held until its turn was answered (`toolstop.levels.defer_handoff`), is carried
+        out. A stop honoured instead clears it from the run."""
         stops = decision is not None and decision.stop and not decision.narrate
         record, settled = settle_handoff(held, begun.run["record"], stops, begun.messages)
         if isinstance(settled, Exception):
             return begun, None, (record, settled)
-        return begun._replace(run={**begun.run, "record": record}), settled, None
+        run = cast(dict[str, Any], {**begun.run, "record": record})
+        run.pop(HANDOFF_KEY, None)
+        return begun._replace(run=cast(RunState, run)), settled, None
 
     def _relay(
         self,
@@ -598,8 +598,9 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         if begun.aborted is not None:
             publish_run_end(begun.aborted.record, config)
         extra = None
-        if cast(Mapping[str, Any], request.state).get(HANDOFF_KEY):  # a hand-off held back
-            begun, extra, ended = self._settle(request, begun, decision)
+        held = held_handoff(request.state)
+        if held is not None:  # a hand-off held back
+            begun, extra, ended = self._settle(held, begun, decision)
             if ended is not None:  # it is carried out: this agent's run ends here
                 publish_run_end(ended[0], config)
                 raise ended[1]
@@ -628,8 +629,9 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         if begun.aborted is not None:
             await apublish_run_end(begun.aborted.record, config)
         extra = None
-        if cast(Mapping[str, Any], request.state).get(HANDOFF_KEY):  # a hand-off held back
-            begun, extra, ended = self._settle(request, begun, decision)
+        held = held_handoff(request.state)
+        if held is not None:  # a hand-off held back
+            begun, extra, ended = self._settle(held, begun, decision)
             if ended is not None:  # it is carried out: this agent's run ends here
                 await apublish_run_end(ended[0], config)
                 raise ended[1]
