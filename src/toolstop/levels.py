@@ -49,7 +49,6 @@ __all__ = [
     "hand_off",
     "handoff_overridden",
     "handoff_record",
-    "held_handoff",
     "settle_handoff",
     "subagent_tool",
     "without_record",
@@ -320,13 +319,6 @@ def defer_handoff(request: Any, result: Any) -> Any:
             RUN_KEY: {**(run if isinstance(run, Mapping) else {}), HANDOFF_KEY: held},
         }
     )
-
-
-def held_handoff(state: Any) -> Mapping[str, Any] | None:
-    """The hand-off `defer_handoff` held in the run's state, if any (usually none)."""
-    run = state.get(RUN_KEY)
-    held = run.get(HANDOFF_KEY) if isinstance(run, dict) else None
-    return held if isinstance(held, Mapping) and held else None
 
 
 def hand_off(held: Mapping[str, Any], messages: Sequence[BaseMessage]) -> Exception:

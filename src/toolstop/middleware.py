@@ -60,7 +60,6 @@ from toolstop.levels import (
     defer_handoff,
     forward_in_update,
     handoff_record,
-    held_handoff,
     settle_handoff,
     without_record,
 )
@@ -440,9 +439,10 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         self._checked_tools: object = None  # the tools list last checked for return_direct
 
     # -- the decision, shared by sync and async ---------------------------------------------
-    def _begin(self, request: ModelRequest) -> tuple[Begun, int | None, Any]:
-        """The run's state at this model call (see `toolstop._lifecycle.begin`), the steps left
-        and the node's config."""
+    def _begin(self, request: ModelRequest) -> tuple[Begun, int | None, Any, Any]:
+        """The run's state at this model call (see `toolstop._lifecycle.begin`), the steps left,
+        the node's config, and a hand-off held until this call (`toolstop.levels.defer_handoff`;
+        usually `None`)."""
         if request.tools is not self._checked_tools:  # once per agent, unless a hook swaps tools
             check_tools([t for t in request.tools if isinstance(t, BaseTool)], "StopOnArtifact")
             self._checked_tools = request.tools
@@ -465,7 +465,8 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             else lambda run: _steps_needed(run, remaining, config),
             as_said=(lambda turn: _as_the_tool_said(turn, state)) if _EDITS_KEY in state else None,
         )
-        return begun, remaining, config
+        held = run.get(HANDOFF_KEY) if run is not None else None
+        return begun, remaining, config, held if held and isinstance(held, Mapping) else None
 
     @staticmethod
     def _repaired(request: ModelRequest, begun: Begun) -> ModelRequest:
@@ -593,12 +594,11 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
     # -- hooks ------------------------------------------------------------------------------
     def wrap_model_call(self, request: ModelRequest, handler: Handler) -> Any:
         """Answer with the relay on a stop; otherwise call the model and account for it."""
-        begun, remaining, config = self._begin(request)
+        begun, remaining, config, held = self._begin(request)
         decision = begun.decision
         if begun.aborted is not None:
             publish_run_end(begun.aborted.record, config)
         extra = None
-        held = held_handoff(request.state)
         if held is not None:  # a hand-off held back
             begun, extra, ended = self._settle(held, begun, decision)
             if ended is not None:  # it is carried out: this agent's run ends here
@@ -624,12 +624,11 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
     async def awrap_model_call(self, request: ModelRequest, handler: AsyncHandler) -> Any:
         """Async twin of `wrap_model_call`."""
         await _invocation.aclaim(_config())
-        begun, remaining, config = self._begin(request)
+        begun, remaining, config, held = self._begin(request)
         decision = begun.decision
         if begun.aborted is not None:
             await apublish_run_end(begun.aborted.record, config)
         extra = None
-        held = held_handoff(request.state)
         if held is not None:  # a hand-off held back
             begun, extra, ended = self._settle(held, begun, decision)
             if ended is not None:  # it is carried out: this agent's run ends here
@@ -665,7 +664,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         config = _config()
         _invocation.current(config)
         state = request.state
-        if isinstance(state, Mapping) and "stop_record" in state:
+        if (type(state) is dict or isinstance(state, Mapping)) and "stop_record" in state:
             request = without_record(request)
         result = handler(request)
         if not isinstance(result, Command):  # a ToolMessage: no sub-agent state, no hand-off
@@ -682,7 +681,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         config = _config()
         await _invocation.aclaim(config)
         state = request.state
-        if isinstance(state, Mapping) and "stop_record" in state:
+        if (type(state) is dict or isinstance(state, Mapping)) and "stop_record" in state:
             request = without_record(request)
         result = await handler(request)
         if not isinstance(result, Command):  # a ToolMessage: no sub-agent state, no hand-off
