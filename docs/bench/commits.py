@@ -10,7 +10,9 @@ StopOnArtifact's design with and without the empty tool hook (`floor`: `wrap_mod
 without `wrap_tool_call`, the hooks it had before), `create_agent` + `StopOnArtifact` and the
 hand-built graph, `ROUNDS` rounds (in a cyclic order that is rotated every other round and run
 backwards every other round, so each side of a pair runs first as often), each run on a fresh
-agent with garbage collected before and the collector paused during it. The model, the tool and the
+agent; a round's agents are built and the garbage collected before it, and the collector is
+paused during the round, so its runs follow each other within milliseconds and none pays for
+collecting another's garbage. The model, the tool and the
 floors are defined here, not taken from the checkout, so every commit runs the same workload.
 The children of the checkouts take turns, `CYCLES` times (the order rotated each cycle), so a
 change in the machine's load falls on all of them.
@@ -26,7 +28,9 @@ the median of the per-round ratios `soa_i / floor_i`, pooled over every child (`
 matters on a virtual machine: the speed of a core alone (a fixed loop of pure Python, in CPU
 time) moves by up to 1.6x in phases of about 0.1 s, whatever the load average, so a ratio of
 medians taken over whole runs of samples moves by several points from one child to the next.
-The median of pairs discards the rounds a phase change or a stray allocation hit one side of.
+The median of pairs discards the rounds a phase change or a stray allocation hit one side of
+(with a collection and an agent build between the two runs of a pair, as in the first version
+of this script, the spread between children was 2.5 times wider).
 Each child's own median is kept (`per_child`, `spread`): `floor/bare`, which toolstop does not
 touch, should come out the same for every checkout, and its spread between children is how far
 one child's figure can be trusted. The ratio of the medians of all samples (`medians`, the
@@ -148,16 +152,20 @@ def child(rounds: int) -> dict[str, dict[str, list[float]]]:
     for round_ in range(rounds):
         shift = round_ // 2 % len(NAMES)
         order = NAMES[shift:] + NAMES[:shift]
-        for name in order if round_ % 2 == 0 else order[::-1]:
-            agent = builders[name]()
-            gc.collect()
-            gc.disable()
+        order = order if round_ % 2 == 0 else order[::-1]
+        # Built and the garbage collected before the round, the collector paused during it:
+        # the runs of a round follow each other within milliseconds (a pair shares the core's
+        # speed of that moment), and no run pays for collecting another's garbage.
+        agents = [(name, builders[name]()) for name in order]
+        gc.collect()
+        gc.disable()
+        for name, agent in agents:
             start, start_cpu = time.perf_counter(), time.process_time()
             agent.invoke(given)
             elapsed_cpu, elapsed = time.process_time() - start_cpu, time.perf_counter() - start
-            gc.enable()
             wall[name].append(round(1000 * elapsed, 4))
             cpu[name].append(round(1000 * elapsed_cpu, 4))
+        gc.enable()
     return samples
 
 
