@@ -12,10 +12,10 @@ hand-built graph, `ROUNDS` rounds (in a cyclic order that is rotated every other
 backwards every other round, so each side of a pair runs first as often), each run on a fresh
 agent; a round's agents are built and the garbage collected before it, and the collector is
 paused during the round, so its runs follow each other within milliseconds and none pays for
-collecting another's garbage. The model, the tool and the
-floors are defined here, not taken from the checkout, so every commit runs the same workload.
-The children of the checkouts take turns, `CYCLES` times (the order rotated each cycle), so a
-change in the machine's load falls on all of them.
+collecting another's garbage. The model, the tool and the floors are defined here, not taken
+from the checkout, so every commit runs the same workload. The children of the checkouts take
+turns, `CYCLES` times (the order rotated each cycle), so a change in the machine's load falls on
+all of them.
 
 Each run is timed twice: wall time (`perf_counter`) and the process's CPU time (`process_time`,
 every thread: `ToolNode` runs even a single tool call in a worker thread, so `thread_time` would
