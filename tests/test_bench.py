@@ -776,40 +776,65 @@ def test_the_gc_throughput_figures_are_computed_from_their_bursts() -> None:
     )
 
 
-COMMIT_LABELS = {"old": "a2a35af", "base": "868c87f", "new": "after #51"}
+COMMIT_LABELS = {
+    "old": "a2a35af",
+    "base": "868c87f",
+    "start": "5a7f1de",
+    "new": "#51, second pass",
+}
 """docs/bench/commits-*.json's source labels -> the commit docs/benchmarks.md names."""
 
 
 def test_the_commits_side_by_side_are_their_samples() -> None:
-    """docs/bench/commits.py: each ratio is the ratio of the stored samples' medians, and
-    docs/benchmarks.md quotes them, per stack and commit."""
+    """docs/bench/commits.py: each ratio follows from the stored samples (the median of the
+    per-round ratios, pooled and per child; the ratio of the medians), and docs/benchmarks.md
+    quotes them, per stack, commit and measure (CPU time, wall time)."""
     import statistics
 
     page = (Path(__file__).parent.parent / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     stored = sorted(BENCH_DOCS.glob("commits-*.json"))
     assert len(stored) == 2
+    ratios = {
+        "soa/floor": ("soa", "floor"),
+        "soa/floor_m": ("soa", "floor_m"),
+        "soa/bare": ("soa", "bare"),
+        "graph/bare": ("graph", "bare"),
+        "floor/bare": ("floor", "bare"),
+    }
     for path in stored:
         document = json.loads(path.read_text(encoding="utf-8"))
         versions = document["stack"]
         stack = f"langchain {versions['langchain']}, langgraph {versions['langgraph']}"
-        assert set(document["figures"]) == set(COMMIT_LABELS)
-        for label, samples in document["samples_ms"].items():
-            runs = document["cycles"] * document["rounds"]
-            assert all(len(values) == runs for values in samples.values())
-            median = {name: statistics.median(values) for name, values in samples.items()}
-            f = document["figures"][label]
-            for ratio, (a, b) in {
-                "soa/floor": ("soa", "floor"),
-                "soa/floor_m": ("soa", "floor_m"),
-                "soa/bare": ("soa", "bare"),
-                "graph/bare": ("graph", "bare"),
-            }.items():
-                assert f[ratio] == round(median[a] / median[b], 4)
-            row = (
-                f"| {stack} | {COMMIT_LABELS[label]} | {f['soa/floor']:.3f}x | "
-                f"{f['soa/floor_m']:.3f}x | {f['soa/bare']:.3f}x | {f['graph/bare']:.3f}x |"
-            )
-            assert row in page, row
+        assert set(document["figures"]) == {"cpu", "wall"}
+        for measure, by_label in document["samples_ms"].items():
+            assert set(by_label) == set(COMMIT_LABELS)
+            for label, children in by_label.items():
+                assert len(children) == document["cycles"]
+                assert all(
+                    len(values) == document["rounds"] for c in children for values in c.values()
+                )
+                f = document["figures"][measure][label]
+                for ratio, (a, b) in ratios.items():
+                    pairs = [x / y for c in children for x, y in zip(c[a], c[b], strict=True)]
+                    assert f[ratio]["paired"] == round(statistics.median(pairs), 4)
+                    per_child = [
+                        round(statistics.median(x / y for x, y in zip(c[a], c[b], strict=True)), 4)
+                        for c in children
+                    ]
+                    assert f[ratio]["per_child"] == per_child
+                    pooled = {n: [v for c in children for v in c[n]] for n in (a, b)}
+                    medians = statistics.median(pooled[a]) / statistics.median(pooled[b])
+                    assert f[ratio]["medians"] == round(medians, 4)
+
+                def cell(ratio: str, f: dict[str, Any] = f) -> str:
+                    low, high = f[ratio]["spread"]
+                    return f"{f[ratio]['paired']:.3f}x ({low:.3f}-{high:.3f})"
+
+                row = (
+                    f"| {stack} | {COMMIT_LABELS[label]} | {measure} | {cell('soa/floor')} | "
+                    f"{cell('soa/floor_m')} | {cell('graph/bare')} | {cell('floor/bare')} |"
+                )
+                assert row in page, row
 
 
 def test_the_commits_call_counts_are_their_counts() -> None:

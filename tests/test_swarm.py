@@ -25,11 +25,13 @@ ORDERS = {
 }
 
 
-def _swarm(calls: tuple[str, ...], result: Any, parallel: str = "any") -> tuple[Any, Any, Any]:
+def _swarm(
+    calls: tuple[str, ...], result: Any, parallel: str = "any", then: tuple[Any, ...] = ()
+) -> tuple[Any, Any, Any]:
     from langgraph_swarm import create_handoff_tool, create_swarm
 
     policy = StopPolicy(parallel=parallel)  # type: ignore[arg-type]
-    alice_model = ScriptedChatModel([turn(*(call(name) for name in calls))])
+    alice_model = ScriptedChatModel([turn(*(call(name) for name in calls)), *then])
     bob_model = ScriptedChatModel(["Bob here: how can I help?"])
     tools = [forced_tool("search", result), create_handoff_tool(agent_name="bob")]
     alice = create_agent(alice_model, tools, middleware=[StopOnArtifact(policy)], name="alice")
@@ -38,10 +40,12 @@ def _swarm(calls: tuple[str, ...], result: Any, parallel: str = "any") -> tuple[
     return swarm.compile(checkpointer=InMemorySaver()), alice_model, bob_model
 
 
-def _run(app: Any, *, run_async: bool = False) -> tuple[list[Any], dict[str, list[Any]]]:
+def _run(
+    app: Any, *, run_async: bool = False, ends: dict[str, list[Any]] | None = None
+) -> tuple[list[Any], dict[str, list[Any]]]:
     """The thread's messages and the records each agent published (its run_end events)."""
     config = {"configurable": {"thread_id": "swarm"}}
-    ends: dict[str, list[Any]] = {}
+    ends = {} if ends is None else ends
     question = {"messages": [HumanMessage("When is my refund due?")]}
 
     def seen(namespace: tuple[str, ...], chunk: Any) -> None:
@@ -110,3 +114,23 @@ def test_a_hand_off_alone_in_its_turn_leaves_a_record() -> None:
     assert (len(alice.calls), len(bob.calls)) == (1, 1)
     [record] = ends["alice"]
     assert record["handed_off_to"] == "bob"
+
+
+def test_a_hand_off_overridden_by_a_stop_is_cleared_from_the_run() -> None:
+    # The hand-off is held in the run's private state (no state key of its own); the model
+    # call that honours the stop instead writes the run without it, so no later model call
+    # carries it out.
+    from toolstop._lifecycle import Begun, open_run
+    from toolstop.decision import Decision, Rule
+    from toolstop.levels import HANDOFF_KEY
+
+    held = {"goto": "bob", "update": {}, "tool_call_id": "h1"}
+    answer = ToolMessage("Successfully transferred to bob", tool_call_id="h1", id="m1")
+    run = {**open_run(None, None, StopPolicy(), None), HANDOFF_KEY: held}
+    begun = Begun(Decision(stop=True, rule=Rule.COMPLETED), run, None, None, [answer], 2, False)  # type: ignore[arg-type]
+    settled, update, ended = StopOnArtifact._settle(held, begun, begun.decision)
+    assert ended is None
+    assert HANDOFF_KEY not in settled.run
+    assert settled.run["record"]["handoff_overridden"] == "bob"
+    assert update is not None
+    assert str(update["messages"][0].content).startswith("Not transferred to bob")

@@ -8,11 +8,34 @@ times, then answering; no checkpointer) through bare `create_agent`, the floor o
 StopOnArtifact's design with and without the empty tool hook (`floor`: `wrap_model_call`,
 `wrap_tool_call` and `after_agent`, the hooks StopOnArtifact has since 2f0ae19; `floor_m`:
 without `wrap_tool_call`, the hooks it had before), `create_agent` + `StopOnArtifact` and the
-hand-built graph, `ROUNDS` rounds in an order rotated each round, each run on a fresh agent with
-garbage collected before and the collector paused during it. The model, the tool and the
-floors are defined here, not taken from the checkout, so every commit runs the same workload.
-The children of the checkouts take turns, `CYCLES` times (the order rotated each cycle), so a
-change in the machine's load falls on all of them; the figures are the medians of all samples.
+hand-built graph, `ROUNDS` rounds (in a cyclic order that is rotated every other round and run
+backwards every other round, so each side of a pair runs first as often), each run on a fresh
+agent; a round's agents are built and the garbage collected before it, and the collector is
+paused during the round, so its runs follow each other within milliseconds and none pays for
+collecting another's garbage. The model, the tool and the floors are defined here, not taken
+from the checkout, so every commit runs the same workload. The children of the checkouts take
+turns, `CYCLES` times (the order rotated each cycle), so a change in the machine's load falls on
+all of them.
+
+Each run is timed twice: wall time (`perf_counter`) and the process's CPU time (`process_time`,
+every thread: `ToolNode` runs even a single tool call in a worker thread, so `thread_time` would
+miss the tool). CPU time does not count the time the process waits for a core, so it is the
+measure to trust on a loaded machine; wall time is kept beside it.
+
+A ratio (say `soa/floor`) is estimated from pairs: in each round every configuration runs once,
+back to back, so the two runs of a pair share the machine's state of that moment; the figure is
+the median of the per-round ratios `soa_i / floor_i`, pooled over every child (`paired`). This
+matters on a virtual machine: the speed of a core alone (a fixed loop of pure Python, in CPU
+time) moves by up to 1.6x in phases of about 0.1 s, whatever the load average, so a ratio of
+medians taken over whole runs of samples moves by several points from one child to the next.
+The median of pairs discards the rounds a phase change or a stray allocation hit one side of
+(with a collection and an agent build between the two runs of a pair, as in the first version
+of this script, the spread between children was 2.5 times wider).
+Each child's own median is kept (`per_child`, `spread`): `floor/bare`, which toolstop does not
+touch, should come out the same for every checkout, and its spread between children is how far
+one child's figure can be trusted. The ratio of the medians of all samples (`medians`, the
+figure of the earlier notes) and of their lower quartiles (`q1`) are kept beside it. The
+checkouts of a cycle run with the same `PYTHONHASHSEED` (cycle number), each cycle another.
 Run with the Python of the stack to measure (its langchain and langgraph).
 """
 
@@ -28,7 +51,8 @@ import sys
 import time
 from typing import Any
 
-NAMES = ["bare", "floor", "floor_m", "soa", "graph"]
+NAMES = ["graph", "bare", "floor", "soa", "floor_m"]
+"""In a cycle that puts the two sides of every ratio next to each other (`soa/bare` two apart)."""
 RATIOS = {
     "soa/floor": ("soa", "floor"),
     "soa/floor_m": ("soa", "floor_m"),
@@ -108,47 +132,85 @@ def _builders() -> dict[str, Any]:
     }
 
 
-def child(rounds: int) -> dict[str, list[float]]:
-    """`rounds` rounds of every configuration, in this process (the checkout on its path)."""
+MEASURES = ("wall", "cpu")
+"""`wall`: `time.perf_counter`; `cpu`: `time.process_time` (all of the process's threads)."""
+
+
+def child(rounds: int) -> dict[str, dict[str, list[float]]]:
+    """`rounds` rounds of every configuration, in this process (the checkout on its path).
+
+    Returns `{measure: {configuration: [ms per run, one per round]}}`.
+    """
     from langchain_core.messages import HumanMessage
 
     builders = _builders()
     given = {"messages": [HumanMessage("q")]}
     for name in NAMES:  # warm-up, not counted
         builders[name]().invoke(given)
-    samples: dict[str, list[float]] = {name: [] for name in NAMES}
+    samples: dict[str, dict[str, list[float]]] = {m: {n: [] for n in NAMES} for m in MEASURES}
+    wall, cpu = samples["wall"], samples["cpu"]
     for round_ in range(rounds):
-        shift = round_ % len(NAMES)
-        for name in NAMES[shift:] + NAMES[:shift]:
-            agent = builders[name]()
-            gc.collect()
-            gc.disable()
-            start = time.perf_counter()
+        shift = round_ // 2 % len(NAMES)
+        order = NAMES[shift:] + NAMES[:shift]
+        order = order if round_ % 2 == 0 else order[::-1]
+        # Built and the garbage collected before the round, the collector paused during it:
+        # the runs of a round follow each other within milliseconds (a pair shares the core's
+        # speed of that moment), and no run pays for collecting another's garbage.
+        agents = [(name, builders[name]()) for name in order]
+        gc.collect()
+        gc.disable()
+        for name, agent in agents:
+            start, start_cpu = time.perf_counter(), time.process_time()
             agent.invoke(given)
-            elapsed = time.perf_counter() - start
-            gc.enable()
-            samples[name].append(round(1000 * elapsed, 4))
+            elapsed_cpu, elapsed = time.process_time() - start_cpu, time.perf_counter() - start
+            wall[name].append(round(1000 * elapsed, 4))
+            cpu[name].append(round(1000 * elapsed_cpu, 4))
+        gc.enable()
     return samples
 
 
-def figures(samples: dict[str, list[float]]) -> dict[str, float]:
-    """The ratios of the configurations' medians."""
-    medians = {name: statistics.median(values) for name, values in samples.items()}
-    return {ratio: round(medians[a] / medians[b], 4) for ratio, (a, b) in RATIOS.items()}
+def _q1(values: list[float]) -> float:
+    return statistics.quantiles(values, n=4, method="inclusive")[0]
+
+
+def figures(children: list[dict[str, list[float]]]) -> dict[str, Any]:
+    """The ratios of one measure, from each child's samples (`{configuration: [ms per round]}`).
+
+    `paired`: the median of the per-round ratios, all children pooled; `per_child`: each child's
+    median of its per-round ratios; `spread`: their lowest and highest; `medians` and `q1`: the
+    ratio of the medians (lower quartiles) of all samples.
+    """
+    pooled: dict[str, list[float]] = {name: [] for name in NAMES}
+    for samples in children:
+        for name in NAMES:
+            pooled[name] += samples[name]
+    found: dict[str, Any] = {}
+    for ratio, (a, b) in RATIOS.items():
+        per_child = [
+            statistics.median(x / y for x, y in zip(c[a], c[b], strict=True)) for c in children
+        ]
+        pairs = [x / y for c in children for x, y in zip(c[a], c[b], strict=True)]
+        found[ratio] = {
+            "paired": round(statistics.median(pairs), 4),
+            "per_child": [round(r, 4) for r in per_child],
+            "spread": [round(min(per_child), 4), round(max(per_child), 4)],
+            "medians": round(statistics.median(pooled[a]) / statistics.median(pooled[b]), 4),
+            "q1": round(_q1(pooled[a]) / _q1(pooled[b]), 4),
+        }
+    return found
 
 
 def main(out: str, cycles: int, rounds: int, specs: list[tuple[str, str]]) -> dict[str, Any]:
-    samples: dict[str, dict[str, list[float]]] = {
-        label: {name: [] for name in NAMES} for label, _ in specs
-    }
+    children: dict[str, list[dict[str, dict[str, list[float]]]]] = {label: [] for label, _ in specs}
     for cycle in range(cycles):
         shift = cycle % len(specs)
         for label, src in specs[shift:] + specs[:shift]:
-            env = {**os.environ, "PYTHONPATH": src}
+            # the checkouts of a cycle share a hash seed (each cycle its own): a seed moves a
+            # process's speed by a few percent, and would otherwise land on one checkout only
+            env = {**os.environ, "PYTHONPATH": src, "PYTHONHASHSEED": str(cycle)}
             command = [sys.executable, __file__, "--child", str(rounds)]
             done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
-            for name, values in json.loads(done.stdout).items():
-                samples[label][name] += values
+            children[label].append(json.loads(done.stdout))
     from importlib.metadata import version
 
     import langchain
@@ -158,12 +220,33 @@ def main(out: str, cycles: int, rounds: int, specs: list[tuple[str, str]]) -> di
         "cycles": cycles,
         "rounds": rounds,
         "sources": dict(specs),
-        "samples_ms": samples,
-        "figures": {label: figures(samples[label]) for label, _ in specs},
+        "load_average": os.getloadavg(),
+        # per measure, per checkout: one entry per child, {configuration: [ms per round]}
+        "samples_ms": {
+            measure: {label: [c[measure] for c in runs] for label, runs in children.items()}
+            for measure in MEASURES
+        },
+        "figures": {
+            measure: {
+                label: figures([c[measure] for c in runs]) for label, runs in children.items()
+            }
+            for measure in MEASURES
+        },
     }
     with open(out, "w", encoding="utf-8") as file:
         json.dump(document, file)
     return document
+
+
+def headline(document: dict[str, Any]) -> dict[str, Any]:
+    """Each measure's paired ratios and their spread between children, per checkout."""
+    return {
+        measure: {
+            label: {r: [f["paired"], *f["spread"]] for r, f in found.items()}
+            for label, found in by_label.items()
+        }
+        for measure, by_label in document["figures"].items()
+    }
 
 
 if __name__ == "__main__":
@@ -172,4 +255,4 @@ if __name__ == "__main__":
     else:
         labels = [tuple(a.split("=", 1)) for a in sys.argv[4:]]
         result = main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), labels)  # type: ignore[arg-type]
-        print(json.dumps(result["figures"], indent=2))
+        print(json.dumps(headline(result), indent=1))

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 __all__ = [
@@ -201,10 +201,10 @@ def _mask(name: str) -> str:
     return _FIELD_SAFE.sub("_", name)[:FIELD_CHARS] or "_"
 
 
-def _unheld(answer: str, result: str) -> set[float]:
-    """The numbers (10 or more) the answer states that the result does not hold."""
-    held = _numbers(result)
-    return {n for n in _numbers(answer) if n >= 10 and n not in held}
+def _unheld(answer_numbers: set[float], held: set[float]) -> set[float]:
+    """The numbers (10 or more) the answer states (`answer_numbers`) that the result does not
+    hold (`held`, the result's numbers)."""
+    return {n for n in answer_numbers if n >= 10 and n not in held}
 
 
 def _sources(unheld: set[float], earlier: Sequence[tuple[str, str]]) -> list[str] | None:
@@ -238,15 +238,16 @@ def _asked(answer: str) -> bool:
     )
 
 
-def _receipt(shape: Shape, data: Any, result: str) -> bool:
+def _receipt(shape: Shape, data: Any, result_words: list[str]) -> bool:
     """A result that reports an action's outcome rather than data to choose from.
 
     A bare status of at most three words with an outcome word ("Transfer successful", "Done"),
     or a JSON object with a top-level flag that says yes (`true`, "True", "ok", "success", ...)
     and a message (a text value of at least three words). Not prose: a short prose result ("no
-    protocol found") is as often the start of the model's own reasoning."""
+    protocol found") is as often the start of the model's own reasoning. `result_words`: the
+    result's `_words`."""
     if shape == "value":
-        return data is None and any(w in _OUTCOME for w in _words(result))
+        return data is None and any(w in _OUTCOME for w in result_words)
     if shape != "object" or not isinstance(data, dict):
         return False
     values = list(data.values())
@@ -280,8 +281,17 @@ def judge(result: str, answer: str, earlier: Sequence[tuple[str, str]] = ()) -> 
         for prose.
     """
     shape, data = shape_of(result)
-    answer_words = set(_words(answer))
+    words = _words(answer)  # each text's words and numbers are read once
+    answer_words = set(words)
     answer_numbers = _numbers(answer)
+    result_numbers = _numbers(result)
+    read: list[list[str]] = []
+
+    def result_words() -> list[str]:
+        if not read:
+            read.append(_words(result))
+        return read[0]
+
     fields: list[str] = []
     used_any = False
     if shape in ("object", "list") or (shape == "value" and data is not None):
@@ -294,7 +304,7 @@ def judge(result: str, answer: str, earlier: Sequence[tuple[str, str]] = ()) -> 
                 if masked not in fields and len(fields) < FIELDS_MAX:
                     fields.append(masked)
     action: Action
-    unheld = _unheld(answer, result)
+    unheld = _unheld(answer_numbers, result_numbers)
     sources = _sources(unheld, earlier) if unheld else []
     if _asked(answer):
         action = "asked"
@@ -310,8 +320,8 @@ def judge(result: str, answer: str, earlier: Sequence[tuple[str, str]] = ()) -> 
     elif shape in ("object", "value") and data is not None:
         action = "restated" if used_any else "own"
     else:
-        action = _prose_action(shape, result, answer)
-    if action == "own" and _receipt(shape, data, result):
+        action = _prose_action(shape, result, words, result_words, answer_numbers, result_numbers)
+    if action == "own" and _receipt(shape, data, result_words() if shape == "value" else []):
         action = "restated"  # the outcome announced in the model's words (or translated)
     if not sources or action == "asked":
         return {"shape": shape, "action": action, "fields": fields}
@@ -349,14 +359,23 @@ def judge_turn(
     return judged
 
 
-def _prose_action(shape: Shape, result: str, answer: str) -> Action:
-    """What the answer did with a prose (or bare-word, or empty) result."""
-    words = _words(answer)
+def _prose_action(
+    shape: Shape,
+    result: str,
+    words: list[str],
+    read_result: Callable[[], list[str]],
+    answer_numbers: set[float],
+    result_numbers: set[float],
+) -> Action:
+    """What the answer did with a prose (or bare-word, or empty) result.
+
+    `words`: the answer's `_words`; `read_result`: the result's (read when needed); the
+    numbers: `_numbers` of the answer and of the result."""
     if shape == "empty" or not words:
         return "own"
-    source = set(_words(result))
+    result_words = read_result()
+    source = set(result_words)
     share = sum(w in source for w in words) / len(words)
-    result_words = _words(result)
     # a short receipt the answer restates or paraphrases: its own words would have served,
     # unless it is a list of labelled fields ("Hospital: X | Date: Y"), which a user is not
     # shown as is: then a tool-written answer would have served
@@ -368,7 +387,9 @@ def _prose_action(shape: Shape, result: str, answer: str) -> Action:
         return served
     if share >= RESTATED:
         return served if len(result_words) <= RECEIPT else "restated"
-    if len(result_words) <= RECEIPT and (share >= PARAPHRASE or _shares_a_number(answer, result)):
+    if len(result_words) <= RECEIPT and (
+        share >= PARAPHRASE or any(n >= 10 for n in answer_numbers & result_numbers)
+    ):
         return served
     return "own"
 
@@ -382,7 +403,3 @@ def _fielded(result: str) -> bool:
     """Whether a prose result is a record of labelled fields (`Label: value`, at least
     `FIELDED` of them)."""
     return len(_LABEL.findall(result)) >= FIELDED
-
-
-def _shares_a_number(answer: str, result: str) -> bool:
-    return any(n >= 10 for n in _numbers(answer) & _numbers(result))

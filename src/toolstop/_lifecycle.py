@@ -126,6 +126,8 @@ class RunState(TypedDict):
         again: While the record's `reask` says the user did not ask again: the keys
             (`toolstop._reask.call_key`) of the previous run's deciding calls; a call of this
             run with the same key is asking again (`same_call`).
+        handoff: A hand-off held until its turn is answered (`toolstop.levels.defer_handoff`),
+            from the tools until the next model call settles it.
     """
 
     open: bool
@@ -140,6 +142,7 @@ class RunState(TypedDict):
     relays: NotRequired[bool]
     seen: NotRequired[str | None]
     again: NotRequired[list[str]]
+    handoff: NotRequired[dict[str, Any]]
 
 
 INTERRUPTED_TEXT = (

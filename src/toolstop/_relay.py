@@ -67,6 +67,11 @@ def holds_relay(messages: Sequence[BaseMessage], seen: str | None) -> bool:
         message = messages[index]
         if seen is not None and message.id == seen:
             return False
-        if isinstance(message, AIMessage) and model_text(message.response_metadata) is not None:
+        if type(message) is not AIMessage and not isinstance(message, AIMessage):
+            continue
+        metadata = message.response_metadata
+        if type(metadata) is dict and "toolstop" not in metadata:
+            continue  # no mark at all (the model's own answers): nothing to read
+        if model_text(metadata) is not None:
             return True
     return False

@@ -49,7 +49,7 @@ from toolstop._lifecycle import (
 from toolstop._narrator import answer_of, count_narrator_call, narration
 from toolstop._prompt import Prompt, PromptInput
 from toolstop._relay import to_model
-from toolstop.decision import Decision, decide
+from toolstop.decision import Decision, current_turn, decide_turn
 from toolstop.errors import ToolstopConfigError
 from toolstop.observe import apublish_run_end, publish_run_end
 from toolstop.policy import StopPolicy, resolve_policy
@@ -340,13 +340,15 @@ class _Nodes:
 
     # -- router ----------------------------------------------------------------------------
     def route_after_tools(self, state: ReactState) -> Literal["agent", "finalize", "polish"]:
-        """Back to `agent`, or to the stop node the policy's mode asks for."""
+        """Back to `agent`, or to the stop node the policy's mode asks for.
+
+        The turn is read without its earlier turns: they change a stop's relay, which the node
+        it routes to builds, never whether it stops (see `toolstop.decision.current_turn`)."""
         run = state.get("toolstop_run")
         remaining = state.get("remaining_steps")
-        decision = decide(
-            state["messages"],
+        decision = decide_turn(
+            current_turn(state["messages"], since=run_start(run), earlier=False),
             for_run(self.policy, run) if self.policy.per_run else self.policy,
-            since=run_start(run),
             transient_count=run["record"]["transient_retries"] if run else 0,
             # the node after `tools` runs one step later
             remaining_steps=None if remaining is None else remaining - 1,

@@ -58,8 +58,10 @@ SUBAGENT_KEY = "toolstop_subagent"
 """The metadata key naming the `subagent_tool` a sub-agent's run was called as (its checkpoints
 keep it: `toolstop explain` labels the run's level with it)."""
 
-HANDOFF_KEY = "toolstop_handoff"
-"""The private state key of a hand-off held until its turn is answered (see `defer_handoff`)."""
+HANDOFF_KEY = "handoff"
+"""The key, in the run's private state (`RUN_KEY`), of a hand-off held until its turn is
+answered (see `defer_handoff`). Not a state key of its own: every channel an agent declares
+costs LangGraph work on every step of every run."""
 
 FORWARDED = frozenset({Outcome.COMPLETED.value, Outcome.FATAL.value, Outcome.POLICY_BLOCK.value})
 """The rules a sub-agent's stop is forwarded on: the stops a tool signalled."""
@@ -282,7 +284,7 @@ def defer_handoff(request: Any, result: Any) -> Any:
     langgraph-swarm's hand-off tool returns a `Command` to the swarm carrying the history up to
     its own result: a call of the same turn that runs beside it goes unanswered and its result
     is lost. Held instead: the hand-off's result is written like any tool result, the hand-off
-    itself into `HANDOFF_KEY`, and the next model call decides (`hand_off`,
+    itself into the run's `HANDOFF_KEY`, and the next model call decides (`hand_off`,
     `handoff_overridden`). A hand-off alone in its turn, and anything else, is returned as it
     is.
     """
@@ -310,7 +312,13 @@ def defer_handoff(request: Any, result: Any) -> Any:
         "update": {k: v for k, v in update.items() if k != "messages"},
         "tool_call_id": call_id,
     }
-    return Command(update={"messages": answers, HANDOFF_KEY: held})
+    run = state.get(RUN_KEY)
+    return Command(
+        update={
+            "messages": answers,
+            RUN_KEY: {**(run if isinstance(run, Mapping) else {}), HANDOFF_KEY: held},
+        }
+    )
 
 
 def hand_off(held: Mapping[str, Any], messages: Sequence[BaseMessage]) -> Exception:
@@ -366,14 +374,14 @@ def settle_handoff(
 
     Returns:
         When the turn stops, the stop is honoured: the record with `handoff_overridden`, and
-        the state update that clears the hand-off and rewrites its result. Otherwise the
-        hand-off is carried out: the record with `handed_off_to` (to publish: the run ends
-        here) and the exception to raise (`hand_off`).
+        the state update that rewrites its result (the caller clears the hand-off from the
+        run). Otherwise the hand-off is carried out: the record with `handed_off_to` (to
+        publish: the run ends here) and the exception to raise (`hand_off`).
     """
     goto = str(held.get("goto"))
     if stops:
         rewritten = handoff_overridden(held, messages)
-        update: dict[str, Any] = {HANDOFF_KEY: None}
+        update: dict[str, Any] = {}
         if rewritten:
             update["messages"] = rewritten
         return StopRecord(**{**record, "handoff_overridden": goto}), update

@@ -121,7 +121,6 @@ class StopOnArtifactState(AgentState[Any]):
 
     stop_record: NotRequired[StopRecord]
     toolstop_run: NotRequired[Annotated[RunState, PrivateStateAttr]]
-    toolstop_handoff: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
 
 
 def _named(answer: AIMessage, config: Any) -> AIMessage:
@@ -443,9 +442,10 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
     # -- the decision, shared by sync and async ---------------------------------------------
     def _begin(
         self, request: ModelRequest, sent_back: frozenset[str] | None = None
-    ) -> tuple[Begun, int | None, Any]:
-        """The run's state at this model call (see `toolstop._lifecycle.begin`), the steps left
-        and the node's config. `sent_back`: what an async call read of the way back."""
+    ) -> tuple[Begun, int | None, Any, Any]:
+        """The run's state at this model call (see `toolstop._lifecycle.begin`), the steps left,
+        the node's config, and a hand-off held until this call (`toolstop.levels.defer_handoff`;
+        usually `None`). `sent_back`: what an async call read of the way back."""
         if request.tools is not self._checked_tools:  # once per agent, unless a hook swaps tools
             check_tools([t for t in request.tools if isinstance(t, BaseTool)], "StopOnArtifact")
             self._checked_tools = request.tools
@@ -470,7 +470,8 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             config=config,
             sent_back=sent_back,
         )
-        return begun, remaining, config
+        held = run.get(HANDOFF_KEY) if run is not None else None
+        return begun, remaining, config, held if held and isinstance(held, Mapping) else None
 
     @staticmethod
     def _repaired(request: ModelRequest, begun: Begun) -> ModelRequest:
@@ -482,18 +483,18 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
 
     @staticmethod
     def _settle(
-        request: ModelRequest, begun: Begun, decision: Decision | None
+        held: Mapping[str, Any], begun: Begun, decision: Decision | None
     ) -> tuple[Begun, dict[str, Any] | None, tuple[StopRecord, Exception] | None]:
-        """`(begun, relay update, None)`, or `(begun, None, (record, exception))` when a hand-off
-        held until its turn was answered (`toolstop.levels.defer_handoff`) is carried out."""
-        held = cast(Mapping[str, Any], request.state).get(HANDOFF_KEY)
-        if not held:
-            return begun, None, None
+        """`(begun, relay update, None)`, or `(begun, None, (record, exception))` when `held`, a
+        hand-off held until its turn was answered (`toolstop.levels.defer_handoff`), is carried
+        out. A stop honoured instead clears it from the run."""
         stops = decision is not None and decision.stop and not decision.narrate
         record, settled = settle_handoff(held, begun.run["record"], stops, begun.messages)
         if isinstance(settled, Exception):
             return begun, None, (record, settled)
-        return begun._replace(run={**begun.run, "record": record}), settled, None
+        run = cast(dict[str, Any], {**begun.run, "record": record})
+        run.pop(HANDOFF_KEY, None)
+        return begun._replace(run=cast(RunState, run)), settled, None
 
     def _relay(
         self,
@@ -598,13 +599,13 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
     # -- hooks ------------------------------------------------------------------------------
     def wrap_model_call(self, request: ModelRequest, handler: Handler) -> Any:
         """Answer with the relay on a stop; otherwise call the model and account for it."""
-        begun, remaining, config = self._begin(request)
+        begun, remaining, config, held = self._begin(request)
         decision = begun.decision
         if begun.aborted is not None:
             publish_run_end(begun.aborted.record, config)
         extra = None
-        if cast(Mapping[str, Any], request.state).get(HANDOFF_KEY):  # a hand-off held back
-            begun, extra, ended = self._settle(request, begun, decision)
+        if held is not None:  # a hand-off held back
+            begun, extra, ended = self._settle(held, begun, decision)
             if ended is not None:  # it is carried out: this agent's run ends here
                 publish_run_end(ended[0], config)
                 raise ended[1]
@@ -631,13 +632,13 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         sent_back = None
         if self.policy.way_back is not None:  # read without blocking the event loop
             sent_back = await away_back_now(self.policy, _config())
-        begun, remaining, config = self._begin(request, sent_back)
+        begun, remaining, config, held = self._begin(request, sent_back)
         decision = begun.decision
         if begun.aborted is not None:
             await apublish_run_end(begun.aborted.record, config)
         extra = None
-        if cast(Mapping[str, Any], request.state).get(HANDOFF_KEY):  # a hand-off held back
-            begun, extra, ended = self._settle(request, begun, decision)
+        if held is not None:  # a hand-off held back
+            begun, extra, ended = self._settle(held, begun, decision)
             if ended is not None:  # it is carried out: this agent's run ends here
                 await apublish_run_end(ended[0], config)
                 raise ended[1]
@@ -671,7 +672,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         config = _config()
         _invocation.current(config)
         state = request.state
-        if isinstance(state, Mapping) and "stop_record" in state:
+        if (type(state) is dict or isinstance(state, Mapping)) and "stop_record" in state:
             request = without_record(request)
         result = handler(request)
         if not isinstance(result, Command):  # a ToolMessage: no sub-agent state, no hand-off
@@ -688,7 +689,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         config = _config()
         await _invocation.aclaim(config)
         state = request.state
-        if isinstance(state, Mapping) and "stop_record" in state:
+        if (type(state) is dict or isinstance(state, Mapping)) and "stop_record" in state:
             request = without_record(request)
         result = await handler(request)
         if not isinstance(result, Command):  # a ToolMessage: no sub-agent state, no hand-off

@@ -385,6 +385,8 @@ def failed_calls(
 
 def _skipping(after: dict[str, AfterFirst], names: list[str]) -> dict[str, AfterFirst]:
     """Each `after_first` entry with `names` added to the tools it skipped."""
+    if not after:
+        return {}
     return {
         tool: AfterFirst(
             model_calls=entry["model_calls"],
@@ -400,6 +402,11 @@ def _merged(names: list[str], more: list[str]) -> list[str]:
     """`names` with the new ones of `more` appended (distinct, at most `SKIPPED_MAX`).
 
     The same list when nothing is added."""
+    if len(more) == 1:  # one tool in the turn: the usual case
+        name = more[0]
+        if name in names or len(names) >= SKIPPED_MAX:
+            return names
+        return [*names, name]
     added = [n for n in dict.fromkeys(more) if n not in names][: SKIPPED_MAX - len(names)]
     return [*names, *added] if added else names
 
@@ -527,7 +534,8 @@ def count_model_call(record: StopRecord, response: Any) -> StopRecord:
     no tokens (it is not estimated here, to keep the hot path free of O(history) work). Once the
     run would have stopped (`would_stop`, never mode) the call is also added to `would_save`.
     """
-    usage = response.usage_metadata if isinstance(response, AIMessage) else None
+    is_answer = type(response) is AIMessage or isinstance(response, AIMessage)
+    usage = response.usage_metadata if is_answer else None
     input_tokens = usage["input_tokens"] if usage else 0
     output_tokens = usage["output_tokens"] if usage else 0
     updated = record.copy()
@@ -535,9 +543,14 @@ def count_model_call(record: StopRecord, response: Any) -> StopRecord:
     if input_tokens or output_tokens:
         updated["input_tokens"] = record["input_tokens"] + input_tokens
         updated["output_tokens"] = record["output_tokens"] + output_tokens
-    if "asked" in record and (record["asked"] or getattr(response, "tool_calls", None)):
-        calls = response.tool_calls if isinstance(response, AIMessage) else []
-        updated["asked"] = _merged([], [str(c.get("name")) for c in calls])
+    calls = response.tool_calls if is_answer else None
+    if "asked" in record and (record["asked"] or calls):
+        if not calls:
+            updated["asked"] = []
+        elif len(calls) == 1:
+            updated["asked"] = [str(calls[0].get("name"))]
+        else:
+            updated["asked"] = _merged([], [str(c.get("name")) for c in calls])
     after = record.get("after_first")
     if after:
         updated["after_first"] = {
