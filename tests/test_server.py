@@ -114,3 +114,39 @@ def check_on(client: Any, graph_id: str) -> None:
         "search-2",  # unique across the thread's turns
     ]
     assert values["stop_record"]["rule"] == "completed"
+
+
+@pytest.mark.parametrize("graph_id", ["toolstop_graph", "toolstop_agent"])
+def test_a_canary_on_the_server_keeps_each_threads_arm_and_reads_the_reasks(
+    server: str, graph_id: str
+) -> None:
+    """An assistant with `toolstop_canary`: both arms, a thread's arm kept across its runs,
+    the re-ask recorded with the earlier run's arm, the way back reading the server's
+    checkpointer (too few stops to send anything back)."""
+    from langgraph_sdk import get_sync_client
+
+    question = {"messages": [{"role": "human", "content": "How do refunds work?"}]}
+    again = {"messages": [{"role": "human", "content": "That did not help. How do refunds work?"}]}
+    with get_sync_client(url=server) as client:
+        assistant = client.assistants.create(
+            graph_id, config={"configurable": {"toolstop_canary": 0.5}}
+        )
+        arms = set()
+        for _ in range(8):
+            thread = client.threads.create()["thread_id"]
+            client.runs.wait(thread, assistant["assistant_id"], input=question)
+            first = client.threads.get_state(thread)["values"]["stop_record"]
+            client.runs.wait(thread, assistant["assistant_id"], input=again)
+            second = client.threads.get_state(thread)["values"]["stop_record"]
+            assert first["arm"] == second["arm"]
+            if first["arm"] == "canary":
+                assert (first["rule"], first["model_calls"]) == ("completed", 1)
+            else:
+                assert (first["would_stop"], first["model_calls"]) == ("completed", 2)
+            reask = second["reask"]
+            assert (reask["arm"], reask["asked_again"], reask["why"]) == (
+                first["arm"], True, "complaint"
+            )  # fmt: skip
+            assert "sent_back" not in second
+            arms.add(first["arm"])
+        assert arms == {"canary", "shadow"}

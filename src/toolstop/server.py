@@ -4,7 +4,9 @@
 with the example `search` tool and the idempotent `write_record` tool. Both are graph
 factories: the server calls them with the run's config, and `configurable.toolstop_mode`
 (`hard`, the default, `polish` or `never`) picks the stop mode, so an assistant created with
-`{"configurable": {"toolstop_mode": "never"}}` runs in shadow mode. Neither has a checkpointer
+`{"configurable": {"toolstop_mode": "never"}}` runs in shadow mode; `toolstop_canary` (a share,
+e.g. `0.1`) runs that mode on a share of threads only, with a way back read from the server's
+checkpointer (`StopPolicy(canary=..., way_back=WayBack())`). Neither has a checkpointer
 of its own: the server brings one (in memory under `langgraph dev`, PostgreSQL under
 `make serve`).
 
@@ -43,6 +45,8 @@ __all__ = ["MODE_KEY", "RECORDS_NAMESPACE", "ServerRecords", "agent", "example_t
 
 MODE_KEY = "toolstop_mode"
 """The `configurable` key that picks the stop mode of a run (an assistant's config sets it)."""
+CANARY_KEY = "toolstop_canary"
+"""The `configurable` key of a canary's share of threads (see `toolstop.policy.StopPolicy`)."""
 
 RECORDS_NAMESPACE = ("toolstop", "records")
 """Where `write_record` keeps its records in the server's store."""
@@ -184,11 +188,30 @@ def _mode(config: RunnableConfig | None) -> Mode:
     return mode  # type: ignore[no-any-return]
 
 
+def _canary(config: RunnableConfig | None) -> float | None:
+    configurable = (config or {}).get("configurable") or {}
+    share = configurable.get(CANARY_KEY)
+    if share is None:
+        return None
+    try:
+        value = float(share)
+    except (TypeError, ValueError):
+        value = -1.0
+    if not 0 < value <= 1:
+        msg = f"configurable {CANARY_KEY!r} must be a share in (0, 1], got {share!r:.40}"
+        raise ToolstopConfigError(msg)
+    return value
+
+
 @functools.cache
-def _build(kind: str, mode: Mode) -> Any:
+def _build(kind: str, mode: Mode, canary: float | None = None) -> Any:
     tools = example_tools()
     model = _model(tuple(t.name for t in tools))
     policy = StopPolicy(mode=mode)
+    if canary is not None:
+        from toolstop.canary import WayBack
+
+        policy = StopPolicy(mode=mode, canary=canary, way_back=WayBack())
     if kind == "graph":
         return build_react_graph(model, tools, policy=policy, prompt=PROMPT, name="toolstop-graph")
     from langchain.agents import create_agent
@@ -211,7 +234,7 @@ def graph(config: RunnableConfig) -> Any:
         ToolstopConfigError: for an unknown mode, or a `TOOLSTOP_MODEL` / latency that cannot
             be used (one sentence, in the run's error).
     """
-    return _build("graph", _mode(config))
+    return _build("graph", _mode(config), _canary(config))
 
 
 def agent(config: RunnableConfig) -> Any:
@@ -225,4 +248,4 @@ def agent(config: RunnableConfig) -> Any:
     if not has_agents():
         msg = "the toolstop_agent graph needs langchain >= 1.4: pip install 'toolstop[agents]'"
         raise ToolstopConfigError(msg)
-    return _build("agent", _mode(config))
+    return _build("agent", _mode(config), _canary(config))
