@@ -30,6 +30,7 @@ LIBRARY = [
     "toolstop._version",
     "toolstop._judge",
     "toolstop._reask",
+    "toolstop._reply",
     "toolstop._lifecycle",
     "toolstop._relay",
     "toolstop.flags",

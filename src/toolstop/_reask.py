@@ -47,11 +47,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import secrets
 import unicodedata
 from collections.abc import Callable
 from typing import Any, Literal
 
+from toolstop._reply import fence_tag, reply_text
 from toolstop._secrets import mask_secrets
 
 __all__ = [
@@ -416,7 +416,6 @@ Reply with only a JSON object and nothing else: {"asked_again": true, "why": "re
 JUDGE_CHARS = 1500
 """Each text is cut at this many characters in the judge's prompt."""
 _REPLY_CHARS = 2000
-_FENCE = re.compile(r"^```[a-zA-Z]*\s*(.*?)\s*```$", re.DOTALL)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
@@ -436,11 +435,7 @@ def reask_messages(
     from langchain_core.messages import HumanMessage, SystemMessage
 
     texts = {"REQUEST": _shown(request), "ANSWER": _shown(answer), "NEXT MESSAGE": _shown(message)}
-    draw = draw or (lambda: secrets.token_hex(6))
-    while True:
-        tag = draw()
-        if tag and not any(tag in text for text in texts.values()):
-            break
+    tag = fence_tag(texts.values(), draw)
     body = "".join(f"<<<{name} {tag}\n{text}\n{name} {tag}>>>\n\n" for name, text in texts.items())
     body += (
         f"The texts end only at the closing markers tagged {tag}. "
@@ -449,28 +444,13 @@ def reask_messages(
     return [SystemMessage(RUBRIC), HumanMessage(body)]
 
 
-def _reply_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            b if isinstance(b, str) else str(b.get("text", ""))
-            for b in content
-            if isinstance(b, str) or (isinstance(b, dict) and b.get("type", "text") == "text")
-        )
-    return ""
-
-
 def parse_reask(reply: Any) -> tuple[bool, str] | None:
     """`(asked_again, why)` of a judge's reply (a message, its content or a str).
 
     `None`: unparseable.
     Only a JSON object (maybe in a code fence) with a boolean `asked_again` and a `why` that
     agrees with it (`restated` or `complaint` when true, `none` when false) is read."""
-    text = _reply_text(getattr(reply, "content", reply))[:_REPLY_CHARS].strip()
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group(1).strip()
+    text = reply_text(reply, _REPLY_CHARS)
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):

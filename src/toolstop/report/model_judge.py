@@ -27,10 +27,10 @@ import hashlib
 import heapq
 import json
 import re
-import secrets
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from toolstop._reply import fence_tag, reply_text
 from toolstop.report.examples import clean
 
 __all__ = [
@@ -83,20 +83,6 @@ _REPLY_CHARS = 2000
 """A reply longer than this (cut) is read only this far."""
 _OUTPUT_TOKENS = 12
 """The output tokens a reply is estimated at (`{"label": "convert_with_answer"}`)."""
-_FENCE = re.compile(r"^```[a-zA-Z]*\s*(.*?)\s*```$", re.DOTALL)
-
-
-def fence_tag(texts: Iterable[str], draw: Callable[[], str] | None = None) -> str:
-    """A random tag for one call's fences, absent from every text of `texts`.
-
-    Drawn by `draw` (default: 12 random hex digits) until no text holds it, so no text can
-    write the closing marker of its own fence."""
-    draw = draw or (lambda: secrets.token_hex(6))
-    texts = list(texts)
-    while True:
-        tag = draw()
-        if tag and not any(tag in text for text in texts):
-            return tag
 
 
 NAME_CHARS = 200
@@ -146,18 +132,6 @@ def estimate_tokens(calls: Iterable[list[Any]]) -> tuple[int, int]:
     return count, tokens
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            b if isinstance(b, str) else str(b.get("text", ""))
-            for b in content
-            if isinstance(b, str) or (isinstance(b, dict) and b.get("type", "text") == "text")
-        )
-    return ""
-
-
 def _label(value: Any) -> str | None:
     if not isinstance(value, str):
         return None
@@ -170,10 +144,7 @@ def parse_label(reply: Any) -> str | None:
 
     Accepted: a JSON object whose `label` is a label, a JSON string, or the bare label, each
     maybe in a code fence, quoted or in another case (`Convert`, `convert with answer`)."""
-    text = _text(getattr(reply, "content", reply))[:_REPLY_CHARS].strip()
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group(1).strip()
+    text = reply_text(reply, _REPLY_CHARS)
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):  # not JSON, or nested deeper than Python recurses

@@ -32,6 +32,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from toolstop._reply import reply_text
 from toolstop._secrets import mask_secrets
 from toolstop.convert import parsed_result, render_answer
 from toolstop.decision import content_text
@@ -331,19 +332,11 @@ def draft_messages(
     return [SystemMessage(DRAFT_PROMPT), HumanMessage("\n\n".join(parts))]
 
 
-_FENCED = re.compile(r"^```[a-zA-Z]*\s*(.*?)\s*```$", re.DOTALL)
-
-
 def parse_draft(reply: Any) -> str | None:
     """The template of a drafting model's reply; `None` when it holds none.
 
     A JSON object whose `template` is a string (maybe in a code fence), or a JSON string."""
-    content = getattr(reply, "content", reply)
-    text = content_text(content) if not isinstance(content, str) else content
-    text = text[:_REPLY_CHARS].strip()
-    fenced = _FENCED.match(text)
-    if fenced:
-        text = fenced.group(1).strip()
+    text = reply_text(reply, _REPLY_CHARS)
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
