@@ -320,21 +320,18 @@ class WayBack:
         Never raises: a read that fails keeps the previous answer and is logged. Call
         `asent_back` from a coroutine: an async saver cannot be read synchronously on its loop.
         """
-        saver = self.checkpointer if self.checkpointer is not None else checkpointer
-        if saver is None or not self._due() or not self._lock.acquire(blocking=False):
+        saver = self._claim(checkpointer)
+        if saver is None:
             return self._answer
+        found = _Entries()
         try:
-            if self._due():
-                found = _Entries()
-                try:
-                    self._read(saver, found)
-                except Exception as error:  # the application's run must go on
-                    self._failed(error)
-                else:
-                    self._settle(found)
-                self._read_at = self._clock()
+            self._read(saver, found)
+        except Exception as error:  # the application's run must go on
+            self._failed(error)
+        else:
+            self._settle(found)
         finally:
-            self._lock.release()
+            self._release()
         return self._answer
 
     async def asent_back(self, checkpointer: Any = None) -> frozenset[str]:
@@ -343,22 +340,35 @@ class WayBack:
         An async saver (`AsyncSqliteSaver`, `AsyncPostgresSaver`) is read with its `alist`; a
         sync saver's read runs in a worker thread; an `InMemorySaver` is read in place.
         """
+        saver = self._claim(checkpointer)
+        if saver is None:
+            return self._answer
+        found = _Entries()
+        try:
+            await self._aread(saver, found)
+        except Exception as error:  # the application's run must go on
+            self._failed(error)
+        else:
+            self._settle(found)
+        finally:
+            self._release()
+        return self._answer
+
+    def _claim(self, checkpointer: Any) -> Any:
+        """The saver to read when this caller is to read now (the lock then held), else `None`:
+        no saver, `refresh` not passed, or another caller reading (or just done reading)."""
         saver = self.checkpointer if self.checkpointer is not None else checkpointer
         if saver is None or not self._due() or not self._lock.acquire(blocking=False):
-            return self._answer
-        try:
-            if self._due():
-                found = _Entries()
-                try:
-                    await self._aread(saver, found)
-                except Exception as error:  # the application's run must go on
-                    self._failed(error)
-                else:
-                    self._settle(found)
-                self._read_at = self._clock()
-        finally:
+            return None
+        if not self._due():  # another caller read while this one waited for the lock
             self._lock.release()
-        return self._answer
+            return None
+        return saver
+
+    def _release(self) -> None:
+        """A read ended (found or failed): the next is due after `refresh`."""
+        self._read_at = self._clock()
+        self._lock.release()
 
     def evidence(self) -> dict[str, dict[str, Any]]:
         """What the last read found, per tool, and whether each tool is sent back.
