@@ -559,19 +559,29 @@ def _drafting(model: Any, args: argparse.Namespace, tool: str) -> Any:
     """`template_from`'s `draft` for `--template` with `--judge`: the model drafts the template
     in one call, announced (and, without `--yes`, asked) first; `None` when declined."""
     from toolstop._printable import printable
-    from toolstop.report.examples import mask_secrets
 
     print(
         f"toolstop report: the judge drafts the template of {printable(tool[:200])} in 1 call "
         f"to {shown(args.judge)} at {_judge_host(model, args)}",
         file=sys.stderr,
     )
-    if not args.yes:
-        print("draft now? [y/N] ", end="", file=sys.stderr, flush=True)
-        if sys.stdin.readline().strip().casefold() not in ("y", "yes"):
-            print("toolstop report: not drafted; the deterministic template", file=sys.stderr)
-            return None
-    return (model, args.judge, lambda error: mask_secrets(failure(error))[:300])
+    if not args.yes and not _yes("draft now?"):
+        print("toolstop report: not drafted; the deterministic template", file=sys.stderr)
+        return None
+    return (model, args.judge, _failure_text)
+
+
+def _yes(question: str) -> bool:
+    """The user's answer to `question` at the terminal (a yes only for `y` or `yes`)."""
+    print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
+    return sys.stdin.readline().strip().casefold() in ("y", "yes")
+
+
+def _failure_text(error: BaseException) -> str:
+    """A failed judge call, as the report may quote it: masked, at most 300 characters."""
+    from toolstop.report.examples import mask_secrets
+
+    return mask_secrets(failure(error))[:300]
 
 
 def _run_judge(
@@ -579,7 +589,6 @@ def _run_judge(
 ) -> dict[str, Any] | None:
     """`document` with the model judge's counts; `None` when the user declined (printed)."""
     from toolstop.cli._output import progress
-    from toolstop.report.examples import mask_secrets
     from toolstop.report.model_judge import estimate_tokens, judge_messages, judge_pairs
 
     order = [e["tool"] for e in document["candidates"] if not e["signals"]]
@@ -594,18 +603,16 @@ def _run_judge(
         "in all (an estimate)",
         file=sys.stderr,
     )
-    if calls and not args.yes:
-        print("judge now? [y/N] ", end="", file=sys.stderr, flush=True)
-        if sys.stdin.readline().strip().casefold() not in ("y", "yes"):
-            print("toolstop report: not judged; nothing written", file=sys.stderr)
-            return None
+    if calls and not args.yes and not _yes("judge now?"):
+        print("toolstop report: not judged; nothing written", file=sys.stderr)
+        return None
     advance, stop = progress("judging", calls, sys.stderr.isatty())
     try:
         judged = judge_pairs(
             model,
             args.judge,
             chosen,
-            lambda error: mask_secrets(failure(error))[:300],
+            _failure_text,
             advance,
         )
     finally:
@@ -641,7 +648,6 @@ def _run_reask_judge(
     """`document` with `arms.model_judge`: the model's reading of the sampled re-asks, after
     its own estimate and question (`document` unchanged when the user declines, printed)."""
     from toolstop.cli._output import progress
-    from toolstop.report.examples import mask_secrets
     from toolstop.report.model_judge import estimate_tokens
     from toolstop.report.reask_judge import judge_steps, messages_of_steps
 
@@ -654,21 +660,19 @@ def _run_reask_judge(
         f"each{unbuilt}), about {tokens} tokens in all (an estimate)",
         file=sys.stderr,
     )
-    if calls and not args.yes:
-        print("judge now? [y/N] ", end="", file=sys.stderr, flush=True)
-        if sys.stdin.readline().strip().casefold() not in ("y", "yes"):
-            print(
-                "toolstop report: re-asks not judged; the deterministic reading only",
-                file=sys.stderr,
-            )
-            return document
+    if calls and not args.yes and not _yes("judge now?"):
+        print(
+            "toolstop report: re-asks not judged; the deterministic reading only",
+            file=sys.stderr,
+        )
+        return document
     advance, stop = progress("judging re-asks", calls, sys.stderr.isatty())
     try:
         by_arm = judge_steps(
             model,
             read,
             document["arms"],
-            lambda error: mask_secrets(failure(error))[:300],
+            _failure_text,
             advance,
         )
     finally:
