@@ -377,3 +377,31 @@ def test_explain_reads_a_hostile_canary_record_without_trusting_it() -> None:
     _print_canary(printable_data(run), out)  # as print_explanation escapes every run
     assert "\x1b" not in out.getvalue()
     assert "asked again after run None" in out.getvalue()
+
+
+def test_a_canary_of_a_sub_agent_tool_holds_its_forwarded_stop_in_the_shadow_arm() -> None:
+    """Two levels: a sub-agent that stops (hard) as a tool of a parent under a canary of that
+    tool; the parent's canary arm ends on the forwarded stop, the shadow arm's model answers."""
+    from toolstop import build_react_graph, subagent_tool
+
+    saver = InMemorySaver()
+    seen: Counter[tuple[Any, ...]] = Counter()
+    for n in range(16):
+        child = build_react_graph(
+            ScriptedChatModel([call("refund_status")]),
+            [forced_tool("refund_status", (ANSWER, signal(Outcome.COMPLETED)))],
+        )
+        tool = subagent_tool(child, name="refunds", description="Answers refund questions.")
+        parent = build_react_graph(
+            ScriptedChatModel([call("refunds", request="status?"), "It ships.", "Sorry!"]),
+            [tool],
+            policy=StopPolicy(mode="hard", canary=0.5, canary_tools=("refunds",)),
+            checkpointer=saver,
+        )
+        config = {"configurable": {"thread_id": f"parent-{n}"}}
+        first = parent.invoke({"messages": [HumanMessage("When does it ship?")]}, config)
+        second = parent.invoke({"messages": [HumanMessage("That is wrong, try again")]}, config)
+        record, reask = first["stop_record"], second["stop_record"]["reask"]
+        seen[(record["arm"], record["rule"], record["would_stop"], record["model_calls"])] += 1
+        assert (reask["arm"], reask["asked_again"]) == (record["arm"], True)
+    assert set(seen) == {("canary", "completed", None, 1), ("shadow", "none", "completed", 2)}
