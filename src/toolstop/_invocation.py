@@ -293,12 +293,15 @@ def current(config: Any) -> str | None:
             (same checkpointer, thread id and namespace), or wrote there after this one read the
             thread (see the module docstring).
     """
+    try:  # the loop of a named invocation is looked up only (it was checked when named)
+        name = _names.get(config["configurable"][_CALL].keywords["schedule_task"].__self__)
+    except Exception:
+        name = None
+    if name is not None:  # named (and its thread claimed) already: no lock to take
+        return name
     loop = _loop(config)
     if loop is None:
         return None
-    name = _names.get(loop)  # named (and its thread claimed) already: no lock to take
-    if name is not None:
-        return name
     return _claim(loop, _written, waited=False)
 
 

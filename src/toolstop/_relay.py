@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from toolstop.decision import is_answer
 
@@ -67,8 +67,9 @@ def holds_relay(messages: Sequence[BaseMessage], seen: str | None) -> bool:
         message = messages[index]
         if seen is not None and message.id == seen:
             return False
-        if type(message) is not AIMessage and not isinstance(message, AIMessage):
-            continue
+        kind = type(message)
+        if kind is not AIMessage and (kind is ToolMessage or not isinstance(message, AIMessage)):
+            continue  # a tool's result (the usual message here) is no relay
         metadata = message.response_metadata
         if type(metadata) is dict and "toolstop" not in metadata:
             continue  # no mark at all (the model's own answers): nothing to read

@@ -113,6 +113,10 @@ def _to_model(request: ModelRequest, begun: Begun) -> ModelRequest:
     return request.override(messages=swapped) if changed else request
 
 
+_NONE_ANSWERED: frozenset[str] = frozenset()
+"""No call answered in the model's own response (the usual one-message response)."""
+
+
 class StopOnArtifactState(AgentState[Any]):
     """The agent state plus the run's `stop_record` (kept in checkpoints like any state key).
 
@@ -534,7 +538,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
         run = begun.run
         index, answer = 0, None
         for message in messages:  # the model's answer (the first AIMessage of the response)
-            if isinstance(message, AIMessage):
+            if type(message) is AIMessage or isinstance(message, AIMessage):
                 answer = message
                 break
             index += 1
@@ -545,7 +549,7 @@ class StopOnArtifact(AgentMiddleware[StopOnArtifactState, Any]):
             answered_ids = (
                 frozenset(m.tool_call_id for m in messages if isinstance(m, ToolMessage))
                 if len(messages) > 1
-                else frozenset()
+                else _NONE_ANSWERED
             )
             if narrated:
                 answer = plain_answer(answer, answered_ids=answered_ids)

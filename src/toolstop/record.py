@@ -384,18 +384,25 @@ def failed_calls(
 
 
 def _skipping(after: dict[str, AfterFirst], names: list[str]) -> dict[str, AfterFirst]:
-    """Each `after_first` entry with `names` added to the tools it skipped."""
+    """Each `after_first` entry with `names` added to the tools it skipped.
+
+    `after` itself when no entry changes (the usual turn: its tools were skipped already); the
+    caller copies it before adding an entry."""
     if not after:
         return {}
-    return {
-        tool: AfterFirst(
-            model_calls=entry["model_calls"],
-            input_tokens=entry["input_tokens"],
-            output_tokens=entry["output_tokens"],
-            skipped=_merged(entry["skipped"], names),
-        )
-        for tool, entry in after.items()
-    }
+    changed: dict[str, AfterFirst] | None = None
+    for tool, entry in after.items():
+        skipped = _merged(entry["skipped"], names)
+        if skipped is not entry["skipped"]:
+            if changed is None:
+                changed = dict(after)
+            changed[tool] = AfterFirst(
+                model_calls=entry["model_calls"],
+                input_tokens=entry["input_tokens"],
+                output_tokens=entry["output_tokens"],
+                skipped=skipped,
+            )
+    return after if changed is None else changed
 
 
 def _merged(names: list[str], more: list[str]) -> list[str]:
@@ -492,6 +499,8 @@ def _fold_later(
             and successful(signal)
             and signal.tool_call_id not in failed
         ):
+            if later is after:  # `_skipping` returned the record's own dict: not changed here
+                later = dict(after)
             later[signal.tool] = AfterFirst(
                 model_calls=0, input_tokens=0, output_tokens=0, skipped=[]
             )
