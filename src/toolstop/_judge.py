@@ -233,7 +233,7 @@ def _asked(answer: str) -> bool:
     offer."""
     if _REQUEST.search(answer):
         return True
-    return any(
+    return "?" in answer and any(  # no question without its mark: no pattern to run
         not _CLOSING.search(q) and not _OFFER.match(q.strip()) for q in _QUESTION.findall(answer)
     )
 
@@ -402,4 +402,5 @@ FIELDED = 3
 def _fielded(result: str) -> bool:
     """Whether a prose result is a record of labelled fields (`Label: value`, at least
     `FIELDED` of them)."""
-    return len(_LABEL.findall(result)) >= FIELDED
+    # each field holds its own colon: fewer colons, fewer fields (no pattern to run)
+    return result.count(":") >= FIELDED and len(_LABEL.findall(result)) >= FIELDED
