@@ -1,6 +1,6 @@
 """toolstop's cost per run at several commits, side by side, with the garbage collector fair.
 
-    python docs/bench/commits.py OUT.json CYCLES ROUNDS LABEL=SRC [LABEL=SRC ...]
+    python docs/bench/commits.py OUT.json CYCLES ROUNDS [--bind] LABEL=SRC [LABEL=SRC ...]
 
 Each `SRC` is the `src` folder of a checkout (`git worktree add /tmp/old a2a35af`). A child
 process per checkout runs the bench's no-stop workload (a scripted model calling one tool three
@@ -13,7 +13,10 @@ backwards every other round, so each side of a pair runs first as often), each r
 agent; a round's agents are built and the garbage collected before it, and the collector is
 paused during the round, so its runs follow each other within milliseconds and none pays for
 collecting another's garbage. The model, the tool and the floors are defined here, not taken
-from the checkout, so every commit runs the same workload. The children of the checkouts take
+from the checkout, so every commit runs the same workload. The model's `bind_tools` returns the
+model itself; with `--bind` it binds the tools in OpenAI's format, as every provider's chat model
+and the bench's `ScriptedChatModel` do (`create_agent` binds on every model call, the hand-built
+graph once when it is built). The children of the checkouts take
 turns, `CYCLES` times (the order rotated each cycle), so a change in the machine's load falls on
 all of them.
 
@@ -62,13 +65,18 @@ RATIOS = {
 }
 
 
-def _builders() -> dict[str, Any]:
+BIND = "--bind"
+"""The flag that makes the scripted model bind its tools as providers do (see above)."""
+
+
+def _builders(*, bind: bool = False) -> dict[str, Any]:
     from langchain.agents import create_agent
     from langchain.agents.middleware import AgentMiddleware
     from langchain_core.language_models import BaseChatModel
     from langchain_core.messages import AIMessage
     from langchain_core.outputs import ChatGeneration, ChatResult
     from langchain_core.tools import StructuredTool
+    from langchain_core.utils.function_calling import convert_to_openai_tool
 
     from toolstop.graph import build_react_graph
     from toolstop.middleware import StopOnArtifact
@@ -84,7 +92,9 @@ def _builders() -> dict[str, Any]:
             return "scripted"
 
         def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
-            return self
+            if not bind:
+                return self
+            return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kwargs)
 
         def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any):  # type: ignore[no-untyped-def]
             step = self.steps[self.at]
@@ -136,14 +146,14 @@ MEASURES = ("wall", "cpu")
 """`wall`: `time.perf_counter`; `cpu`: `time.process_time` (all of the process's threads)."""
 
 
-def child(rounds: int) -> dict[str, dict[str, list[float]]]:
+def child(rounds: int, *, bind: bool = False) -> dict[str, dict[str, list[float]]]:
     """`rounds` rounds of every configuration, in this process (the checkout on its path).
 
     Returns `{measure: {configuration: [ms per run, one per round]}}`.
     """
     from langchain_core.messages import HumanMessage
 
-    builders = _builders()
+    builders = _builders(bind=bind)
     given = {"messages": [HumanMessage("q")]}
     for name in NAMES:  # warm-up, not counted
         builders[name]().invoke(given)
@@ -200,7 +210,9 @@ def figures(children: list[dict[str, list[float]]]) -> dict[str, Any]:
     return found
 
 
-def main(out: str, cycles: int, rounds: int, specs: list[tuple[str, str]]) -> dict[str, Any]:
+def main(
+    out: str, cycles: int, rounds: int, specs: list[tuple[str, str]], *, bind: bool = False
+) -> dict[str, Any]:
     children: dict[str, list[dict[str, dict[str, list[float]]]]] = {label: [] for label, _ in specs}
     for cycle in range(cycles):
         shift = cycle % len(specs)
@@ -208,7 +220,7 @@ def main(out: str, cycles: int, rounds: int, specs: list[tuple[str, str]]) -> di
             # the checkouts of a cycle share a hash seed (each cycle its own): a seed moves a
             # process's speed by a few percent, and would otherwise land on one checkout only
             env = {**os.environ, "PYTHONPATH": src, "PYTHONHASHSEED": str(cycle)}
-            command = [sys.executable, __file__, "--child", str(rounds)]
+            command = [sys.executable, __file__, "--child", str(rounds), *([BIND] if bind else [])]
             done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
             children[label].append(json.loads(done.stdout))
     from importlib.metadata import version
@@ -219,6 +231,7 @@ def main(out: str, cycles: int, rounds: int, specs: list[tuple[str, str]]) -> di
         "stack": {"langchain": langchain.__version__, "langgraph": version("langgraph")},
         "cycles": cycles,
         "rounds": rounds,
+        "bind": bind,
         "sources": dict(specs),
         "load_average": os.getloadavg(),
         # per measure, per checkout: one entry per child, {configuration: [ms per round]}
@@ -251,8 +264,9 @@ def headline(document: dict[str, Any]) -> dict[str, Any]:
 
 if __name__ == "__main__":
     if sys.argv[1] == "--child":
-        print(json.dumps(child(int(sys.argv[2]))))
+        print(json.dumps(child(int(sys.argv[2]), bind=BIND in sys.argv[3:])))
     else:
-        labels = [tuple(a.split("=", 1)) for a in sys.argv[4:]]
-        result = main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), labels)  # type: ignore[arg-type]
+        bind = BIND in sys.argv[4:]
+        labels = [tuple(a.split("=", 1)) for a in sys.argv[4:] if a != BIND]
+        result = main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), labels, bind=bind)  # type: ignore[arg-type]
         print(json.dumps(headline(result), indent=1))
