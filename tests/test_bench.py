@@ -556,7 +556,7 @@ OVERHEAD_ROWS = {
 """docs/benchmarks.md's overhead table: configuration in overhead.json -> its row label."""
 
 
-OVERHEAD_RUNS = range(23, 28)
+OVERHEAD_RUNS = range(29, 34)
 """The five consecutive runs docs/benchmarks.md quotes (docs/bench/overhead-runs/)."""
 
 
@@ -835,6 +835,90 @@ def test_the_commits_side_by_side_are_their_samples() -> None:
                     f"{cell('soa/floor_m')} | {cell('graph/bare')} | {cell('floor/bare')} |"
                 )
                 assert row in page, row
+
+
+THIRD_PASS_LABELS = {
+    "a2a35af": "a2a35af",
+    "5a7f1de": "5a7f1de",
+    "second": "b8a7145 (second pass)",
+    "third": "a0584b9 (third pass)",
+}
+"""docs/bench/commits_third*-1.4.2.json's source labels -> the commit docs/benchmarks.md names."""
+
+
+def test_the_third_pass_side_by_side_is_its_samples() -> None:
+    """The third pass's runs of docs/bench/commits.py, with and without `--bind`: each paired
+    ratio follows from the stored samples, and docs/benchmarks.md quotes the CPU figures."""
+    import statistics
+
+    page = (Path(__file__).parent.parent / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    stored = sorted(BENCH_DOCS.glob("commits_third*-1.4.2.json"))
+    assert [p.name for p in stored] == [
+        "commits_third-1.4.2.json",
+        "commits_third_bind-1.4.2.json",
+    ]
+    pairs_of = {
+        "soa/floor": ("soa", "floor"),
+        "soa/floor_m": ("soa", "floor_m"),
+        "graph/bare": ("graph", "bare"),
+        "floor/bare": ("floor", "bare"),
+    }
+    for path in stored:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        bind = document.get("bind", False)
+        assert bind == ("bind" in path.name)
+        workload = "`--bind`, as providers bind" if bind else "`bind_tools` returns the model"
+        for label, children in document["samples_ms"]["cpu"].items():
+            f = document["figures"]["cpu"][label]
+            for ratio, (a, b) in pairs_of.items():
+                pairs = [x / y for c in children for x, y in zip(c[a], c[b], strict=True)]
+                assert f[ratio]["paired"] == round(statistics.median(pairs), 4)
+                per_child = [
+                    round(statistics.median(x / y for x, y in zip(c[a], c[b], strict=True)), 4)
+                    for c in children
+                ]
+                assert f[ratio]["spread"] == [min(per_child), max(per_child)]
+
+            def cell(ratio: str, f: dict[str, Any] = f) -> str:
+                low, high = f[ratio]["spread"]
+                return f"{f[ratio]['paired']:.3f}x ({low:.3f}-{high:.3f})"
+
+            row = (
+                f"| {workload} | {THIRD_PASS_LABELS[label]} | {cell('soa/floor')} | "
+                f"{cell('soa/floor_m')} | {cell('graph/bare')} | "
+                f"{f['floor/bare']['paired']:.3f}x |"
+            )
+            assert row in page, row
+
+
+def test_the_own_time_of_the_hooks_is_measured_and_restored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """docs/bench/own_time.py times StopOnArtifact's three hooks (4 model calls, 3 tool calls
+    and one run end per run), then the two run-end functions twice in a row, and leaves the
+    hooks and functions as they were."""
+    pytest.importorskip("langchain.agents")
+    import toolstop._lifecycle as lifecycle
+    from toolstop.middleware import StopOnArtifact
+
+    script = _bench_script("own_time", monkeypatch)
+    before = dict(vars(StopOnArtifact)), lifecycle.judge_turn, lifecycle.reads_as_error
+    own = script.measure(2)
+    assert {name: h["calls_per_run"] for name, h in own["hooks"].items()} == {
+        "wrap_model_call": 4,
+        "wrap_tool_call": 3,
+        "after_agent": 1,
+    }
+    assert all(h["median_us"] > 0 for h in own["hooks"].values())
+    twice = script.measure(2, twice=True)
+    assert set(twice["median_us"]) == {
+        "judge_turn, first",
+        "judge_turn, second",
+        "reads_as_error, first",
+        "reads_as_error, second",
+    }
+    after = dict(vars(StopOnArtifact)), lifecycle.judge_turn, lifecycle.reads_as_error
+    assert after == before
 
 
 def test_the_commits_call_counts_are_their_counts() -> None:
