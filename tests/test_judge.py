@@ -312,6 +312,21 @@ def test_a_record_written_as_labelled_fields_is_restated_not_relayed() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("record", "fielded"),
+    [
+        ("Hospital: Padre Hurtado | Date: 2026-04-20 | Doctor: Lee", True),  # exactly three
+        ("Hospital: Padre Hurtado | Date: 2026-04-20", False),
+        ("Hospital: Padre Hurtado | Date: 2026-04-20 at 11h30 | Doctor Lee", False),
+    ],
+)
+def test_three_labelled_fields_make_a_record_two_do_not(record: str, fielded: bool) -> None:
+    """The boundary of `FIELDED`: three `Label: value` fields are a record written as text (a
+    restatement of it is `restated`), two are prose (`relayed`)."""
+    answer = "Your slot is at Padre Hurtado on 2026-04-20 with Doctor Lee."
+    assert judge(record, answer)["action"] == ("restated" if fielded else "relayed")
+
+
 # -- issue 46 item 5: facts restated from earlier results are not computed --------------------
 EXCHANGED = (
     '{"order_id": "#W2378156", "status": "exchange requested", '

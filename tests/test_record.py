@@ -274,6 +274,22 @@ def test_after_first_counts_every_call_after_a_tools_first_success_and_what_it_s
     assert _call(record, (1, 1), asks=True)["asked"] == ["x"]
 
 
+def test_a_turn_that_changes_no_after_first_entry_keeps_them_and_adds_its_own_to_a_copy() -> None:
+    """A turn whose tools every entry skipped already keeps the entries; a first success in it
+    starts its entry in a new dict, never in the folded record's (records are values)."""
+    record = fold_turn(new_record(StopPolicy()), _turn(_plain("a", "c1")))
+    record = fold_turn(record, _turn(_plain("b", "c2", Problem.TOOL_ERROR)))  # skipped, no entry
+    before = copy.deepcopy(record)
+    again = fold_turn(record, _turn(_plain("b", "c3", Problem.TOOL_ERROR)))
+    assert again["after_first"] is record["after_first"]  # nothing new skipped, nothing started
+    later = fold_turn(record, _turn(_plain("b", "c4")))  # b's first success
+    assert record == before
+    assert later["after_first"] == {
+        "a": {"model_calls": 0, "input_tokens": 0, "output_tokens": 0, "skipped": ["b"]},
+        "b": {"model_calls": 0, "input_tokens": 0, "output_tokens": 0, "skipped": []},
+    }
+
+
 def test_would_skip_names_the_tools_after_the_turn_that_would_have_stopped() -> None:
     status = CallSignal(tool="status", tool_call_id="c1", reason=Outcome.COMPLETED, stop=True)
     record = fold_turn(new_record(StopPolicy(mode="never")), _turn(status, would=Rule.COMPLETED))
