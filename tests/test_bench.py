@@ -785,6 +785,40 @@ COMMIT_LABELS = {
 """docs/bench/commits-*.json's source labels -> the commit docs/benchmarks.md names."""
 
 
+COMMIT_RATIOS = {
+    "soa/floor": ("soa", "floor"),
+    "soa/floor_m": ("soa", "floor_m"),
+    "soa/bare": ("soa", "bare"),
+    "graph/bare": ("graph", "bare"),
+    "floor/bare": ("floor", "bare"),
+}
+"""docs/bench/commits.py's ratios: name -> (numerator, denominator) configuration."""
+
+
+def _assert_paired(
+    figures: dict[str, Any], children: list[dict[str, list[float]]], ratios: dict[str, Any]
+) -> None:
+    """Each ratio's `paired` figure, per-child medians and their spread follow from the samples
+    (`docs/bench/commits.py`'s `figures`), computed here independently."""
+    import statistics
+
+    for ratio, (a, b) in ratios.items():
+        pairs = [x / y for c in children for x, y in zip(c[a], c[b], strict=True)]
+        assert figures[ratio]["paired"] == round(statistics.median(pairs), 4)
+        per_child = [
+            round(statistics.median(x / y for x, y in zip(c[a], c[b], strict=True)), 4)
+            for c in children
+        ]
+        assert figures[ratio]["per_child"] == per_child
+        assert figures[ratio]["spread"] == [min(per_child), max(per_child)]
+
+
+def _cell(figures: dict[str, Any], ratio: str) -> str:
+    """A ratio as docs/benchmarks.md quotes it: the paired figure and the children's spread."""
+    low, high = figures[ratio]["spread"]
+    return f"{figures[ratio]['paired']:.3f}x ({low:.3f}-{high:.3f})"
+
+
 def test_the_commits_side_by_side_are_their_samples() -> None:
     """docs/bench/commits.py: each ratio follows from the stored samples (the median of the
     per-round ratios, pooled and per child; the ratio of the medians), and docs/benchmarks.md
@@ -794,13 +828,7 @@ def test_the_commits_side_by_side_are_their_samples() -> None:
     page = (Path(__file__).parent.parent / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     stored = sorted(BENCH_DOCS.glob("commits-*.json"))
     assert len(stored) == 2
-    ratios = {
-        "soa/floor": ("soa", "floor"),
-        "soa/floor_m": ("soa", "floor_m"),
-        "soa/bare": ("soa", "bare"),
-        "graph/bare": ("graph", "bare"),
-        "floor/bare": ("floor", "bare"),
-    }
+    ratios = COMMIT_RATIOS
     for path in stored:
         document = json.loads(path.read_text(encoding="utf-8"))
         versions = document["stack"]
@@ -814,25 +842,16 @@ def test_the_commits_side_by_side_are_their_samples() -> None:
                     len(values) == document["rounds"] for c in children for values in c.values()
                 )
                 f = document["figures"][measure][label]
+                _assert_paired(f, children, ratios)
                 for ratio, (a, b) in ratios.items():
-                    pairs = [x / y for c in children for x, y in zip(c[a], c[b], strict=True)]
-                    assert f[ratio]["paired"] == round(statistics.median(pairs), 4)
-                    per_child = [
-                        round(statistics.median(x / y for x, y in zip(c[a], c[b], strict=True)), 4)
-                        for c in children
-                    ]
-                    assert f[ratio]["per_child"] == per_child
                     pooled = {n: [v for c in children for v in c[n]] for n in (a, b)}
                     medians = statistics.median(pooled[a]) / statistics.median(pooled[b])
                     assert f[ratio]["medians"] == round(medians, 4)
 
-                def cell(ratio: str, f: dict[str, Any] = f) -> str:
-                    low, high = f[ratio]["spread"]
-                    return f"{f[ratio]['paired']:.3f}x ({low:.3f}-{high:.3f})"
-
                 row = (
-                    f"| {stack} | {COMMIT_LABELS[label]} | {measure} | {cell('soa/floor')} | "
-                    f"{cell('soa/floor_m')} | {cell('graph/bare')} | {cell('floor/bare')} |"
+                    f"| {stack} | {COMMIT_LABELS[label]} | {measure} | {_cell(f, 'soa/floor')} | "
+                    f"{_cell(f, 'soa/floor_m')} | {_cell(f, 'graph/bare')} | "
+                    f"{_cell(f, 'floor/bare')} |"
                 )
                 assert row in page, row
 
@@ -849,20 +868,12 @@ THIRD_PASS_LABELS = {
 def test_the_third_pass_side_by_side_is_its_samples() -> None:
     """The third pass's runs of docs/bench/commits.py, with and without `--bind`: each paired
     ratio follows from the stored samples, and docs/benchmarks.md quotes the CPU figures."""
-    import statistics
-
     page = (Path(__file__).parent.parent / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     stored = sorted(BENCH_DOCS.glob("commits_third*-1.4.2.json"))
     assert [p.name for p in stored] == [
         "commits_third-1.4.2.json",
         "commits_third_bind-1.4.2.json",
     ]
-    pairs_of = {
-        "soa/floor": ("soa", "floor"),
-        "soa/floor_m": ("soa", "floor_m"),
-        "graph/bare": ("graph", "bare"),
-        "floor/bare": ("floor", "bare"),
-    }
     for path in stored:
         document = json.loads(path.read_text(encoding="utf-8"))
         bind = document.get("bind", False)
@@ -870,22 +881,10 @@ def test_the_third_pass_side_by_side_is_its_samples() -> None:
         workload = "`--bind`, as providers bind" if bind else "`bind_tools` returns the model"
         for label, children in document["samples_ms"]["cpu"].items():
             f = document["figures"]["cpu"][label]
-            for ratio, (a, b) in pairs_of.items():
-                pairs = [x / y for c in children for x, y in zip(c[a], c[b], strict=True)]
-                assert f[ratio]["paired"] == round(statistics.median(pairs), 4)
-                per_child = [
-                    round(statistics.median(x / y for x, y in zip(c[a], c[b], strict=True)), 4)
-                    for c in children
-                ]
-                assert f[ratio]["spread"] == [min(per_child), max(per_child)]
-
-            def cell(ratio: str, f: dict[str, Any] = f) -> str:
-                low, high = f[ratio]["spread"]
-                return f"{f[ratio]['paired']:.3f}x ({low:.3f}-{high:.3f})"
-
+            _assert_paired(f, children, COMMIT_RATIOS)
             row = (
-                f"| {workload} | {THIRD_PASS_LABELS[label]} | {cell('soa/floor')} | "
-                f"{cell('soa/floor_m')} | {cell('graph/bare')} | "
+                f"| {workload} | {THIRD_PASS_LABELS[label]} | {_cell(f, 'soa/floor')} | "
+                f"{_cell(f, 'soa/floor_m')} | {_cell(f, 'graph/bare')} | "
                 f"{f['floor/bare']['paired']:.3f}x |"
             )
             assert row in page, row
