@@ -255,14 +255,15 @@ def _receipt(shape: Shape, data: Any, result_words: list[str]) -> bool:
     return flag and any(isinstance(v, str) and len(v.split()) >= 3 for v in values)
 
 
-def _items_used(items: list[Any], answer_words: set[str], answer_numbers: set[float]) -> int:
-    used = 0
+def _items_used(items: list[Any], used: Callable[[str], bool]) -> int:
+    """How many of the first 500 items have a value the answer uses (`used`, see `_used`)."""
+    count = 0
     for item in items[:500]:
         leaves: list[tuple[str, str]] = []
         _leaves(item, "", leaves)
-        if any(_used(v, answer_words, answer_numbers) for _, v in leaves):
-            used += 1
-    return used
+        if any(used(v) for _, v in leaves):
+            count += 1
+    return count
 
 
 def judge(result: str, answer: str, earlier: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
@@ -292,13 +293,23 @@ def judge(result: str, answer: str, earlier: Sequence[tuple[str, str]] = ()) -> 
             read.append(_words(result))
         return read[0]
 
+    known: dict[str, bool] = {}
+
+    def used(value: str) -> bool:
+        """`_used`, once per distinct value (a list repeats its values item after item, and its
+        items are read again for `selected`)."""
+        found = known.get(value)
+        if found is None:
+            found = known[value] = _used(value, answer_words, answer_numbers)
+        return found
+
     fields: list[str] = []
     used_any = False
     if shape in ("object", "list") or (shape == "value" and data is not None):
         leaves: list[tuple[str, str]] = []
         _leaves(data, "value", leaves)
         for name, value in leaves:
-            if _used(value, answer_words, answer_numbers):
+            if used(value):
                 used_any = True
                 masked = _mask(name)
                 if masked not in fields and len(fields) < FIELDS_MAX:
@@ -312,8 +323,8 @@ def judge(result: str, answer: str, earlier: Sequence[tuple[str, str]] = ()) -> 
         action = "computed"
     elif shape == "list":
         items = data if isinstance(data, list) else []
-        used = _items_used(items, answer_words, answer_numbers)
-        if len(items) >= 2 and 0 < used < len(items):
+        used_items = _items_used(items, used)
+        if len(items) >= 2 and 0 < used_items < len(items):
             action = "selected"
         else:
             action = "restated" if used_any else "own"
