@@ -312,6 +312,30 @@ def test_a_record_written_as_labelled_fields_is_restated_not_relayed() -> None:
     )
 
 
+def test_a_lists_values_are_read_once_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A list result repeats its values item after item and its items are read twice (fields,
+    then `selected`): each distinct value is judged once per answer (this was the run's end's
+    largest cost on real list results: 885 -> 457 us for a 40-item list)."""
+    from toolstop import _judge
+
+    flights = [
+        {"id": f"LH{n}", "from": "FRA", "to": "JFK", "price": 400 + n, "seats": n % 7}
+        for n in range(40)
+    ]
+    read: list[str] = []
+    real = _judge._used
+
+    def counted(value: str, words: set[str], numbers: set[float]) -> bool:
+        read.append(value)
+        return real(value, words, numbers)
+
+    monkeypatch.setattr(_judge, "_used", counted)
+    found = judge(json.dumps({"flights": flights}), "The cheapest is LH0 at 400 EUR.")
+    assert found == {"shape": "list", "action": "selected", "fields": ["id", "price"]}
+    distinct = {str(v) for flight in flights for v in flight.values()}
+    assert sorted(read) == sorted(distinct)
+
+
 @pytest.mark.parametrize(
     ("record", "fielded"),
     [
