@@ -173,18 +173,21 @@ def shape_of(text: str) -> tuple[Shape, Any]:
     return "value", data
 
 
-def _leaves(data: Any, key: str, out: list[tuple[str, str]], depth: int = 0) -> None:
-    """(field name, value text) of every scalar in `data`, the field named by its nearest key."""
+def _leaves(data: Any, key: str, out: list[tuple[str, str]], depth: int = 0) -> bool:
+    """(field name, value text) of every scalar in `data`, the field named by its nearest key,
+    added to `out`. False when a limit (nesting, or `out`'s length) cut the reading short."""
     if depth > 20 or len(out) > 5000:
-        return
+        return False
+    complete = True
     if isinstance(data, dict):
         for inner, value in data.items():
-            _leaves(value, str(inner), out, depth + 1)
+            complete = _leaves(value, str(inner), out, depth + 1) and complete
     elif isinstance(data, list):
         for value in data:
-            _leaves(value, key, out, depth + 1)
+            complete = _leaves(value, key, out, depth + 1) and complete
     elif data is not None and not isinstance(data, bool):
         out.append((key, str(data)))
+    return complete
 
 
 def _used(value: str, answer_words: set[str], answer_numbers: set[float]) -> bool:
@@ -255,14 +258,23 @@ def _receipt(shape: Shape, data: Any, result_words: list[str]) -> bool:
     return flag and any(isinstance(v, str) and len(v.split()) >= 3 for v in values)
 
 
-def _items_used(items: list[Any], used: Callable[[str], bool]) -> int:
-    """How many of the first 500 items have a value the answer uses (`used`, see `_used`)."""
+def _items_used(
+    items: list[Any], used: Callable[[str], bool], read: list[tuple[list[tuple[str, str]], bool]]
+) -> int:
+    """How many of the first 500 items have a value the answer uses (`used`, see `_used`).
+
+    `read`: each item's leaves as the reading of the whole list found them, and whether it read
+    them all; an item whose reading a limit cut short, and in which no used value was found, is
+    read again on its own (where the limits start afresh)."""
     count = 0
-    for item in items[:500]:
-        leaves: list[tuple[str, str]] = []
-        _leaves(item, "", leaves)
-        if any(used(v) for _, v in leaves):
+    for item, (values, complete) in zip(items[:500], read, strict=False):
+        if any(used(v) for _, v in values):
             count += 1
+        elif not complete:
+            leaves: list[tuple[str, str]] = []
+            _leaves(item, "", leaves)
+            if any(used(v) for _, v in leaves):
+                count += 1
     return count
 
 
@@ -305,9 +317,16 @@ def judge(result: str, answer: str, earlier: Sequence[tuple[str, str]] = ()) -> 
 
     fields: list[str] = []
     used_any = False
+    read_items: list[tuple[list[tuple[str, str]], bool]] = []  # a list's items, as read here
     if shape in ("object", "list") or (shape == "value" and data is not None):
         leaves: list[tuple[str, str]] = []
-        _leaves(data, "value", leaves)
+        if isinstance(data, list):  # `_leaves(data, "value", leaves)`, item by item
+            for item in data:
+                start = len(leaves)
+                complete = _leaves(item, "value", leaves, 1)
+                read_items.append((leaves[start:], complete))
+        else:
+            _leaves(data, "value", leaves)
         for name, value in leaves:
             if used(value):
                 used_any = True
@@ -323,7 +342,7 @@ def judge(result: str, answer: str, earlier: Sequence[tuple[str, str]] = ()) -> 
         action = "computed"
     elif shape == "list":
         items = data if isinstance(data, list) else []
-        used_items = _items_used(items, used)
+        used_items = _items_used(items, used, read_items)
         if len(items) >= 2 and 0 < used_items < len(items):
             action = "selected"
         else:
