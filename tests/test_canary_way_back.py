@@ -26,7 +26,9 @@ import toolstop.canary as canary
 from toolstop import ToolstopConfigError
 from toolstop.canary import WayBack
 from way_back_records import (
-    awrite_thread,
+    apostgres_saver,
+    awrite_arms,
+    fresh_schema,
     population,
     postgres_saver,
     record,
@@ -419,9 +421,7 @@ async def test_async_sqlite(tmp_path: Path) -> None:
     aiosqlite_saver = pytest.importorskip("langgraph.checkpoint.sqlite.aio")
     path = str(tmp_path / "async.sqlite")
     async with aiosqlite_saver.AsyncSqliteSaver.from_conn_string(path) as saver:
-        for arm, asked in (("canary", 12), ("shadow", 3)):
-            for thread, records in population("pay", arm, 40, asked, prefix="a"):
-                await awrite_thread(saver, thread, records)
+        await awrite_arms(saver, "pay", 12, 3)
         way_back = WayBack()
         assert await way_back.asent_back(saver) == frozenset({"pay"})
         assert figures(way_back, "pay") == (40, 12, 40, 3)
@@ -465,12 +465,7 @@ def test_sqlite_across_two_processes(tmp_path: Path) -> None:
 @pytest.fixture
 def schema(postgres_url: str) -> Iterator[str]:
     """A schema of its own in the test database (other tests' records are not read)."""
-    import psycopg
-
-    name = f"way_back_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    yield from fresh_schema(postgres_url, "way_back")
 
 
 def test_postgres_in_one_process_and_across_two(postgres_url: str, schema: str) -> None:
@@ -489,23 +484,8 @@ def test_postgres_in_one_process_and_across_two(postgres_url: str, schema: str) 
 
 
 async def test_async_postgres(postgres_url: str, schema: str) -> None:
-    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-    from psycopg import AsyncConnection
-    from psycopg.rows import dict_row
-
-    with postgres_saver(postgres_url, schema):
-        pass  # the schema and its tables
-    async with await AsyncConnection.connect(
-        postgres_url,
-        autocommit=True,
-        prepare_threshold=0,
-        row_factory=dict_row,
-        options=f"-c search_path={schema}",
-    ) as conn:
-        saver = AsyncPostgresSaver(conn)  # type: ignore[arg-type]
-        for arm, asked in (("canary", 12), ("shadow", 3)):
-            for thread, records in population("pay", arm, 40, asked, prefix="a"):
-                await awrite_thread(saver, thread, records)
+    async with apostgres_saver(postgres_url, schema) as saver:
+        await awrite_arms(saver, "pay", 12, 3)
         way_back = WayBack()
         assert await way_back.asent_back(saver) == frozenset({"pay"})
         assert figures(way_back, "pay") == (40, 12, 40, 3)

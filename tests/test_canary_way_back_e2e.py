@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from toolstop import Outcome, StopPolicy, build_react_graph, signal
 from toolstop.canary import WayBack
 from toolstop.policy import share
 from toolstop.testing import forced_tool
-from way_back_records import postgres_saver, sqlite_saver
+from way_back_records import fresh_schema, postgres_saver, sqlite_saver
 
 pytestmark = pytest.mark.timeout(1200)  # a hang guard: a child process runs 600 agent runs
 
@@ -53,12 +52,7 @@ def _new_canary_run(checkpointer: Any, way_back: WayBack) -> dict[str, Any]:
 
 @pytest.fixture
 def schema(postgres_url: str) -> Iterator[str]:
-    import psycopg
-
-    name = f"canary_{uuid.uuid4().hex[:12]}"
-    yield name
-    with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    yield from fresh_schema(postgres_url, "canary")
 
 
 @pytest.mark.parametrize(

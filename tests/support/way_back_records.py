@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import argparse
 import sqlite3
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+import uuid
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -124,25 +125,60 @@ def population(
         )
 
 
+def fresh_schema(url: str, prefix: str) -> Iterator[str]:
+    """The name of a schema of its own in the test database (other tests' records are not
+    read), dropped afterwards: a fixture's body (`yield from fresh_schema(url, "...")`)."""
+    import psycopg
+
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    yield name
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+def _connection_options(schema: str) -> dict[str, Any]:
+    """How a saver's connection is opened: as LangGraph's savers need it, in `schema`."""
+    from psycopg.rows import dict_row
+
+    return {
+        "autocommit": True,
+        "prepare_threshold": 0,
+        "row_factory": dict_row,
+        "options": f"-c search_path={schema}",
+    }
+
+
 @contextmanager
 def postgres_saver(url: str, schema: str) -> Iterator[Any]:
     """A `PostgresSaver` whose tables live in `schema` (created when missing)."""
     import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
-    from psycopg.rows import dict_row
 
     with psycopg.connect(url, autocommit=True) as admin:
         admin.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
-    with psycopg.connect(
-        url,
-        autocommit=True,
-        prepare_threshold=0,
-        row_factory=dict_row,
-        options=f"-c search_path={schema}",
-    ) as conn:
+    with psycopg.connect(url, **_connection_options(schema)) as conn:
         saver = PostgresSaver(conn)  # type: ignore[arg-type]
         saver.setup()
         yield saver
+
+
+@asynccontextmanager
+async def apostgres_saver(url: str, schema: str) -> AsyncIterator[Any]:
+    """An `AsyncPostgresSaver` whose tables live in `schema` (made by `postgres_saver`)."""
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+    from psycopg import AsyncConnection
+
+    with postgres_saver(url, schema):
+        pass  # the schema and its tables
+    async with await AsyncConnection.connect(url, **_connection_options(schema)) as conn:
+        yield AsyncPostgresSaver(conn)  # type: ignore[arg-type]
+
+
+async def awrite_arms(saver: Any, tool: str, canary_asked: int, shadow_asked: int) -> None:
+    """`population` of both arms of `tool` (40 threads each, prefix `a`) through `aput`."""
+    for arm, asked in (("canary", canary_asked), ("shadow", shadow_asked)):
+        for thread, records in population(tool, arm, 40, asked, prefix="a"):
+            await awrite_thread(saver, thread, records)
 
 
 @contextmanager
