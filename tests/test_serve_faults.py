@@ -220,12 +220,18 @@ def check_next_turn(thread: Thread) -> list[str]:
     aborted = before.get("toolstop_run") or {}
     messages = after.get("messages") or []
     answers = [m for m in before.get("messages") or [] if m["type"] == "ai"]
-    if aborted.get("open") and answers and answers[-1]["id"] not in {m["id"] for m in messages}:
-        # The step that opened the run wrote its messages, but the cut failed the checkpoint
-        # that would have kept them: `get_state` showed those pending writes, and the next
-        # run, started from the last checkpoint with new input, rightly dropped them.
+    kept = {m["id"] for m in messages}
+    if aborted.get("open") and answers and answers[-1]["id"] not in kept:
+        # A step wrote its messages, but the cut failed the checkpoint that would have kept
+        # them: `get_state` showed those pending writes, and the next run, started from the
+        # last checkpoint with new input, rightly dropped them.
         thread.discarded = True
-        aborted = {}
+        if answers[0]["id"] not in kept:
+            # It was the step that opened the run (its first model call), so no checkpoint
+            # holds the open run: the next run numbers from the last finished one.
+            aborted = {}
+        # Else a later step was lost: the checkpoint before it holds the open run, which the
+        # next run closes (rule `interrupted`) and numbers from.
     if aborted.get("open"):  # the first run opened its record and did not finish it
         expected_run = aborted["record"]["run"] + 1
     elif previous:
