@@ -486,7 +486,7 @@ def test_overhead_json_is_computed_from_its_measurements(tmp_path: Path) -> None
         )
     if chosen in wall["figures"]:
         assert (
-            "StopOnArtifact vs the floor of its design (empty wrap_model_call+after_agent): "
+            "StopOnArtifact vs the floor of its design (its three hooks, empty): "
             f"{wall['figures'][chosen]['vs_floor']:.3f}x (target <= 1.030x: "
             f"{'met' if wall['figures'][chosen]['vs_floor'] <= 1.03 else 'not met'})"
         ) in text.getvalue()

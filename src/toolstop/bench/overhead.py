@@ -167,7 +167,9 @@ BARE = "create_agent"
 """The baseline every ratio is taken against (the hand-built graph when langchain is missing)."""
 
 FLOOR = "create_agent+empty wrap_model_call+after_agent"
-"""The floor of StopOnArtifact's design: the hooks it has, doing nothing (its `vs_floor`)."""
+"""The floor of StopOnArtifact's design: the hooks it has (`wrap_model_call`, `wrap_tool_call`,
+`after_agent`), doing nothing (its `vs_floor`). The label, a key of the stored runs
+(`docs/bench/overhead-runs`), is the one it had before 739bd8c gave the floor the tool hook."""
 
 FLOOR_WITH_STATE = "create_agent+empty hooks+toolstop's state"
 """`FLOOR` plus the state StopOnArtifact keeps, written as it writes it (see `_state_floor`)."""

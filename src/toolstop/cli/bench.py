@@ -275,7 +275,7 @@ def _print_overhead(figures: dict[str, Any], out: TextIO) -> None:
     chosen = wall["figures"].get(CHOSEN, {})
     if "vs_floor" in chosen:
         print(
-            f"  StopOnArtifact vs the floor of its design (empty wrap_model_call+after_agent): "
+            f"  StopOnArtifact vs the floor of its design (its three hooks, empty): "
             f"{chosen['vs_floor']:.3f}x (target <= {TARGET_VS_FLOOR:.3f}x: "
             f"{_met(chosen['vs_floor'] <= TARGET_VS_FLOOR)})",
             file=out,
