@@ -890,6 +890,41 @@ def test_the_third_pass_side_by_side_is_its_samples() -> None:
             assert row in page, row
 
 
+DECISION_LABELS = {"a2a35af": "a2a35af", "decision": "the decision alone", "72a2bf8": "72a2bf8"}
+"""docs/bench/experiment_decision-*.json's source labels -> the name docs/benchmarks.md uses."""
+
+
+def test_the_decision_alone_beside_the_floors_is_its_samples() -> None:
+    """The experiment of the decision alone (docs/bench/commits.py on a patched checkout, both
+    stacks): each paired ratio follows from the stored samples, the empty tool hook's share
+    (`floor/floor_m`, which commits.py does not compute) is computed here, and
+    docs/benchmarks.md quotes the CPU figures."""
+    import statistics
+
+    page = (Path(__file__).parent.parent / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    stored = sorted(BENCH_DOCS.glob("experiment_decision-*.json"))
+    assert [p.name for p in stored] == [
+        "experiment_decision-1.4.2.json",
+        "experiment_decision-1.5.2.json",
+    ]
+    for path in stored:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        assert document["bind"] is True
+        stack = document["stack"]["langchain"]
+        assert path.name == f"experiment_decision-{stack}.json"
+        for label, children in document["samples_ms"]["cpu"].items():
+            f = document["figures"]["cpu"][label]
+            _assert_paired(f, children, COMMIT_RATIOS)
+            hook = statistics.median(
+                x / y for c in children for x, y in zip(c["floor"], c["floor_m"], strict=True)
+            )
+            row = (
+                f"| {stack} | {DECISION_LABELS[label]} | {f['soa/floor']['paired']:.3f}x | "
+                f"{f['soa/floor_m']['paired']:.3f}x | {hook:.3f}x |"
+            )
+            assert row in page, row
+
+
 def test_the_own_time_of_the_hooks_is_measured_and_restored(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
