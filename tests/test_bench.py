@@ -865,17 +865,21 @@ THIRD_PASS_LABELS = {
 """docs/bench/commits_third*-1.4.2.json's source labels -> the commit docs/benchmarks.md names."""
 
 
+def _stored_runs(pattern: str, names: list[str]) -> list[tuple[Path, dict[str, Any]]]:
+    """docs/bench's runs of docs/bench/commits.py matching `pattern`, exactly the files `names`."""
+    stored = sorted(BENCH_DOCS.glob(pattern))
+    assert [p.name for p in stored] == names
+    return [(path, json.loads(path.read_text(encoding="utf-8"))) for path in stored]
+
+
 def test_the_third_pass_side_by_side_is_its_samples() -> None:
     """The third pass's runs of docs/bench/commits.py, with and without `--bind`: each paired
     ratio follows from the stored samples, and docs/benchmarks.md quotes the CPU figures."""
     page = (Path(__file__).parent.parent / "docs" / "benchmarks.md").read_text(encoding="utf-8")
-    stored = sorted(BENCH_DOCS.glob("commits_third*-1.4.2.json"))
-    assert [p.name for p in stored] == [
-        "commits_third-1.4.2.json",
-        "commits_third_bind-1.4.2.json",
-    ]
-    for path in stored:
-        document = json.loads(path.read_text(encoding="utf-8"))
+    stored = _stored_runs(
+        "commits_third*-1.4.2.json", ["commits_third-1.4.2.json", "commits_third_bind-1.4.2.json"]
+    )
+    for path, document in stored:
         bind = document.get("bind", False)
         assert bind == ("bind" in path.name)
         workload = "`--bind`, as providers bind" if bind else "`bind_tools` returns the model"
@@ -902,13 +906,11 @@ def test_the_decision_alone_beside_the_floors_is_its_samples() -> None:
     import statistics
 
     page = (Path(__file__).parent.parent / "docs" / "benchmarks.md").read_text(encoding="utf-8")
-    stored = sorted(BENCH_DOCS.glob("experiment_decision-*.json"))
-    assert [p.name for p in stored] == [
-        "experiment_decision-1.4.2.json",
-        "experiment_decision-1.5.2.json",
-    ]
-    for path in stored:
-        document = json.loads(path.read_text(encoding="utf-8"))
+    stored = _stored_runs(
+        "experiment_decision-*.json",
+        ["experiment_decision-1.4.2.json", "experiment_decision-1.5.2.json"],
+    )
+    for path, document in stored:
         assert document["bind"] is True
         stack = document["stack"]["langchain"]
         assert path.name == f"experiment_decision-{stack}.json"
