@@ -1,6 +1,6 @@
 """toolstop's cost per run at several commits, side by side, with the garbage collector fair.
 
-    python docs/bench/commits.py OUT.json CYCLES ROUNDS [--bind] LABEL=SRC [LABEL=SRC ...]
+    python docs/bench/commits.py OUT.json CYCLES ROUNDS [--bind] [--json] LABEL=SRC [LABEL=SRC ...]
 
 Each `SRC` is the `src` folder of a checkout (`git worktree add /tmp/old a2a35af`). A child
 process per checkout runs the bench's no-stop workload (a scripted model calling one tool three
@@ -16,9 +16,11 @@ collecting another's garbage. The model, the tool and the floors are defined her
 from the checkout, so every commit runs the same workload. The model's `bind_tools` returns the
 model itself; with `--bind` it binds the tools in OpenAI's format, as every provider's chat model
 and the bench's `ScriptedChatModel` do (`create_agent` binds on every model call, the hand-built
-graph once when it is built). The children of the checkouts take
-turns, `CYCLES` times (the order rotated each cycle), so a change in the machine's load falls on
-all of them.
+graph once when it is built). With `--json` the tool returns a result as tools return them (a
+JSON object holding a list of 40 records, 2.8 KB, as `scripts/call_counts.py`'s) and the final
+answer restates three of them, so a run's end reads and judges a real result. The children of
+the checkouts take turns, `CYCLES` times (the order rotated each cycle), so a change in the
+machine's load falls on all of them.
 
 Each run is timed twice: wall time (`perf_counter`) and the process's CPU time (`process_time`,
 every thread: `ToolNode` runs even a single tool call in a worker thread, so `thread_time` would
@@ -67,9 +69,17 @@ RATIOS = {
 
 BIND = "--bind"
 """The flag that makes the scripted model bind its tools as providers do (see above)."""
+JSON = "--json"
+"""The flag that makes the tool return a JSON result and the answer restate it (see above)."""
+
+_RECORDS = [
+    {"id": f"sku-{n:04d}", "name": f"Widget {n}", "price": round(9.99 + n, 2), "stock": n % 7}
+    for n in range(40)
+]
+_ANSWER = "Three fit: Widget 1 (sku-0001) at 10.99, Widget 2 at 11.99 and Widget 5 at 14.99."
 
 
-def _builders(*, bind: bool = False) -> dict[str, Any]:
+def _builders(*, bind: bool = False, real: bool = False) -> dict[str, Any]:
     from langchain.agents import create_agent
     from langchain.agents.middleware import AgentMiddleware
     from langchain_core.language_models import BaseChatModel
@@ -100,15 +110,18 @@ def _builders(*, bind: bool = False) -> dict[str, Any]:
             step = self.steps[self.at]
             self.at += 1
             call = {"name": "search", "args": {"query": "x"}, "id": f"c{next(ids)}"}
-            msg = AIMessage("answer") if step is None else AIMessage("", tool_calls=[call])
+            answer = _ANSWER if real else "answer"
+            msg = AIMessage(answer) if step is None else AIMessage("", tool_calls=[call])
             return ChatResult(generations=[ChatGeneration(message=msg)])
 
     def model() -> Any:
         return Scripted(steps=["s", "s", "s", None])
 
     def tools() -> list[Any]:
+        content = json.dumps({"results": _RECORDS}) if real else "partial result"
+
         def search(query: str = "") -> tuple[str, dict[str, Any]]:
-            return "partial result", {"stop": False, "reason": "completed"}
+            return content, {"stop": False, "reason": "completed"}
 
         async def asearch(query: str = "") -> tuple[str, dict[str, Any]]:
             return search(query)
@@ -146,14 +159,16 @@ MEASURES = ("wall", "cpu")
 """`wall`: `time.perf_counter`; `cpu`: `time.process_time` (all of the process's threads)."""
 
 
-def child(rounds: int, *, bind: bool = False) -> dict[str, dict[str, list[float]]]:
+def child(
+    rounds: int, *, bind: bool = False, real: bool = False
+) -> dict[str, dict[str, list[float]]]:
     """`rounds` rounds of every configuration, in this process (the checkout on its path).
 
     Returns `{measure: {configuration: [ms per run, one per round]}}`.
     """
     from langchain_core.messages import HumanMessage
 
-    builders = _builders(bind=bind)
+    builders = _builders(bind=bind, real=real)
     given = {"messages": [HumanMessage("q")]}
     for name in NAMES:  # warm-up, not counted
         builders[name]().invoke(given)
@@ -211,7 +226,13 @@ def figures(children: list[dict[str, list[float]]]) -> dict[str, Any]:
 
 
 def main(
-    out: str, cycles: int, rounds: int, specs: list[tuple[str, str]], *, bind: bool = False
+    out: str,
+    cycles: int,
+    rounds: int,
+    specs: list[tuple[str, str]],
+    *,
+    bind: bool = False,
+    real: bool = False,
 ) -> dict[str, Any]:
     children: dict[str, list[dict[str, dict[str, list[float]]]]] = {label: [] for label, _ in specs}
     for cycle in range(cycles):
@@ -220,7 +241,8 @@ def main(
             # the checkouts of a cycle share a hash seed (each cycle its own): a seed moves a
             # process's speed by a few percent, and would otherwise land on one checkout only
             env = {**os.environ, "PYTHONPATH": src, "PYTHONHASHSEED": str(cycle)}
-            command = [sys.executable, __file__, "--child", str(rounds), *([BIND] if bind else [])]
+            flags = [*([BIND] if bind else []), *([JSON] if real else [])]
+            command = [sys.executable, __file__, "--child", str(rounds), *flags]
             done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
             children[label].append(json.loads(done.stdout))
     from importlib.metadata import version
@@ -232,6 +254,7 @@ def main(
         "cycles": cycles,
         "rounds": rounds,
         "bind": bind,
+        **({"json": True} if real else {}),
         "sources": dict(specs),
         "load_average": os.getloadavg(),
         # per measure, per checkout: one entry per child, {configuration: [ms per round]}
@@ -264,9 +287,13 @@ def headline(document: dict[str, Any]) -> dict[str, Any]:
 
 if __name__ == "__main__":
     if sys.argv[1] == "--child":
-        print(json.dumps(child(int(sys.argv[2]), bind=BIND in sys.argv[3:])))
+        print(
+            json.dumps(
+                child(int(sys.argv[2]), bind=BIND in sys.argv[3:], real=JSON in sys.argv[3:])
+            )
+        )
     else:
-        bind = BIND in sys.argv[4:]
-        labels = [tuple(a.split("=", 1)) for a in sys.argv[4:] if a != BIND]
-        result = main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), labels, bind=bind)  # type: ignore[arg-type]
+        bind, real = BIND in sys.argv[4:], JSON in sys.argv[4:]
+        labels = [tuple(a.split("=", 1)) for a in sys.argv[4:] if a not in (BIND, JSON)]
+        result = main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), labels, bind=bind, real=real)  # type: ignore[arg-type]
         print(json.dumps(headline(result), indent=1))
