@@ -472,3 +472,13 @@ def test_an_answer_without_a_full_stop_is_judged_in_linear_time() -> None:
     ]
     judged = judge("Order 7 shipped.", "a" * 2_000_000 + "?")
     assert judged["action"] == "asked"
+
+
+def test_a_value_that_is_a_number_is_read_as_the_numbers_in_its_text() -> None:
+    """A value is used when the answer states every number its text holds (10 or more), the
+    text read as the judge reads any text: ".15" and "15." hold 15, "0012" holds 12, "1,200"
+    holds 1200; 25.0 is not stated."""
+    result = json.dumps({"a": ".15", "b": "15.", "c": 25.0, "d": "0012", "e": "1,200", "f": "7"})
+    judged = judge(result, "That is 15 for 1200 units, 12 left and 7 more.")
+    assert judged["fields"] == ["a", "b", "d", "e"]
+    assert judge(result, "No figures in this answer.")["fields"] == []

@@ -8,7 +8,9 @@ read, the step-budget answer's record, the relay's mark, and a narrated answer's
 from __future__ import annotations
 
 import asyncio
+import re
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
@@ -18,6 +20,7 @@ from toolstop._lifecycle import (
     INTERRUPTED_TEXT,
     Aborted,
     afinish,
+    answer_overlap,
     answered,
     begin,
     begin_turn,
@@ -382,3 +385,28 @@ def test_an_aborted_runs_answered_turn_is_accounted_for_in_its_record() -> None:
     plain = close_aborted(run, messages, 9)
     assert plain is not None
     assert (plain.record["tool_turns"], plain.record["outcomes"]["completed"]) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("answer", "source"),
+    [
+        ("The Straße is closed", "STRASSE closed: strasse"),  # case folding lengthens a word
+        ("a_b and a b", "x_a_b a_b"),
+        ("order 12 ok", "order-123 12x 112 a12 12_ (12)"),  # `12` inside words, then alone
+        ("e e e", "eee see bee the fee tree e"),  # found inside words past the places looked at
+        ("e", "eee see bee the fee tree"),  # only inside words
+        ("x² ٣", "x² and ٣"),
+        ("İstanbul", "istanbul"),
+        ("", "anything"),
+        ("nothing here", ""),
+    ],
+)
+def test_answer_overlap_counts_the_answers_words_among_the_sources_words(
+    answer: str, source: str
+) -> None:
+    """Built independently: the share of the answer's `\\w+` tokens (case-folded) that are
+    among the source's, however often a word also occurs inside longer words."""
+    words = re.findall(r"\w+", answer.casefold())
+    tokens = set(re.findall(r"\w+", source.casefold()))
+    expected = round(sum(w in tokens for w in words) / len(words), 4) if words else 0.0
+    assert answer_overlap(answer, source) == expected

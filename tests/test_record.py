@@ -330,6 +330,9 @@ def test_a_record_of_an_older_shape_carried_on_gets_no_after_first() -> None:
         '{"success": "False", "message": "no stock"}',
         '{"success": false}',
         [{"type": "text", "text": "Failed to reach the service"}],
+        # keys spelt with an escape: JSON reads them as `error` and `success`
+        '{"\\u0065rror": "quota exceeded"}',
+        '{"suc\\u0063ess": false, "id": 3}',
     ],
 )
 def test_an_error_message_reads_as_an_error(content: Any) -> None:
@@ -342,6 +345,8 @@ def test_an_error_message_reads_as_an_error(content: Any) -> None:
         '{"order_id": "ORD-1", "status": "shipped"}',
         '{"success": "True", "message": "created"}',
         '{"error": null, "id": 7}',
+        '{"message": "no error here", "status": "error-free"}',
+        '{"note": "\\"error\\" in a value", "ok": true}',
         '[{"error": "nested, in a list: not the result\'s own"}]',
         "No errors found in the filter.",
         "The order has no error.",

@@ -181,7 +181,12 @@ def _leaves(data: Any, key: str, out: list[tuple[str, str]], depth: int = 0) -> 
     complete = True
     if isinstance(data, dict):
         for inner, value in data.items():
-            complete = _leaves(value, str(inner), out, depth + 1) and complete
+            if isinstance(value, (dict, list)):
+                complete = _leaves(value, str(inner), out, depth + 1) and complete
+            elif depth >= 20 or len(out) > 5000:  # the limits a call for the scalar would meet
+                complete = False
+            elif value is not None and not isinstance(value, bool):
+                out.append((str(inner), str(value)))  # a scalar, without a call of its own
     elif isinstance(data, list):
         for value in data:
             complete = _leaves(value, key, out, depth + 1) and complete
@@ -193,9 +198,17 @@ def _leaves(data: Any, key: str, out: list[tuple[str, str]], depth: int = 0) -> 
 def _used(value: str, answer_words: set[str], answer_numbers: set[float]) -> bool:
     """Whether the answer uses a JSON value: one of its distinctive words (not digits, not a
     common word, at least three letters) or, for a number, the number itself."""
-    words = [w for w in _words(value) if len(w) >= 3]
-    if words:
-        return any(w in answer_words for w in words)
+    worded = False  # `_words(value)` read inline: this runs once per distinct value of a result
+    for word in _WORD.findall(value.casefold() if value.isascii() else _folded(value)):
+        if len(word) >= 3 and word not in _COMMON and not word.isdigit():
+            if word in answer_words:
+                return True
+            worded = True
+    if worded or not answer_numbers:
+        return False
+    if value.isascii() and value.replace(".", "", 1).isdigit() and "." not in (value[0], value[-1]):
+        number = float(value)  # a plain number (`_numbers` of it, without the pattern)
+        return number >= 10 and number in answer_numbers
     numbers = _numbers(value)
     return bool(numbers) and numbers <= answer_numbers and max(numbers) >= 10
 
@@ -259,16 +272,20 @@ def _receipt(shape: Shape, data: Any, result_words: list[str]) -> bool:
 
 
 def _items_used(
-    items: list[Any], used: Callable[[str], bool], read: list[tuple[list[tuple[str, str]], bool]]
+    items: list[Any],
+    used: Callable[[str], bool],
+    read: list[tuple[int, int, bool]],
+    hits: list[bool],
 ) -> int:
     """How many of the first 500 items have a value the answer uses (`used`, see `_used`).
 
-    `read`: each item's leaves as the reading of the whole list found them, and whether it read
-    them all; an item whose reading a limit cut short, and in which no used value was found, is
-    read again on its own (where the limits start afresh)."""
+    `read`: where each item's leaves are in the reading of the whole list (`start`, `end`), and
+    whether it read them all; `hits`: whether the answer uses each leaf of that reading. An item
+    whose reading a limit cut short, and in which no used value was found, is read again on its
+    own (where the limits start afresh)."""
     count = 0
-    for item, (values, complete) in zip(items[:500], read, strict=False):
-        if any(used(v) for _, v in values):
+    for item, (start, end, complete) in zip(items[:500], read, strict=False):
+        if True in hits[start:end]:
             count += 1
         elif not complete:
             leaves: list[tuple[str, str]] = []
@@ -308,8 +325,7 @@ def judge(result: str, answer: str, earlier: Sequence[tuple[str, str]] = ()) -> 
     known: dict[str, bool] = {}
 
     def used(value: str) -> bool:
-        """`_used`, once per distinct value (a list repeats its values item after item, and its
-        items are read again for `selected`)."""
+        """`_used`, once per distinct value (a list repeats its values item after item)."""
         found = known.get(value)
         if found is None:
             found = known[value] = _used(value, answer_words, answer_numbers)
@@ -317,22 +333,30 @@ def judge(result: str, answer: str, earlier: Sequence[tuple[str, str]] = ()) -> 
 
     fields: list[str] = []
     used_any = False
-    read_items: list[tuple[list[tuple[str, str]], bool]] = []  # a list's items, as read here
+    read_items: list[tuple[int, int, bool]] = []  # where a list's items are in `leaves`
+    hits: list[bool] = []  # whether the answer uses each of `leaves`
     if shape in ("object", "list") or (shape == "value" and data is not None):
         leaves: list[tuple[str, str]] = []
         if isinstance(data, list):  # `_leaves(data, "value", leaves)`, item by item
             for item in data:
                 start = len(leaves)
                 complete = _leaves(item, "value", leaves, 1)
-                read_items.append((leaves[start:], complete))
+                read_items.append((start, len(leaves), complete))
         else:
             _leaves(data, "value", leaves)
+        named: set[str] = set()  # the field names already masked (a list repeats them)
         for name, value in leaves:
-            if used(value):
+            found = known.get(value)  # `used(value)`, without the call (once per leaf)
+            if found is None:
+                found = known[value] = _used(value, answer_words, answer_numbers)
+            hits.append(found)
+            if found:
                 used_any = True
-                masked = _mask(name)
-                if masked not in fields and len(fields) < FIELDS_MAX:
-                    fields.append(masked)
+                if name not in named and len(fields) < FIELDS_MAX:
+                    named.add(name)
+                    masked = _mask(name)
+                    if masked not in fields:
+                        fields.append(masked)
     action: Action
     unheld = _unheld(answer_numbers, result_numbers)
     sources = _sources(unheld, earlier) if unheld else []
@@ -342,7 +366,7 @@ def judge(result: str, answer: str, earlier: Sequence[tuple[str, str]] = ()) -> 
         action = "computed"
     elif shape == "list":
         items = data if isinstance(data, list) else []
-        used_items = _items_used(items, used, read_items)
+        used_items = _items_used(items, used, read_items, hits)
         if len(items) >= 2 and 0 < used_items < len(items):
             action = "selected"
         else:

@@ -804,16 +804,53 @@ def _text(content: Any) -> str:
 
 def answer_overlap(answer: str, source: str) -> float:
     """The share (0..1, four decimals) of `answer`'s case-folded word tokens that also occur in
-    `source`; 0.0 for an answer without words."""
+    `source`; 0.0 for an answer without words.
+
+    A result is long and an answer short, so each of the answer's words is looked up in the
+    source's text (`_holds_word`) rather than the source cut into its words; only a word found
+    inside many longer words makes the source be read into them."""
     words = _WORD.findall(answer.casefold())
     if not words:
         return 0.0
-    known = set(_WORD.findall(source.casefold()))
+    folded = source.casefold()
+    tokens: set[str] | None = None
+    known: dict[str, bool] = {}
     found = 0
     for word in words:
-        if word in known:
-            found += 1
+        hit = known.get(word)
+        if hit is None:
+            hit = _holds_word(folded, word)
+            if hit is None:
+                if tokens is None:
+                    tokens = set(_WORD.findall(folded))
+                hit = word in tokens
+            known[word] = hit
+        found += hit
     return round(found / len(words), 4)
+
+
+_LOOKED_AT = 4
+"""How many places of a word `_holds_word` looks at before it gives up (returns `None`)."""
+
+
+def _holds_word(text: str, word: str) -> bool | None:
+    """Whether `word` (a run of word characters) is one of `text`'s words (`\\w+` tokens):
+    found with no word character on either side. `None` when it is only found inside longer
+    words at its first `_LOOKED_AT` places (decided by reading `text` into its words)."""
+    start = text.find(word)
+    looked = 0
+    while start != -1:
+        end = start + len(word)
+        before = text[start - 1] if start else " "
+        after = text[end] if end < len(text) else " "
+        # `\w` is a character for which `str.isalnum()` holds, or `_`
+        if not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_"):
+            return True
+        looked += 1
+        if looked == _LOOKED_AT:
+            return None
+        start = text.find(word, start + 1)
+    return False
 
 
 def ended_after(

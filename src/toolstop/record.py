@@ -349,6 +349,8 @@ def reads_as_error(content: Any) -> bool:
         return True
     if not text.startswith("{") or len(text) > ERROR_SCAN:
         return False
+    if '"error' not in text and '"success"' not in text and "\\u" not in text:
+        return False  # no such key (only a `\u` escape could spell one otherwise): not parsed
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):
