@@ -6,11 +6,14 @@
 Counts, with cProfile, the Python function calls (built-ins included) of one run of the bench's
 3-turn workload on which nothing stops (`toolstop bench --overhead`'s), for bare `create_agent`,
 the floor of StopOnArtifact's design (its hooks, empty), `create_agent` + `StopOnArtifact` and the
-hand-built graph: all of them (`calls`) and those of toolstop's own functions (`toolstop`; the
-test kit and the bench excluded). Unlike time, a count does not move with the machine's load or
-speed: on one stack it is the same in every process and for every hash seed. The tools run in
-the calling thread (LangGraph's `ToolNode` would run them in a thread pool, which cProfile does
-not see), the garbage collector is paused, and every agent has run once before it is counted.
+hand-built graph: all of them (`calls`) and those of toolstop's own functions (`toolstop`; the test
+kit and the bench excluded). The two routers are counted a second time with a result as tools
+return them (`JSON_RESULT`: a JSON object holding a list of 40 records, 2.8 KB) and a final answer
+that restates three of them: the run's end then reads, judges and compares a real result, which the
+bench's two-word result leaves out. Unlike time, a count does not move with the machine's load or
+speed: on one stack it is the same in every process and for every hash seed. The tools run in the
+calling thread (LangGraph's `ToolNode` would run them in a thread pool, which cProfile does not
+see), the garbage collector is paused, and every agent has run once before it is counted.
 
 The counts depend on the versions of Python, LangChain and LangGraph, so the baseline
 (`docs/bench/call_counts.json`) keeps one entry per stack (`stack_key`), and
@@ -88,6 +91,37 @@ def _tools_inline() -> Iterator[None]:
         tool_node.get_executor_for_config = saved
 
 
+JSON_RESULT = ", a JSON result"
+"""The suffix of a router counted on the workload with a real result (see `_json_tools`)."""
+
+_RECORDS = [
+    {"id": f"sku-{n:04d}", "name": f"Widget {n}", "price": round(9.99 + n, 2), "stock": n % 7}
+    for n in range(40)
+]
+_ANSWER = "Three fit: Widget 1 (sku-0001) at 10.99, Widget 2 at 11.99 and Widget 5 at 14.99."
+
+
+def _json_tools() -> list[Any]:
+    """`_no_stop_tools`'s tool, returning a JSON object with a list of 40 records (2.8 KB)."""
+    from langchain_core.tools import StructuredTool
+
+    from toolstop import Outcome, signal
+
+    content = json.dumps({"results": _RECORDS})
+
+    def search(query: str = "") -> tuple[str, dict[str, Any]]:
+        return content, signal(Outcome.COMPLETED, stop=False)
+
+    return [
+        StructuredTool.from_function(
+            search,
+            name="search",
+            description="Search (never asks to stop).",
+            response_format="content_and_artifact",
+        )
+    ]
+
+
 def count(runs: int = RUNS) -> dict[str, dict[str, int]]:
     """`{router: {"calls": per run, "toolstop": per run}}` on the stack this runs on."""
     import cProfile
@@ -100,13 +134,18 @@ def count(runs: int = RUNS) -> dict[str, dict[str, int]]:
 
     builders = _builders(design_floor=True)
     names = [n for n in (BARE, FLOOR, CHOSEN, "hand-built graph") if n in builders]
+    names += [n + JSON_RESULT for n in (CHOSEN, "hand-built graph") if n in builders]
     counts: dict[str, dict[str, int]] = {}
     with _tools_inline():
         for name in names:
 
             def agent(name: str = name) -> Any:
-                script: list[Any] = [call("search"), call("search"), call("search"), "answer"]
-                return builders[name](ScriptedChatModel(script), _no_stop_tools())
+                router = name.removesuffix(JSON_RESULT)
+                real = router != name
+                script: list[Any] = [call("search"), call("search"), call("search")]
+                script.append(_ANSWER if real else "answer")
+                tools = _json_tools() if real else _no_stop_tools()
+                return builders[router](ScriptedChatModel(script), tools)
 
             agent().invoke({"messages": [HumanMessage("q")]})  # caches, first-call paths
             agents = [agent() for _ in range(runs)]
