@@ -927,6 +927,28 @@ def test_the_decision_alone_beside_the_floors_is_its_samples() -> None:
             assert row in page, row
 
 
+def test_the_side_by_side_on_a_real_result_is_its_samples() -> None:
+    """docs/bench/commits.py `--json` (a JSON result of 40 records) on both stacks: each paired
+    ratio follows from the stored samples, and docs/benchmarks.md quotes the CPU figures."""
+    page = (Path(__file__).parent.parent / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    stored = _stored_runs(
+        "commits_json-*.json", ["commits_json-1.4.2.json", "commits_json-1.5.2.json"]
+    )
+    for path, document in stored:
+        assert document["bind"] is True
+        assert document["json"] is True
+        stack = document["stack"]["langchain"]
+        assert path.name == f"commits_json-{stack}.json"
+        for label, children in document["samples_ms"]["cpu"].items():
+            f = document["figures"]["cpu"][label]
+            _assert_paired(f, children, COMMIT_RATIOS)
+            row = (
+                f"| {stack} | {label} | {_cell(f, 'soa/floor')} | {_cell(f, 'soa/floor_m')} | "
+                f"{_cell(f, 'graph/bare')} |"
+            )
+            assert row in page, row
+
+
 def test_the_own_time_of_the_hooks_is_measured_and_restored(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
