@@ -63,6 +63,10 @@ def test_the_shape_of_a_result(result: str, shape: str) -> None:
         ("HAT001 at 09:00 and HAT003 at 11:00 come to $228 together.", "computed"),
         # picked one of eight
         ("HAT001 leaves at 09:00 and costs $107 in basic economy.", "selected"),
+        # picked two, naming the origin and destination every flight shares
+        ("From JFK to SFO, HAT001 and HAT003 leave in the morning.", "selected"),
+        # only what every flight shares: no flight picked
+        ("All of them fly from JFK to SFO.", "restated"),
         # times and prices alone (digits) and the keys' words use no item: the model's own
         ("Times vary: 00 and 00; origin, destination and economy prices differ.", "own"),
     ],
@@ -482,3 +486,17 @@ def test_a_value_that_is_a_number_is_read_as_the_numbers_in_its_text() -> None:
     judged = judge(result, "That is 15 for 1200 units, 12 left and 7 more.")
     assert judged["fields"] == ["a", "b", "d", "e"]
     assert judge(result, "No figures in this answer.")["fields"] == []
+
+
+def test_a_word_every_item_shares_picks_no_item() -> None:
+    """Three of forty products named: "Widget" is in every item's name, so it does not make the
+    other 37 read as used (the answer selected; it did not restate the list)."""
+    records = [{"id": f"sku-{n:04d}", "name": f"Widget {n}", "price": 9.99 + n} for n in range(40)]
+    result = json.dumps({"results": records})
+    answer = "Three fit: Widget 1 (sku-0001) at 10.99, Widget 2 at 11.99 and Widget 5 at 14.99."
+    assert judge(result, answer) == {
+        "shape": "list",
+        "action": "selected",
+        "fields": ["id", "name", "price"],
+    }
+    assert judge(result, "Every Widget is in stock.")["action"] == "restated"

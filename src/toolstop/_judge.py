@@ -195,22 +195,31 @@ def _leaves(data: Any, key: str, out: list[tuple[str, str]], depth: int = 0) -> 
     return complete
 
 
-def _used(value: str, answer_words: set[str], answer_numbers: set[float]) -> bool:
-    """Whether the answer uses a JSON value: one of its distinctive words (not digits, not a
-    common word, at least three letters) or, for a number, the number itself."""
+_NOTHING: frozenset[Any] = frozenset()
+
+
+def _used(value: str, answer_words: set[str], answer_numbers: set[float]) -> frozenset[Any]:
+    """What of a JSON value the answer uses (empty: nothing): those of its distinctive words
+    (not digits, not a common word, at least three letters) the answer has, or, for a value
+    without such words, its numbers when the answer states them all (one of 10 or more)."""
+    found: set[str] | None = None
     worded = False  # `_words(value)` read inline: this runs once per distinct value of a result
     for word in _WORD.findall(value.casefold() if value.isascii() else _folded(value)):
         if len(word) >= 3 and word not in _COMMON and not word.isdigit():
-            if word in answer_words:
-                return True
             worded = True
+            if word in answer_words:
+                if found is None:
+                    found = set()
+                found.add(word)
     if worded or not answer_numbers:
-        return False
+        return frozenset(found) if found else _NOTHING
     if value.isascii() and value.replace(".", "", 1).isdigit() and "." not in (value[0], value[-1]):
         number = float(value)  # a plain number (`_numbers` of it, without the pattern)
-        return number >= 10 and number in answer_numbers
+        return frozenset((number,)) if number >= 10 and number in answer_numbers else _NOTHING
     numbers = _numbers(value)
-    return bool(numbers) and numbers <= answer_numbers and max(numbers) >= 10
+    if numbers and numbers <= answer_numbers and max(numbers) >= 10:
+        return frozenset(numbers)
+    return _NOTHING
 
 
 def _mask(name: str) -> str:
@@ -273,26 +282,33 @@ def _receipt(shape: Shape, data: Any, result_words: list[str]) -> bool:
 
 def _items_used(
     items: list[Any],
-    used: Callable[[str], bool],
+    used: Callable[[str], frozenset[Any]],
     read: list[tuple[int, int, bool]],
-    hits: list[bool],
+    uses: list[frozenset[Any]],
 ) -> int:
-    """How many of the first 500 items have a value the answer uses (`used`, see `_used`).
+    """How many of the first 500 items have something the answer uses (`used`, see `_used`)
+    that not every one of them has: a word or number all items share (a common origin, a name
+    every product starts with) picks none of them.
 
-    `read`: where each item's leaves are in the reading of the whole list (`start`, `end`), and
-    whether it read them all; `hits`: whether the answer uses each leaf of that reading. An item
-    whose reading a limit cut short, and in which no used value was found, is read again on its
-    own (where the limits start afresh)."""
+    `read`: where each item's leaves are in the reading of the whole list, and whether it read
+    them all; `uses`: what the answer uses of each leaf of that reading. An item whose reading a
+    limit cut short, and in which nothing used was found, is read again on its own (where the
+    limits start afresh)."""
+    unions: list[frozenset[Any]] = []  # what the answer uses of each item
     count = 0
     for item, (start, end, complete) in zip(items[:500], read, strict=False):
-        if True in hits[start:end]:
-            count += 1
-        elif not complete:
+        union = _NOTHING.union(*uses[start:end])
+        if not union and not complete:
             leaves: list[tuple[str, str]] = []
             _leaves(item, "", leaves)
-            if any(used(v) for _, v in leaves):
-                count += 1
-    return count
+            union = _NOTHING.union(*(used(v) for _, v in leaves))
+        unions.append(union)
+        if union:
+            count += 1
+    if count < 2 or count < len(unions):
+        return count  # an item uses nothing: nothing is shared by all
+    shared = unions[0].intersection(*unions[1:])
+    return sum(1 for union in unions if union - shared) if shared else count
 
 
 def judge(result: str, answer: str, earlier: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
@@ -322,9 +338,9 @@ def judge(result: str, answer: str, earlier: Sequence[tuple[str, str]] = ()) -> 
             read.append(_words(result))
         return read[0]
 
-    known: dict[str, bool] = {}
+    known: dict[str, frozenset[Any]] = {}
 
-    def used(value: str) -> bool:
+    def used(value: str) -> frozenset[Any]:
         """`_used`, once per distinct value (a list repeats its values item after item)."""
         found = known.get(value)
         if found is None:
@@ -334,9 +350,9 @@ def judge(result: str, answer: str, earlier: Sequence[tuple[str, str]] = ()) -> 
     fields: list[str] = []
     used_any = False
     read_items: list[tuple[int, int, bool]] = []  # where a list's items are in `leaves`
-    hits: list[bool] = []  # whether the answer uses each of `leaves`
+    leaves: list[tuple[str, str]] = []  # (field name, value text) of the result's scalars
+    uses: list[frozenset[Any]] = []  # what the answer uses of each of `leaves`
     if shape in ("object", "list") or (shape == "value" and data is not None):
-        leaves: list[tuple[str, str]] = []
         if isinstance(data, list):  # `_leaves(data, "value", leaves)`, item by item
             for item in data:
                 start = len(leaves)
@@ -349,7 +365,7 @@ def judge(result: str, answer: str, earlier: Sequence[tuple[str, str]] = ()) -> 
             found = known.get(value)  # `used(value)`, without the call (once per leaf)
             if found is None:
                 found = known[value] = _used(value, answer_words, answer_numbers)
-            hits.append(found)
+            uses.append(found)
             if found:
                 used_any = True
                 if name not in named and len(fields) < FIELDS_MAX:
@@ -366,7 +382,7 @@ def judge(result: str, answer: str, earlier: Sequence[tuple[str, str]] = ()) -> 
         action = "computed"
     elif shape == "list":
         items = data if isinstance(data, list) else []
-        used_items = _items_used(items, used, read_items, hits)
+        used_items = _items_used(items, used, read_items, uses)
         if len(items) >= 2 and 0 < used_items < len(items):
             action = "selected"
         else:
