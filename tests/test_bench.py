@@ -7,6 +7,7 @@ import io
 import json
 import re
 import sys
+from collections.abc import Iterator
 from html.parser import HTMLParser
 from itertools import pairwise
 from pathlib import Path
@@ -872,6 +873,15 @@ def _stored_runs(pattern: str, names: list[str]) -> list[tuple[Path, dict[str, A
     return [(path, json.loads(path.read_text(encoding="utf-8"))) for path in stored]
 
 
+def _paired_cpu(document: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any], list[Any]]]:
+    """Each checkout's CPU figures in a stored run, with its samples, once `_assert_paired` has
+    checked the figures against the samples."""
+    for label, children in document["samples_ms"]["cpu"].items():
+        figures = document["figures"]["cpu"][label]
+        _assert_paired(figures, children, COMMIT_RATIOS)
+        yield label, figures, children
+
+
 def test_the_third_pass_side_by_side_is_its_samples() -> None:
     """The third pass's runs of docs/bench/commits.py, with and without `--bind`: each paired
     ratio follows from the stored samples, and docs/benchmarks.md quotes the CPU figures."""
@@ -883,9 +893,7 @@ def test_the_third_pass_side_by_side_is_its_samples() -> None:
         bind = document.get("bind", False)
         assert bind == ("bind" in path.name)
         workload = "`--bind`, as providers bind" if bind else "`bind_tools` returns the model"
-        for label, children in document["samples_ms"]["cpu"].items():
-            f = document["figures"]["cpu"][label]
-            _assert_paired(f, children, COMMIT_RATIOS)
+        for label, f, _ in _paired_cpu(document):
             row = (
                 f"| {workload} | {THIRD_PASS_LABELS[label]} | {_cell(f, 'soa/floor')} | "
                 f"{_cell(f, 'soa/floor_m')} | {_cell(f, 'graph/bare')} | "
@@ -914,9 +922,7 @@ def test_the_decision_alone_beside_the_floors_is_its_samples() -> None:
         assert document["bind"] is True
         stack = document["stack"]["langchain"]
         assert path.name == f"experiment_decision-{stack}.json"
-        for label, children in document["samples_ms"]["cpu"].items():
-            f = document["figures"]["cpu"][label]
-            _assert_paired(f, children, COMMIT_RATIOS)
+        for label, f, children in _paired_cpu(document):
             hook = statistics.median(
                 x / y for c in children for x, y in zip(c["floor"], c["floor_m"], strict=True)
             )
@@ -939,9 +945,7 @@ def test_the_side_by_side_on_a_real_result_is_its_samples() -> None:
         assert document["json"] is True
         stack = document["stack"]["langchain"]
         assert path.name == f"commits_json-{stack}.json"
-        for label, children in document["samples_ms"]["cpu"].items():
-            f = document["figures"]["cpu"][label]
-            _assert_paired(f, children, COMMIT_RATIOS)
+        for label, f, _ in _paired_cpu(document):
             row = (
                 f"| {stack} | {label} | {_cell(f, 'soa/floor')} | {_cell(f, 'soa/floor_m')} | "
                 f"{_cell(f, 'graph/bare')} |"
