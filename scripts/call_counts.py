@@ -35,7 +35,18 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BASELINE", "MARGIN", "RUNS", "count", "grown", "main", "stack_key"]
+__all__ = [
+    "BASELINE",
+    "JSON_ANSWER",
+    "JSON_CONTENT",
+    "JSON_RESULT",
+    "MARGIN",
+    "RUNS",
+    "count",
+    "grown",
+    "main",
+    "stack_key",
+]
 
 BASELINE = Path(__file__).parent.parent / "docs" / "bench" / "call_counts.json"
 """Where the counts of each stack are kept."""
@@ -94,11 +105,23 @@ def _tools_inline() -> Iterator[None]:
 JSON_RESULT = ", a JSON result"
 """The suffix of a router counted on the workload with a real result (see `_json_tools`)."""
 
-_RECORDS = [
-    {"id": f"sku-{n:04d}", "name": f"Widget {n}", "price": round(9.99 + n, 2), "stock": n % 7}
-    for n in range(40)
-]
-_ANSWER = "Three fit: Widget 1 (sku-0001) at 10.99, Widget 2 at 11.99 and Widget 5 at 14.99."
+JSON_CONTENT = json.dumps(
+    {
+        "results": [
+            {
+                "id": f"sku-{n:04d}",
+                "name": f"Widget {n}",
+                "price": round(9.99 + n, 2),
+                "stock": n % 7,
+            }
+            for n in range(40)
+        ]
+    }
+)
+"""The real result: a JSON object with a list of 40 records (2.8 KB; `docs/bench/commits.py
+--json` returns it too)."""
+JSON_ANSWER = "Three fit: Widget 1 (sku-0001) at 10.99, Widget 2 at 11.99 and Widget 5 at 14.99."
+"""The final answer on the real result: it restates three of the records."""
 
 
 def _json_tools() -> list[Any]:
@@ -107,10 +130,8 @@ def _json_tools() -> list[Any]:
 
     from toolstop import Outcome, signal
 
-    content = json.dumps({"results": _RECORDS})
-
     def search(query: str = "") -> tuple[str, dict[str, Any]]:
-        return content, signal(Outcome.COMPLETED, stop=False)
+        return JSON_CONTENT, signal(Outcome.COMPLETED, stop=False)
 
     return [
         StructuredTool.from_function(
@@ -143,7 +164,7 @@ def count(runs: int = RUNS) -> dict[str, dict[str, int]]:
                 router = name.removesuffix(JSON_RESULT)
                 real = router != name
                 script: list[Any] = [call("search"), call("search"), call("search")]
-                script.append(_ANSWER if real else "answer")
+                script.append(JSON_ANSWER if real else "answer")
                 tools = _json_tools() if real else _no_stop_tools()
                 return builders[router](ScriptedChatModel(script), tools)
 

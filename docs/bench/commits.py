@@ -54,6 +54,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 NAMES = ["graph", "bare", "floor", "soa", "floor_m"]
@@ -72,11 +73,9 @@ BIND = "--bind"
 JSON = "--json"
 """The flag that makes the tool return a JSON result and the answer restate it (see above)."""
 
-_RECORDS = [
-    {"id": f"sku-{n:04d}", "name": f"Widget {n}", "price": round(9.99 + n, 2), "stock": n % 7}
-    for n in range(40)
-]
-_ANSWER = "Three fit: Widget 1 (sku-0001) at 10.99, Widget 2 at 11.99 and Widget 5 at 14.99."
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from call_counts import JSON_ANSWER, JSON_CONTENT  # noqa: E402  (the guard's real result)
 
 
 def _builders(*, bind: bool = False, real: bool = False) -> dict[str, Any]:
@@ -110,7 +109,7 @@ def _builders(*, bind: bool = False, real: bool = False) -> dict[str, Any]:
             step = self.steps[self.at]
             self.at += 1
             call = {"name": "search", "args": {"query": "x"}, "id": f"c{next(ids)}"}
-            answer = _ANSWER if real else "answer"
+            answer = JSON_ANSWER if real else "answer"
             msg = AIMessage(answer) if step is None else AIMessage("", tool_calls=[call])
             return ChatResult(generations=[ChatGeneration(message=msg)])
 
@@ -118,7 +117,7 @@ def _builders(*, bind: bool = False, real: bool = False) -> dict[str, Any]:
         return Scripted(steps=["s", "s", "s", None])
 
     def tools() -> list[Any]:
-        content = json.dumps({"results": _RECORDS}) if real else "partial result"
+        content = JSON_CONTENT if real else "partial result"
 
         def search(query: str = "") -> tuple[str, dict[str, Any]]:
             return content, {"stop": False, "reason": "completed"}
