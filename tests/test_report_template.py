@@ -200,14 +200,15 @@ def test_the_advice_prints_the_line_that_converts_a_tool() -> None:
     judged = {"fields": ["reservation_id", "total", 'x"}', "{a}"], "earlier": ["search", "a b"]}
     assert convert_line("book", "convert_with_answer", judged) == (
         'toolstop.convert(book, answer="{reservation_id} {total}")  # fields only; answers also '
-        "used search ({context[search][FIELD]}); wording: toolstop report --template book"
+        "used search ({context[search][FIELD]}); "
+        "wording: toolstop report --from LOG --template book"
     )  # a field or tool that is no plain name is left out (it comes from the log)
     line = convert_line("book", "convert_with_answer", judged)
     assert line is not None
     compile(line.replace("toolstop.convert", "print"), "advice", "exec")  # runs as pasted
     assert convert_line("book", "convert_with_answer", {"fields": []}) == (
         "toolstop.convert(book)  # answer= needs a template; "
-        "wording: toolstop report --template book"
+        "wording: toolstop report --from LOG --template book"
     )
     assert convert_line("get-order", "convert", {}) == "toolstop.convert(TOOL)"
     assert convert_line("x", "keep", {}) is None

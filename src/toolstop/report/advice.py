@@ -228,7 +228,7 @@ def convert_line(tool: str, advice: str, judged: Mapping[str, Any]) -> str | Non
     # a line that runs as pasted: the result's fields only; what else the answers used, and
     # where a template with their wording comes from, in a comment
     said = [f"answers also used {t} ({{context[{t}][FIELD]}})" for t in earlier]
-    said.append(f"wording: toolstop report --template {name}")
+    said.append(f"wording: toolstop report --from LOG --template {name}")
     if not template:
         return f"toolstop.convert({name})  # " + "; ".join(["answer= needs a template", *said])
     return f'toolstop.convert({name}, answer="{template}")  # ' + "; ".join(["fields only", *said])
