@@ -723,7 +723,9 @@ def test_would_save_before_the_conversion_is_what_shadow_mode_measures_after(
         db = tmp_path / f"{name}.sqlite"
         with SqliteSaver.from_conn_string(str(db)) as saver:
             for n, script in enumerate(_status_scripts()):
-                model = ScriptedChatModel(list(script))
+                # the same call ids before and after: the token estimate counts their characters,
+                # and a process-wide instance number in them would differ between the two runs
+                model = ScriptedChatModel(list(script), id_prefix=f"call{n}")
                 agent = router.build(
                     model, [status, initiate_return], policy=StopPolicy(mode="never"),
                     checkpointer=saver,
