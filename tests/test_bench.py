@@ -902,35 +902,55 @@ def test_the_third_pass_side_by_side_is_its_samples() -> None:
             assert row in page, row
 
 
-DECISION_LABELS = {"a2a35af": "a2a35af", "decision": "the decision alone", "72a2bf8": "72a2bf8"}
-"""docs/bench/experiment_decision-*.json's source labels -> the name docs/benchmarks.md uses."""
-
-
-def test_the_decision_alone_beside_the_floors_is_its_samples() -> None:
-    """The experiment of the decision alone (docs/bench/commits.py on a patched checkout, both
+def _assert_experiment_quoted(name: str, labels: dict[str, str]) -> None:
+    """docs/bench/`name`-*.json (docs/bench/commits.py `--bind` on a patched checkout, both
     stacks): each paired ratio follows from the stored samples, the empty tool hook's share
     (`floor/floor_m`, which commits.py does not compute) is computed here, and
-    docs/benchmarks.md quotes the CPU figures."""
+    docs/benchmarks.md quotes the CPU figures under the names `labels` gives the checkouts."""
     import statistics
 
     page = (Path(__file__).parent.parent / "docs" / "benchmarks.md").read_text(encoding="utf-8")
-    stored = _stored_runs(
-        "experiment_decision-*.json",
-        ["experiment_decision-1.4.2.json", "experiment_decision-1.5.2.json"],
-    )
+    stored = _stored_runs(f"{name}-*.json", [f"{name}-1.4.2.json", f"{name}-1.5.2.json"])
     for path, document in stored:
         assert document["bind"] is True
         stack = document["stack"]["langchain"]
-        assert path.name == f"experiment_decision-{stack}.json"
+        assert path.name == f"{name}-{stack}.json"
         for label, f, children in _paired_cpu(document):
             hook = statistics.median(
                 x / y for c in children for x, y in zip(c["floor"], c["floor_m"], strict=True)
             )
             row = (
-                f"| {stack} | {DECISION_LABELS[label]} | {f['soa/floor']['paired']:.3f}x | "
+                f"| {stack} | {labels[label]} | {f['soa/floor']['paired']:.3f}x | "
                 f"{f['soa/floor_m']['paired']:.3f}x | {hook:.3f}x |"
             )
             assert row in page, row
+
+
+def test_the_decision_alone_beside_the_floors_is_its_samples() -> None:
+    """The experiment of the decision alone (`docs/bench/experiment_decision.patch`)."""
+    labels = {"a2a35af": "a2a35af", "decision": "the decision alone", "72a2bf8": "72a2bf8"}
+    _assert_experiment_quoted("experiment_decision", labels)
+
+
+def test_the_router_without_its_tool_hook_beside_the_floors_is_its_samples() -> None:
+    """The experiment without the tool hook: the patch deletes StopOnArtifact's two tool hooks
+    and nothing else, and the figures are quoted as `_assert_experiment_quoted` checks."""
+    patch = (BENCH_DOCS / "experiment_nohook.patch").read_text(encoding="utf-8")
+    changed = [
+        line
+        for line in patch.splitlines()
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+    assert changed
+    assert all(line.startswith("-") for line in changed)
+    hooks = [line for line in changed if line[1:].lstrip().startswith(("def ", "async def "))]
+    assert [h.split("(")[0].split()[-1] for h in hooks] == ["wrap_tool_call", "awrap_tool_call"]
+    labels = {
+        "a2a35af": "a2a35af",
+        "head": "7d0c998",
+        "nohook": "7d0c998 without the tool hook",
+    }
+    _assert_experiment_quoted("experiment_nohook", labels)
 
 
 def test_the_side_by_side_on_a_real_result_is_its_samples() -> None:
