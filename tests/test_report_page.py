@@ -826,7 +826,7 @@ def test_the_page_leads_with_the_top_tool_to_convert_by_its_advice(tmp_path: Pat
 
 def test_the_page_says_plainly_when_there_is_little_to_save(tmp_path: Path) -> None:
     keep = judged_candidate("search_flights", "keep", actions={"selected": 3, "asked": 2})
-    cut = judged_candidate("get_order_status", "cut_short", actions={"relayed": 5})
+    cut = judged_candidate("get_order_status", "cut_short", actions={"relayed": 2, "computed": 3})
     page = rendered(report(candidates=[keep, cut]), tmp_path)
     assert text(line(page, '<div class="answer">')) == (
         "Little to save on this traffic: no tool's result would have served as the final "
@@ -839,6 +839,43 @@ def test_the_page_says_plainly_when_there_is_little_to_save(tmp_path: Path) -> N
         "little to save on this traffic: no tool's result would have served as the answer "
         "(as it is or with a tool-written answer); keep the model"
     )
+
+
+def test_a_tool_whose_result_served_but_whose_stop_cuts_runs_short_is_named(
+    tmp_path: Path,
+) -> None:
+    """A trial's report said "no tool's result would have served" of a tool whose result served
+    in most runs, advised `cut_short` because a call limit ended one of them on a repeated
+    call: both the page and the terminal name it and why it is not to convert."""
+    keep = judged_candidate("search_flights", "keep", actions={"selected": 3, "asked": 2})
+    cut = candidate(
+        "get_<order>",
+        advice="cut_short",
+        advice_why="a stop on it would have skipped later tool calls in 1 of the 6 runs it "
+        "would end: do not convert it as it is",
+        judged={"runs": 6, "shapes": {}, "fields": [], "actions": {"restated": 4, "failed": 1,
+                                                                    "computed": 1}},
+    )  # fmt: skip
+    page = rendered(report(candidates=[keep, cut]), tmp_path)
+    assert text(line(page, '<div class="answer">')) == (
+        "Nothing to convert as it is: get_<order>'s result would have served as the final "
+        "answer in 4 of 5 judged runs, but a stop on it would have skipped later tool calls in "
+        "1 of the 6 runs it would end: do not convert it as it is (see the advice below)."
+    )
+    assert "<b>get_&lt;order&gt;</b>" in page
+    assert "little to save" not in page.lower()
+    out = io.StringIO()
+    render_summary(report(candidates=[keep, cut], rules={}, modes={}), out)
+    assert out.getvalue().splitlines()[-1] == (
+        "nothing to convert as it is: get_<order>'s result would have served as the answer in "
+        "4 of 5 judged runs, but a stop on it would have skipped later tool calls in 1 of the 6 "
+        "runs it would end: do not convert it as it is"
+    )
+    # served in under SERVED of the judged runs: nothing to name, little to save
+    cut["judged"]["actions"] = {"restated": 2, "computed": 3}
+    out = io.StringIO()
+    render_summary(report(candidates=[keep, cut], rules={}, modes={}), out)
+    assert out.getvalue().splitlines()[-1].startswith("little to save on this traffic")
 
 
 def test_the_advice_and_its_sentence_are_said_once_per_tool(tmp_path: Path) -> None:

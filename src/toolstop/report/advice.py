@@ -46,6 +46,7 @@ __all__ = [
     "Judgements",
     "advise",
     "convert_line",
+    "served_but_cut",
     "verdict_of",
 ]
 
@@ -197,6 +198,24 @@ def _advise(ended_runs: int, judged: dict[str, Any], verdict: str, why: str) -> 
     beyond = {a: n for a, n in actions.items() if a not in ("relayed", "restated", "failed")}
     said = ", ".join(f"{action} {n}" for action, n in sorted(beyond.items(), key=lambda i: -i[1]))
     return "keep", f"the model went beyond the result ({said} of {total} runs): keep the model"
+
+
+def served_but_cut(entries: list[dict[str, Any]]) -> tuple[dict[str, Any], int, int] | None:
+    """The first `cut_short` entry whose result served, as `(entry, served, judged)`, or `None`.
+
+    Served: relayed or restated in at least `SERVED` of its judged runs, the error results left
+    out (as it is or with a tool-written answer, its result would have done). A report names it
+    where it would otherwise say that no tool's result would have served."""
+    for entry in entries:
+        if entry.get("advice") != "cut_short":
+            continue
+        judged = entry.get("judged") or {}
+        actions = judged.get("actions") or {}
+        total = int(judged.get("runs") or 0) - int(actions.get("failed", 0))
+        served = int(actions.get("relayed", 0)) + int(actions.get("restated", 0))
+        if total > 0 and served >= SERVED * total:
+            return entry, served, total
+    return None
 
 
 def verdict_of(advice: str, ended_runs: int) -> str:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from toolstop.report.advice import served_but_cut
+
 __all__ = ["answer", "money", "number", "tagged"]
 
 
@@ -107,6 +109,14 @@ def _to_convert(document: dict[str, Any], *, quiet: bool) -> list[str]:
     if top is None:
         if not document["candidates"]:
             return []
+        cut = served_but_cut(unconverted)
+        if cut is not None:  # its result served, but a stop would have cut its runs short
+            entry, served, out_of = cut
+            return [
+                f"Nothing to convert as it is: <b>{html.escape(entry['tool'])}</b>'s result "
+                f"would have served as the final answer in {served} of {out_of} judged runs, "
+                f"but {html.escape(str(entry.get('advice_why', '')))} (see the advice below)."
+            ]
         if signalling and any((e.get("judged") or {}).get("runs") for e in unconverted):
             return [
                 "The remaining (unconverted) tools have little to save on this traffic: no tool's "

@@ -11,6 +11,7 @@ from typing import Any, TextIO
 
 from toolstop._page import cell
 from toolstop._printable import printable_data
+from toolstop.report.advice import served_but_cut
 from toolstop.report.arms import arms_lines
 from toolstop.report.chart import render_chart
 from toolstop.report.model_judge import judge_lines
@@ -131,6 +132,15 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
     signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
     unconverted = [e for e in document["candidates"] if e["tool"] not in signalling]
     converts = [e for e in unconverted if e.get("advice") in ("convert", "convert_with_answer")]
+    cut = None if converts else served_but_cut(unconverted)
+    if cut is not None:  # its result served, but a stop would have cut its runs short
+        entry, served, judged = cut
+        print(
+            f"nothing to convert as it is: {entry['tool']}'s result would have served as the "
+            f"answer in {served} of {judged} judged runs, but {entry['advice_why']}",
+            file=out,
+        )
+        return
     if not converts and any((e.get("judged") or {}).get("runs") for e in unconverted):
         if signalling:  # the converted tools' saving is above: the rest have little
             print(
