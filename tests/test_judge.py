@@ -47,10 +47,29 @@ POLICIES = (
         ("42", "value"), ('"done"', "value"), ("Transferred.", "value"),
         ("Order 1 ships Monday from Berlin.", "prose"), ("[not json", "value"),
         ("{not json at all, but prose}", "prose"),
+        # a list beside a count, a page or the query is the list; beside a record's fields not
+        ('{"results": [1, 2], "Total": 2, "next_cursor": null}', "list"),
+        ('{"query": "hat", "items": [1, 2], "page": 1}', "list"),
+        ('{"order_id": "W1", "status": "delivered", "items": [1, 2]}', "object"),
+        ('{"results": [1, 2], "total": {"value": 2}}', "object"),
+        ('{"results": [1, 2], "pages": [1, 2]}', "object"),
     ],
 )  # fmt: skip
 def test_the_shape_of_a_result(result: str, shape: str) -> None:
     assert shape_of(result)[0] == shape
+
+
+def test_a_pick_from_a_list_beside_its_count_is_selected() -> None:
+    """A search API's envelope (`{"results": [...], "total": n}`) read as an object made a pick
+    from its list `restated`, so the advice could convert a tool whose stop relays the list."""
+    items = json.loads(FLIGHTS)
+    enveloped = json.dumps({"results": items, "total": len(items), "page": 1})
+    answer = "HAT001 leaves at 09:00 and costs $107 in basic economy."
+    assert judge(enveloped, answer)["action"] == judge(FLIGHTS, answer)["action"] == "selected"
+    assert judge(enveloped, answer)["shape"] == "list"
+    # the count the answer states is the result's, not a computed number
+    counted = judge(enveloped, f"I found {len(items)} flights; HAT001 is the cheapest.")
+    assert counted["action"] == "selected"
 
 
 @pytest.mark.parametrize(

@@ -156,6 +156,32 @@ def _parsed(text: str) -> Any:
 _NOT_JSON = object()
 
 
+_ENVELOPE = frozenset(
+    {
+        "count", "total", "total_count", "totalcount", "total_results", "totalresults",
+        "num_results", "result_count", "total_pages", "page", "pages", "page_size", "pagesize",
+        "per_page", "limit", "offset", "next", "next_page", "next_cursor", "nextcursor",
+        "cursor", "has_more", "hasmore", "more", "previous", "prev", "prev_page", "query",
+    }
+)  # fmt: skip
+"""Keys a search API puts beside its list of results (a count, a page, the query): an object
+of one list and such scalars is the list (`{"results": [...], "total": 12}`). An order with
+its items (`{"order_id": ..., "status": ..., "items": [...]}`) stays an object."""
+
+
+def _enveloped(data: dict[str, Any]) -> list[Any] | None:
+    """The list of an object holding one list, beside nothing or `_ENVELOPE` scalars only."""
+    found = None
+    for key, value in data.items():
+        if isinstance(value, list):
+            if found is not None:
+                return None
+            found = value
+        elif isinstance(value, dict) or key.casefold() not in _ENVELOPE:
+            return None
+    return found
+
+
 def shape_of(text: str) -> tuple[Shape, Any]:
     """The result's shape, and its parsed JSON (or `None` for prose and empty results)."""
     if not text.strip():
@@ -164,9 +190,10 @@ def shape_of(text: str) -> tuple[Shape, Any]:
     if data is _NOT_JSON:
         return ("value" if len(text.split()) <= 3 else "prose"), None
     if isinstance(data, dict):
-        values = list(data.values())
-        if len(values) == 1 and isinstance(values[0], list):
-            return "list", values[0]
+        if len(data) <= len(_ENVELOPE):
+            items = _enveloped(data)
+            if items is not None:
+                return "list", items
         return ("object" if data else "empty"), data
     if isinstance(data, list):
         return ("list" if data else "empty"), data
