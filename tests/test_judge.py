@@ -50,6 +50,7 @@ POLICIES = (
         # a list beside a count, a page or the query is the list; beside a record's fields not
         ('{"results": [1, 2], "Total": 2, "next_cursor": null}', "list"),
         ('{"query": "hat", "items": [1, 2], "page": 1}', "list"),
+        ('{"data": [1, 2], "totalCount": 2, "nextPageToken": "x", "has-more": false}', "list"),
         ('{"order_id": "W1", "status": "delivered", "items": [1, 2]}', "object"),
         ('{"results": [1, 2], "total": {"value": 2}}', "object"),
         ('{"results": [1, 2], "pages": [1, 2]}', "object"),

@@ -158,15 +158,16 @@ _NOT_JSON = object()
 
 _ENVELOPE = frozenset(
     {
-        "count", "total", "total_count", "totalcount", "total_results", "totalresults",
-        "num_results", "result_count", "total_pages", "page", "pages", "page_size", "pagesize",
-        "per_page", "limit", "offset", "next", "next_page", "next_cursor", "nextcursor",
-        "cursor", "has_more", "hasmore", "more", "previous", "prev", "prev_page", "query",
+        "count", "total", "totalcount", "totalresults", "numresults", "resultcount",
+        "totalpages", "page", "pages", "pagesize", "perpage", "limit", "offset", "next",
+        "nextpage", "nextcursor", "nextpagetoken", "pagetoken", "cursor", "hasmore", "more",
+        "previous", "prev", "prevpage", "previouspage", "query",
     }
 )  # fmt: skip
-"""Keys a search API puts beside its list of results (a count, a page, the query): an object
-of one list and such scalars is the list (`{"results": [...], "total": 12}`). An order with
-its items (`{"order_id": ..., "status": ..., "items": [...]}`) stays an object."""
+"""Keys a search API puts beside its list of results (a count, a page, the query), case-folded
+without `_` and `-` (`total_count`, `totalCount`, `nextPageToken`): an object of one list and
+such scalars is the list (`{"results": [...], "total": 12}`). An order with its items
+(`{"order_id": ..., "status": ..., "items": [...]}`) stays an object."""
 
 
 def _enveloped(data: dict[str, Any]) -> list[Any] | None:
@@ -177,7 +178,9 @@ def _enveloped(data: dict[str, Any]) -> list[Any] | None:
             if found is not None:
                 return None
             found = value
-        elif isinstance(value, dict) or key.casefold() not in _ENVELOPE:
+        elif isinstance(value, dict) or (
+            key.casefold().replace("_", "").replace("-", "") not in _ENVELOPE
+        ):
             return None
     return found
 
