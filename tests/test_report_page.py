@@ -878,6 +878,28 @@ def test_a_tool_whose_result_served_but_whose_stop_cuts_runs_short_is_named(
     assert out.getvalue().splitlines()[-1].startswith("little to save on this traffic")
 
 
+def test_the_summary_says_every_unconverted_tools_advice_bounded() -> None:
+    """A trial's user could not see a `keep` tool's advice in the terminal: with more than one
+    advised tool, a line names each (at most 8, the rest counted); a tool that already signals
+    is not advised."""
+    keep = judged_candidate("search_flights", "keep", actions={"selected": 3, "asked": 2})
+    cut = judged_candidate("get_order_status", "cut_short", actions={"computed": 5})
+    out = io.StringIO()
+    render_summary(report(candidates=[keep, cut], rules={}, modes={}), out)
+    assert "advice per tool: search_flights keep, get_order_status cut_short" in (
+        out.getvalue().splitlines()
+    )
+    many = [judged_candidate(f"tool_{n}", "keep", actions={"computed": 5}) for n in range(11)]
+    out = io.StringIO()
+    document = report(candidates=many, rules={}, modes={}, would_stop_by_tool={"tool_0": {}})
+    render_summary(document, out)
+    [advice] = [x for x in out.getvalue().splitlines() if x.startswith("advice per tool")]
+    assert advice == (
+        "advice per tool: " + ", ".join(f"tool_{n} keep" for n in range(1, 9))
+        + "; 2 more in report.json's candidates"
+    )  # fmt: skip
+
+
 def test_the_advice_and_its_sentence_are_said_once_per_tool(tmp_path: Path) -> None:
     """Issue 46 item 6: the verdict column repeated the advice's sentence (a judged tool's `why`
     is its `advice_why`)."""

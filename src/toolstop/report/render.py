@@ -37,6 +37,10 @@ def write_json(document: dict[str, Any], path: Path) -> None:
     path.write_text(json.dumps(_finite(document), indent=2, allow_nan=False) + "\n", "utf-8")
 
 
+_ADVICE_SHOWN = 8
+"""At most this many tools' advice on the summary's advice line (the rest: report.json)."""
+
+
 def render_summary(document: dict[str, Any], out: TextIO) -> None:
     """A few lines for the terminal (every string from the runs escaped)."""
     document = printable_data(document)
@@ -131,6 +135,15 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
         print(line, file=out)
     signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
     unconverted = [e for e in document["candidates"] if e["tool"] not in signalling]
+    advised = [e for e in unconverted if e.get("advice")]
+    if len(advised) > 1:  # the last line names one tool: here every one, keep and cut_short too
+        shown = ", ".join(f"{e['tool']} {e['advice']}" for e in advised[:_ADVICE_SHOWN])
+        more = len(advised) - _ADVICE_SHOWN
+        print(
+            f"advice per tool: {shown}"
+            + (f"; {more} more in report.json's candidates" if more > 0 else ""),
+            file=out,
+        )
     converts = [e for e in unconverted if e.get("advice") in ("convert", "convert_with_answer")]
     cut = None if converts else served_but_cut(unconverted)
     if cut is not None:  # its result served, but a stop would have cut its runs short
