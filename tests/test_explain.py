@@ -382,6 +382,19 @@ def test_a_cut_short_run_names_the_tools_hard_mode_would_not_have_run() -> None:
     assert "cut short" not in out.getvalue()
 
 
+def test_a_later_call_of_the_same_tool_is_named_as_one() -> None:
+    """A trial's run called search twice (a call limit then ended it): "if search signalled a
+    stop, search would not have run" read as a contradiction."""
+    later = {"search": ["search", "email"]}
+    run = {**explained_run_1(), "mode": "never", "stopped": False, "if_signalled": later}
+    out = io.StringIO()
+    print_explanation({"thread_id": "t", "runs": [run], "in_progress": []}, out)
+    assert (
+        "  if search signalled a stop, a later search call, email would not have run "
+        "(converting it would cut this run short)"
+    ) in out.getvalue().splitlines()
+
+
 def test_a_huge_tool_name_and_call_id_are_cut_as_the_report_cuts_them() -> None:
     """A name of megabytes (the model chose it) is shown cut to `NAME_LIMIT`, escaped."""
     name = "\x1b[2J" + "x" * 3_000_000

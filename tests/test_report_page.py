@@ -871,6 +871,22 @@ def test_a_tool_whose_result_served_but_whose_stop_cuts_runs_short_is_named(
         "4 of 5 judged runs, but a stop on it would have skipped later tool calls in 1 of the 6 "
         "runs it would end: do not convert it as it is"
     )
+    # too few runs ended after it to advise it: named too, as not yet to convert
+    few = {
+        **cut,
+        "advice": "too_few",
+        "advice_why": "only 4 run(s) ended after it: too few to tell",
+    }
+    out = io.StringIO()
+    render_summary(report(candidates=[keep, few], rules={}, modes={}), out)
+    assert out.getvalue().splitlines()[-1] == (
+        "nothing to convert yet: get_<order>'s result would have served as the answer in 4 of 5 "
+        "judged runs, but only 4 run(s) ended after it: too few to tell"
+    )
+    page = rendered(report(candidates=[keep, few]), tmp_path)
+    assert text(line(page, '<div class="answer">')).startswith(
+        "Nothing to convert yet: get_<order>"
+    )
     # served in under SERVED of the judged runs: nothing to name, little to save
     cut["judged"]["actions"] = {"restated": 2, "computed": 3}
     out = io.StringIO()
@@ -898,6 +914,22 @@ def test_the_summary_says_every_unconverted_tools_advice_bounded() -> None:
         "advice per tool: " + ", ".join(f"tool_{n} keep" for n in range(1, 9))
         + "; 2 more in report.json's candidates"
     )  # fmt: skip
+
+
+def test_the_summary_prices_the_narrator_only_when_one_ran() -> None:
+    spent = {"model": 0.5, "narrator": 0.0}
+    out = io.StringIO()
+    render_summary(report(spent=spent, rules={}, modes={}), out)
+    assert "spent at your prices: 0.500000 on the agent's model" in out.getvalue().splitlines()
+    narrator = {"calls": 2, "input_tokens": 10, "output_tokens": 5}
+    out = io.StringIO()
+    render_summary(
+        report(spent={**spent, "narrator": 0.25}, narrator=narrator, rules={}, modes={}), out
+    )
+    assert (
+        "spent at your prices: 0.500000 on the agent's model, 0.250000 on the narrator"
+        in out.getvalue().splitlines()
+    )
 
 
 def test_the_advice_and_its_sentence_are_said_once_per_tool(tmp_path: Path) -> None:

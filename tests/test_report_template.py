@@ -175,6 +175,43 @@ def test_the_cli_prints_the_line_to_paste_and_writes_it_in_report_json(
     assert (document["pairs"], document["coverage"]) == (4, 1.0)
 
 
+def test_the_template_of_a_tool_whose_stops_cut_runs_short_says_so(
+    tmp_path: Path, capsys: Any
+) -> None:
+    """A trial's user got a line to paste right after the advice "do not convert it as it is":
+    the template of a tool advised `cut_short` is still learned, with a warning beside it."""
+    lines = [track_line(n) for n in range(1, 6)]
+    for n in (6, 7):  # the model went on to cancel after tracking: a stop would skip that
+        went_on = track_line(n)
+        went_on["messages"][-1:] = [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": f"x{n}", "type": "function",
+                     "function": {"name": "cancel", "arguments": "{}"}},
+                ],
+            },
+            {"role": "tool", "tool_call_id": f"x{n}", "content": "cancelled"},
+            {"role": "assistant", "content": f"Order A{n} is cancelled."},
+        ]  # fmt: skip
+        lines.append(went_on)
+    log = tmp_path / "log.jsonl"
+    log.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert main(["report", "--from", str(log), "--template", "track", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert 'toolstop.convert(track, answer="Order {id} arrives {eta}.")' in printed
+    [warning] = [line for line in printed.splitlines() if "WARNING: the report advises" in line]
+    assert warning.startswith("  WARNING: the report advises track cut_short (a stop on it ")
+    document = json.loads((out / "report.json").read_text(encoding="utf-8"))["template"]
+    assert document["advice"] == "cut_short"
+    # a tool not cut short has no warning
+    log.write_text("\n".join(json.dumps(line) for line in lines[:5]) + "\n", encoding="utf-8")
+    assert main(["report", "--from", str(log), "--template", "track", "--out", str(out)]) == 0
+    assert "WARNING: the report advises" not in capsys.readouterr().out
+
+
 def test_template_needs_from(tmp_path: Path, capsys: Any) -> None:
     assert main(["report", "--db", str(tmp_path / "x.sqlite"), "--template", "track"]) == 2
     assert "--template needs --from" in capsys.readouterr().err

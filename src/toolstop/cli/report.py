@@ -429,6 +429,10 @@ def run_report(args: argparse.Namespace, out: TextIO) -> int:
         document["template"] = template_from(
             args.from_, tool, format=args.format, draft=draft
         ).document()
+        advised = next((e for e in document["candidates"] if e["tool"] == tool), None)
+        if advised is not None and advised.get("advice") == "cut_short":  # said beside it
+            document["template"]["advice"] = "cut_short"
+            document["template"]["advice_why"] = advised.get("advice_why")
     if any(
         price is not None
         for price in (

@@ -46,7 +46,7 @@ __all__ = [
     "Judgements",
     "advise",
     "convert_line",
-    "served_but_cut",
+    "served_not_advised",
     "verdict_of",
 ]
 
@@ -200,14 +200,16 @@ def _advise(ended_runs: int, judged: dict[str, Any], verdict: str, why: str) -> 
     return "keep", f"the model went beyond the result ({said} of {total} runs): keep the model"
 
 
-def served_but_cut(entries: list[dict[str, Any]]) -> tuple[dict[str, Any], int, int] | None:
-    """The first `cut_short` entry whose result served, as `(entry, served, judged)`, or `None`.
+def served_not_advised(entries: list[dict[str, Any]]) -> tuple[dict[str, Any], int, int] | None:
+    """The first entry whose result served but that is not advised to convert, as `(entry,
+    served, judged)`, or `None`.
 
     Served: relayed or restated in at least `SERVED` of its judged runs, the error results left
-    out (as it is or with a tool-written answer, its result would have done). A report names it
-    where it would otherwise say that no tool's result would have served."""
+    out (as it is or with a tool-written answer, its result would have done). Not advised: its
+    stops would cut runs short (`cut_short`) or too few runs ended after it (`too_few`). A
+    report names it where it would otherwise say that no tool's result would have served."""
     for entry in entries:
-        if entry.get("advice") != "cut_short":
+        if entry.get("advice") not in ("cut_short", "too_few"):
             continue
         judged = entry.get("judged") or {}
         actions = judged.get("actions") or {}

@@ -430,8 +430,9 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
                 file=out,
             )
         for tool, later in (run.get("if_signalled") or {}).items():
+            skipped = (f"a later {name} call" if name == tool else name for name in later)
             print(
-                f"  if {tool} signalled a stop, {', '.join(later)} would not have run "
+                f"  if {tool} signalled a stop, {', '.join(skipped)} would not have run "
                 "(converting it would cut this run short)",
                 file=out,
             )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from toolstop.report.advice import served_but_cut
+from toolstop.report.advice import served_not_advised
 
 __all__ = ["answer", "money", "number", "tagged"]
 
@@ -109,11 +109,12 @@ def _to_convert(document: dict[str, Any], *, quiet: bool) -> list[str]:
     if top is None:
         if not document["candidates"]:
             return []
-        cut = served_but_cut(unconverted)
-        if cut is not None:  # its result served, but a stop would have cut its runs short
+        cut = served_not_advised(unconverted)
+        if cut is not None:  # its result served, but its stops cut runs short, or too few ran
             entry, served, out_of = cut
+            yet = "yet" if entry["advice"] == "too_few" else "as it is"
             return [
-                f"Nothing to convert as it is: <b>{html.escape(entry['tool'])}</b>'s result "
+                f"Nothing to convert {yet}: <b>{html.escape(entry['tool'])}</b>'s result "
                 f"would have served as the final answer in {served} of {out_of} judged runs, "
                 f"but {html.escape(str(entry.get('advice_why', '')))} (see the advice below)."
             ]

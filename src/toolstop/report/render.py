@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 from toolstop._page import cell
 from toolstop._printable import printable_data
-from toolstop.report.advice import served_but_cut
+from toolstop.report.advice import served_not_advised
 from toolstop.report.arms import arms_lines
 from toolstop.report.chart import render_chart
 from toolstop.report.model_judge import judge_lines
@@ -74,9 +74,13 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
         )
     spent = document.get("spent")
     if spent:
+        on_narrator = (  # said only when a narrator ran (or it was priced)
+            f", {spent['narrator']:.6f} on the narrator"
+            if narrator.get("calls") or spent.get("narrator")
+            else ""
+        )
         print(
-            f"spent at your prices: {spent['model']:.6f} on the agent's model, "
-            f"{spent['narrator']:.6f} on the narrator",
+            f"spent at your prices: {spent['model']:.6f} on the agent's model{on_narrator}",
             file=out,
         )
     print(
@@ -145,11 +149,12 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
             file=out,
         )
     converts = [e for e in unconverted if e.get("advice") in ("convert", "convert_with_answer")]
-    cut = None if converts else served_but_cut(unconverted)
-    if cut is not None:  # its result served, but a stop would have cut its runs short
+    cut = None if converts else served_not_advised(unconverted)
+    if cut is not None:  # its result served, but its stops cut runs short, or too few ran
         entry, served, judged = cut
+        yet = "yet" if entry["advice"] == "too_few" else "as it is"
         print(
-            f"nothing to convert as it is: {entry['tool']}'s result would have served as the "
+            f"nothing to convert {yet}: {entry['tool']}'s result would have served as the "
             f"answer in {served} of {judged} judged runs, but {entry['advice_why']}",
             file=out,
         )

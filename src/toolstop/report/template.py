@@ -707,6 +707,12 @@ def template_lines(document: Mapping[str, Any]) -> list[str]:
         )
     if document["uses_context"]:
         lines.append("  uses earlier results of the run: " + ", ".join(document["uses_context"]))
+    if document.get("advice") == "cut_short":
+        lines.append(
+            f"  WARNING: the report advises {tool} cut_short ({document.get('advice_why')}): "
+            "a template does not change that; converted as it is, its stops would skip the "
+            "later calls"
+        )
     if document["not_reached"]:
         lines.append(
             "  fields the answers used that it does not: " + ", ".join(document["not_reached"])
