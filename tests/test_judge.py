@@ -195,8 +195,15 @@ def test_the_advice_says_why() -> None:
         1
     ] == (
         "a stop on it would have skipped later tool calls in 4 of the 30 runs it would end: do "
-        "not convert "
-        "it as it is"
+        "not convert it as it is; besides, the model went beyond the result (own 1 of 1 runs): "
+        "keep the model"
+    )
+    # answers that would serve are not said beside it: the cut-short runs decide
+    assert advise(
+        runs=30, ended_runs=24, cut_short_runs=4, judged=judged(relayed=5), verdict="keep"
+    )[1] == (
+        "a stop on it would have skipped later tool calls in 4 of the 30 runs it would end: do "
+        "not convert it as it is"
     )
     keep = advise(
         runs=9, ended_runs=6, cut_short_runs=0, judged=judged(asked=4, own=2), verdict="x"

@@ -520,7 +520,8 @@ def test_a_table_writes_a_fraction_as_the_sentences_do(tmp_path: Path) -> None:
 
 CANDIDATES_NOTE = (
     "Tools that do not signal yet come first: stop candidates, then mixed, too few runs to tell, "
-    "keep the model, nothing to save; within each, by the model calls converting would save, "
+    "keep the model, cut short (a stop would skip later calls), nothing to save; within each, "
+    "by the model calls converting would save, "
     "then by input tokens. Tools that already signal a stop come last, in the same order: there "
     "is nothing to convert. Ended after it: runs whose final answer the model wrote right after "
     "this tool's result; a stop there would have relayed the result instead, saving that call. "

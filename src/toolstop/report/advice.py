@@ -6,7 +6,8 @@ would have cut short (`after_first`).
 
 - `cut_short`: a stop on it would have skipped later tool calls in at least `CUT_SHORT_SHARE`
   of the runs a stop would end (its stoppable runs: those where a call of it succeeded; an
-  error result signals no stop). Checked first: never `convert` then. A tool advised
+  error result signals no stop). Checked first: never `convert` then. When the answers alone
+  would keep the model (`keep`), its sentence says that too. A tool advised
   `convert` or `convert_with_answer` whose stop would still have skipped a write in some run
   says so in its sentence (`advise`'s `writes`).
 - `too_few`: fewer than `MIN_ENDED_RUNS` runs ended right after it.
@@ -143,12 +144,17 @@ def advise(
     before schema version 5); `writes`: in how many of them a stop would have skipped a tool
     that writes, and those tools."""
     stoppable = runs if stoppable_runs is None else stoppable_runs
+    advice, sentence = _advise(ended_runs, judged, verdict, why)
     if cut_short_runs and cut_short_runs >= CUT_SHORT_SHARE * max(stoppable, 1):
+        # what the answers did is said too when they alone would keep the model
+        besides = f"; besides, {sentence}" if advice == "keep" and judged.get("runs") else ""
         return "cut_short", (
             f"a stop on it would have skipped later tool calls in {cut_short_runs} of the "
-            f"{stoppable} runs it would end" + _writes(writes) + ": do not convert it as it is"
+            f"{stoppable} runs it would end"
+            + _writes(writes)
+            + ": do not convert it as it is"
+            + besides
         )
-    advice, sentence = _advise(ended_runs, judged, verdict, why)
     if writes[0] and advice in ("convert", "convert_with_answer"):
         sentence += (
             f"; but a stop on it would have skipped a write ({', '.join(writes[1])}) in "
@@ -201,8 +207,7 @@ def _advise(ended_runs: int, judged: dict[str, Any], verdict: str, why: str) -> 
 
 
 def served_not_advised(entries: list[dict[str, Any]]) -> tuple[dict[str, Any], int, int] | None:
-    """The first entry whose result served but that is not advised to convert, as `(entry,
-    served, judged)`, or `None`.
+    """The first unadvised entry whose result served: `(entry, served, judged)`, or `None`.
 
     Served: relayed or restated in at least `SERVED` of its judged runs, the error results left
     out (as it is or with a tool-written answer, its result would have done). Not advised: its

@@ -313,7 +313,8 @@ class Candidates:
     def document(self, signalling: Collection[str] = ()) -> list[dict[str, Any]]:
         """One entry per tool, the ones worth converting first.
 
-        Order: stop candidates, then mixed, too-few, keep-the-model and nothing-to-save tools;
+        Order: stop candidates, then mixed, too-few, keep-the-model, cut-short and
+        nothing-to-save tools;
         within each, by model calls converting would save, then by input tokens. Tools in
         `signalling` (they already signal a stop: nothing to convert) come last, in the same
         order, marked `signals`.

@@ -246,7 +246,9 @@ def read_examples(
     after the tool, gives none. The runs in `cut_short` (`Candidates.cut_shown`) come first,
     each pair the tool's first successful result in it, the final answer, `later_tools` and
     `skipped_calls` (what a stop would have skipped, see `cut_short_pair`), marked
-    `cut_short`; then the other runs; at most `limit` pairs in all, each run once.
+    `cut_short`; then the other runs; at most `limit` pairs in all, each run once. A run
+    another middleware ended (its record's `ended_by`) gives none: its last message is not an
+    answer.
     """
     return collect_examples(lambda end: messages_at(database, end), kept, cut_short, limit)
 
@@ -255,6 +257,13 @@ def _run_key(end: Any) -> Any:
     """Which run `end` is: its thread and run number, or the object itself without a thread."""
     thread = getattr(end, "thread_id", None)
     return (thread, end.record.get("run")) if thread else id(end)
+
+
+def _not_answered(end: Any) -> bool:
+    """A run another middleware ended (`ended_by`: a call limit's message, a guard's text): its
+    last message is not a model's answer to pair with a result."""
+    record = getattr(end, "record", None)
+    return isinstance(record, Mapping) and bool(record.get("ended_by"))
 
 
 def collect_examples(
@@ -271,6 +280,8 @@ def collect_examples(
         for end in cut_short.get(tool, []):
             if limit is not None and len(found.get(tool, [])) >= limit:
                 break
+            if _not_answered(end):
+                continue
             messages = messages_of(end)
             short = cut_short_pair(messages, tool) if messages is not None else None
             if short is not None:
@@ -280,7 +291,7 @@ def collect_examples(
         for end in kept.get(tool, []):
             if limit is not None and len(found.get(tool, [])) >= limit:
                 break
-            if _run_key(end) in shown:  # already shown cut short: each run once
+            if _run_key(end) in shown or _not_answered(end):  # each run once; answered ones
                 continue
             messages = messages_of(end)
             pair = ended_after_pair(messages, tool) if messages is not None else None

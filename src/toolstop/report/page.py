@@ -192,7 +192,8 @@ def _candidates(document: dict[str, Any]) -> str:
         rows.append(f"<tr>{''.join(cells)}</tr>")
     explained = (
         "<p>Tools that do not signal yet come first: stop candidates, then mixed, too few runs "
-        "to tell, keep the model, nothing to save; within each, by the model calls converting "
+        "to tell, keep the model, cut short (a stop would skip later calls), nothing to save; "
+        "within each, by the model calls converting "
         "would save, then by input tokens. Tools that already signal a stop come last, in the "
         "same order: there is nothing to convert. <i>Ended after it</i>: runs "
         f"whose final answer the model wrote right after this tool's result; a stop there "
