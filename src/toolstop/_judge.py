@@ -45,6 +45,7 @@ __all__ = [
     "judge",
     "judge_turn",
     "shape_of",
+    "text_of",
 ]
 
 Shape = Literal["empty", "object", "list", "value", "prose"]
@@ -151,6 +152,24 @@ def _parsed(text: str) -> Any:
         return json.loads(stripped)
     except (ValueError, RecursionError):
         return _NOT_JSON
+
+
+def text_of(content: Any) -> str:
+    """The text of a message's content, as the judge and the advisor's readers read it.
+
+    A string, or the strings and the `text` of the blocks of a list, joined by spaces; anything
+    else (a decoded checkpoint may hold anything) is no text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, dict) and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+        return " ".join(parts)
+    return ""
 
 
 _NOT_JSON = object()

@@ -39,7 +39,7 @@ from langchain_core.messages import (
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from typing_extensions import TypedDict
 
-from toolstop._judge import judge_turn
+from toolstop._judge import judge_turn, text_of
 from toolstop._reask import asked_again, call_key
 from toolstop._relay import holds_relay
 from toolstop.decision import (
@@ -759,7 +759,7 @@ def _earlier_results(
     left = _JUDGED_CHARS
     for message in reversed(messages[max(0, at - _EARLIER_MESSAGES) : at]):
         if isinstance(message, ToolMessage):
-            text = _text(message.content)[:left]
+            text = text_of(message.content)[:left]
             found.append((str(message.name or "?"), text))
             left -= len(text)
             if left <= 0 or len(found) >= _EARLIER_RESULTS:
@@ -785,21 +785,6 @@ def _judged(
         return cast(Judged, judged)
     except Exception:  # a heuristic must never break the end of a run
         return None
-
-
-def _text(content: Any) -> str:
-    """The text of a message's content: a string, or the text blocks of a list."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, dict) and isinstance(block.get("text"), str):
-                parts.append(block["text"])
-        return " ".join(parts)
-    return ""
 
 
 def answer_overlap(answer: str, source: str) -> float:
@@ -890,13 +875,13 @@ def ended_after(
         or not record["tool_turns"]  # the turn came with the run's input: not this run's
     ):
         return run
-    text = _text(answer.content)
+    text = text_of(answer.content)
     names = {c.get("id"): c["name"] for c in turn.asking.tool_calls} if turn.asking else {}
     by_tool: dict[str, list[str]] = {}
     errors: dict[str, bool] = {}
     for result in turn.results:
         name = names.get(result.tool_call_id) or result.name or "?"
-        by_tool.setdefault(name, []).append(_text(result.content))
+        by_tool.setdefault(name, []).append(text_of(result.content))
         error = getattr(result, "status", "success") == "error" or reads_as_error(result.content)
         errors[name] = errors.get(name, True) and error
     usage = answer.usage_metadata

@@ -18,7 +18,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from toolstop._judge import judge, judge_turn
+from toolstop._judge import judge, judge_turn, text_of
 from toolstop._secrets import mask_secrets as _mask_secrets
 from toolstop.record import reads_as_error
 from toolstop.report.records import cut
@@ -70,19 +70,6 @@ def clean(text: str, limit: int = EXAMPLE_CHARS) -> str:
     return shown if len(shown) <= limit else shown[:limit] + "…"
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [
-            b if isinstance(b, str) else str(b.get("text", ""))
-            for b in content
-            if isinstance(b, (str, dict))
-        ]
-        return " ".join(p for p in parts if p)
-    return ""
-
-
 def ended_after_pair(
     messages: Sequence[BaseMessage], tool: str | None = None
 ) -> dict[str, Any] | None:
@@ -106,8 +93,8 @@ def ended_after_pair(
         return None
     return {
         "tools": list(dict.fromkeys(str(r.name) for r in results)),
-        "tool_result": clean(" ".join(_text(r.content) for r in results)),
-        "final_answer": clean(_text(messages[-1].content)),
+        "tool_result": clean(" ".join(text_of(r.content) for r in results)),
+        "final_answer": clean(text_of(messages[-1].content)),
     }
 
 
@@ -161,7 +148,7 @@ def cut_short_pair(messages: Sequence[BaseMessage], tool: str) -> dict[str, Any]
         return None
     turn_end = next((i for i in range(at + 1, len(run)) if isinstance(run[i], AIMessage)), len(run))
     later = [str(m.name) for m in run[turn_end:] if isinstance(m, ToolMessage)]
-    result, answer = _text(run[at].content), _text(messages[-1].content)
+    result, answer = text_of(run[at].content), text_of(messages[-1].content)
     return {
         "tool_result": clean(result),
         "final_answer": clean(answer),
@@ -181,7 +168,7 @@ def _context(earlier: Sequence[BaseMessage]) -> list[tuple[str, str]]:
     left = _JUDGED_CHARS
     for message in reversed(earlier):
         if isinstance(message, ToolMessage) and left > 0:
-            text = _text(message.content)[:left]
+            text = text_of(message.content)[:left]
             found.append((str(message.name), text))
             left -= len(text)
             if len(found) >= _CONTEXT:
@@ -204,8 +191,8 @@ def _judged(end: Any, tool: str, raw: Sequence[BaseMessage]) -> Any:
     if isinstance(judged, Mapping) and isinstance(judged.get(tool), Mapping):
         return _features(judged[tool])
     turn = _last_turn(raw)
-    results = [_text(m.content) for m in turn if isinstance(m, ToolMessage) and m.name == tool]
-    answer = _text(raw[-1].content)
+    results = [text_of(m.content) for m in turn if isinstance(m, ToolMessage) and m.name == tool]
+    answer = text_of(raw[-1].content)
     earlier = _context(raw[: len(raw) - 1 - len(turn)])
     return judge_turn(results, answer, earlier, limit=_JUDGED_CHARS)
 

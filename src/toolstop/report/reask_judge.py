@@ -37,6 +37,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
+from toolstop._judge import text_of
 from toolstop._reask import JUDGE_CHARS, judge_reask, reask_messages
 from toolstop.report.arms import _treatment, wilson
 from toolstop.report.examples import clean
@@ -73,19 +74,6 @@ def reask_of(record: Any) -> tuple[str, bool, int] | None:
     return arm, again, run if isinstance(run, int) and not isinstance(run, bool) else 0
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [
-            b if isinstance(b, str) else str(b.get("text", ""))
-            for b in content
-            if isinstance(b, str) or (isinstance(b, dict) and b.get("type", "text") == "text")
-        ]
-        return " ".join(p for p in parts if p)
-    return ""
-
-
 def _kept(text: str) -> str:
     """`text` as the judge may see it: masked, without control characters, cut (a bound on
     what a sample holds in memory; `reask_messages` cuts at `JUDGE_CHARS` again)."""
@@ -112,9 +100,9 @@ def step_of(messages: Sequence[BaseMessage], run: int, record_run: Any) -> Step 
         None,
     )
     return (
-        _kept(_text(messages[start].content)),
-        _kept(_text(answer.content)) if answer is not None else None,
-        _kept(_text(messages[following].content)),
+        _kept(text_of(messages[start].content)),
+        _kept(text_of(answer.content)) if answer is not None else None,
+        _kept(text_of(messages[following].content)),
     )
 
 

@@ -30,13 +30,14 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from toolstop._judge import text_of
 from toolstop._lifecycle import relay_message
 from toolstop._tokens import RunningCount
 from toolstop.outcome import Outcome, signal
 from toolstop.policy import StopPolicy
 from toolstop.record import StopRecord, reads_as_error
 from toolstop.report.candidates import writes
-from toolstop.report.examples import _text, clean
+from toolstop.report.examples import clean
 from toolstop.report.records import cut, out_of_range
 from toolstop.report.sources._runs import ending, segment
 from toolstop.report.sources.shadow import Replayed, _ending, limit_ending, replay_answer
@@ -57,7 +58,7 @@ _TOKENS = ("model_calls", "input_tokens", "output_tokens")
 
 def is_success(message: ToolMessage, success: re.Pattern[str] | None = None) -> bool:
     """Whether a recorded result reads as a success (see the module docstring)."""
-    text = _text(message.content)
+    text = text_of(message.content)
     if success is not None:
         return success.search(text) is not None
     return message.status != "error" and not reads_as_error(text)
@@ -145,14 +146,14 @@ def converted_records(
                 shown = relay_message(decision.relay, decision.rule, for_model=decision.for_model)
                 shown.id = thread.history[-1].id
                 thread.history[-1] = shown
-                relay = _text(shown.content)
+                relay = text_of(shown.content)
             thread.finished(record)
         elif relay is not None or end == "answer":
             thread.finished(_ending(thread.run, thread.previous, thread.history, policy))
         # else left open: closed by the next run's first model call, or by `close` below
         relays.append(relay)
         skipped_tools.append(skipped)
-        answers.append(_text(recorded[-1].content) if ending(recorded) == "answer" else "")
+        answers.append(text_of(recorded[-1].content) if ending(recorded) == "answer" else "")
     thread.close(policy, len(segments.runs))
     return Converted(
         records=thread.records, relays=relays, skipped_tools=skipped_tools, answers=answers
@@ -199,7 +200,7 @@ def _replay_run(
                 if isinstance(m, AIMessage)
                 for c in m.tool_calls
             ]
-            return _text(shown.content), skipped
+            return text_of(shown.content), skipped
         if copy is None:
             return None, []  # hard mode would have called the model: left open, as recorded
         answer, thread.run = replay_answer(begun, copy, policy, tokens)
