@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
@@ -588,11 +589,42 @@ def _failure_text(error: BaseException) -> str:
     return mask_secrets(failure(error))[:300]
 
 
+def _judging(
+    args: argparse.Namespace,
+    calls: int,
+    what: str,
+    declined: str,
+    run: Callable[[Callable[[], None]], dict[str, dict[str, Any]]],
+) -> dict[str, dict[str, Any]] | None:
+    """`run(advance)`'s judgements once the user agreed (`None`, said, when they declined),
+    with a progress line while it runs and the count of its failed calls said after.
+
+    `what`: the judged things' name on the progress line ("re-ask ": "judging re-asks")."""
+    from toolstop.cli._output import progress
+
+    if calls and not args.yes and not _yes("judge now?"):
+        print(f"toolstop report: {declined}", file=sys.stderr)
+        return None
+    label = f"judging {what.strip()}s" if what else "judging"
+    advance, stop = progress(label, calls, sys.stderr.isatty())
+    try:
+        judged = run(advance)
+    finally:
+        stop()
+    failed = sum(entry["failed"] for entry in judged.values())
+    if failed:
+        print(
+            f"toolstop report: {failed} of {calls} {what}judge call(s) failed; the report says "
+            "how many",
+            file=sys.stderr,
+        )
+    return judged
+
+
 def _run_judge(
     model: Any, args: argparse.Namespace, document: dict[str, Any], pairs: dict[str, Any]
 ) -> dict[str, Any] | None:
     """`document` with the model judge's counts; `None` when the user declined (printed)."""
-    from toolstop.cli._output import progress
     from toolstop.report.model_judge import estimate_tokens, judge_messages, judge_pairs
 
     order = [e["tool"] for e in document["candidates"] if not e["signals"]]
@@ -607,26 +639,16 @@ def _run_judge(
         "in all (an estimate)",
         file=sys.stderr,
     )
-    if calls and not args.yes and not _yes("judge now?"):
-        print("toolstop report: not judged; nothing written", file=sys.stderr)
+    judged = _judging(
+        args,
+        calls,
+        "",
+        "not judged; nothing written",
+        lambda advance: judge_pairs(model, args.judge, chosen, _failure_text, advance),
+    )
+    if judged is None:
         return None
-    advance, stop = progress("judging", calls, sys.stderr.isatty())
-    try:
-        judged = judge_pairs(
-            model,
-            args.judge,
-            chosen,
-            _failure_text,
-            advance,
-        )
-    finally:
-        stop()
     failed = sum(entry["failed"] for entry in judged.values())
-    if failed:
-        print(
-            f"toolstop report: {failed} of {calls} judge call(s) failed; the report says how many",
-            file=sys.stderr,
-        )
     errors = [entry["error"] for entry in judged.values() if entry["error"]]
     return {
         **document,
@@ -651,7 +673,6 @@ def _run_reask_judge(
 ) -> dict[str, Any]:
     """`document` with `arms.model_judge`: the model's reading of the sampled re-asks, after
     its own estimate and question (`document` unchanged when the user declines, printed)."""
-    from toolstop.cli._output import progress
     from toolstop.report.model_judge import estimate_tokens
     from toolstop.report.reask_judge import judge_steps, messages_of_steps
 
@@ -664,30 +685,15 @@ def _run_reask_judge(
         f"each{unbuilt}), about {tokens} tokens in all (an estimate)",
         file=sys.stderr,
     )
-    if calls and not args.yes and not _yes("judge now?"):
-        print(
-            "toolstop report: re-asks not judged; the deterministic reading only",
-            file=sys.stderr,
-        )
+    by_arm = _judging(
+        args,
+        calls,
+        "re-ask ",
+        "re-asks not judged; the deterministic reading only",
+        lambda advance: judge_steps(model, read, document["arms"], _failure_text, advance),
+    )
+    if by_arm is None:
         return document
-    advance, stop = progress("judging re-asks", calls, sys.stderr.isatty())
-    try:
-        by_arm = judge_steps(
-            model,
-            read,
-            document["arms"],
-            _failure_text,
-            advance,
-        )
-    finally:
-        stop()
-    failed = sum(entry["failed"] for entry in by_arm.values())
-    if failed:
-        print(
-            f"toolstop report: {failed} of {calls} re-ask judge call(s) failed; the report says "
-            "how many",
-            file=sys.stderr,
-        )
     judged = {
         "model": args.judge,
         "samples_per_arm": args.judge_samples,
