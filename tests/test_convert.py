@@ -314,6 +314,18 @@ def test_settings_are_checked_when_converting(kwargs: dict[str, Any], message: s
         convert(book, **kwargs)
 
 
+def test_a_subagent_tool_is_refused_naming_what_to_convert() -> None:
+    """A trial's report advised `toolstop.convert(billing)` for a `subagent_tool`, which signals
+    already (its stop is the sub-agent's): converting it changed nothing, silently."""
+    from toolstop import build_react_graph, subagent_tool
+
+    worker = build_react_graph(ScriptedChatModel(["done"]), [])
+    billing = subagent_tool(worker, name="billing", description="Billing questions.")
+    with pytest.raises(ToolstopConfigError, match="billing is a subagent_tool") as raised:
+        convert(billing)
+    assert "convert the sub-agent's own tools" in str(raised.value)
+
+
 def test_return_direct_is_refused() -> None:
     @tool(return_direct=True)
     def direct(x: str) -> str:

@@ -202,7 +202,7 @@ def test_the_terminal_summary() -> None:
         "ended by another middleware, not the model's answer: 1 (LimitMW 1)",
         "modes: hard 2, never 3, polish 1; hard-mode share 0.33",
         "model calls: 11; tokens: 720 in, 90 out",
-        "tool calls: 1 invalid, 2 unsignalled",
+        "tool calls: completed 2, fatal 1, transient 1; 1 invalid, 2 unsignalled",
         "threads: 3; open runs: 0",
         "shadow mode: 2 runs would have stopped; hard mode would save 3 model calls (0.43 of "
         "shadow-mode calls), 160 input and 20 output tokens",

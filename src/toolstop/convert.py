@@ -26,6 +26,7 @@ from pydantic import BaseModel, create_model
 from toolstop._secrets import mask_secrets
 from toolstop.decision import is_answer
 from toolstop.errors import ToolstopConfigError
+from toolstop.levels import SUBAGENT_KEY
 from toolstop.observe import logger
 from toolstop.outcome import Outcome, signal
 from toolstop.record import reads_as_error
@@ -107,14 +108,22 @@ def convert(
 
     Raises:
         ToolstopConfigError: for an `answer` that is neither a string nor a function, an
-            `outcome` that is not a function, or a `tool` with `return_direct=True` (the routers
-            refuse it: the stop is per call now).
+            `outcome` that is not a function, a `tool` with `return_direct=True` (the routers
+            refuse it: the stop is per call now), or a `subagent_tool` (it signals already:
+            convert the sub-agent's tools).
 
     Deliberately not handled: `context` is read from the graph state's `messages`; a tool run
     outside a LangGraph `ToolNode` (called by hand) gets an empty `context`.
     """
     base = tool if isinstance(tool, BaseTool) else as_tool(tool)
     answer, outcome = checked(answer, outcome)
+    if (base.metadata or {}).get(SUBAGENT_KEY):
+        msg = (
+            f"{base.name} is a subagent_tool: it forwards the sub-agent's stop already, so "
+            "converting it changes nothing; convert the sub-agent's own tools instead (their "
+            "stops travel up to this agent)"
+        )
+        raise ToolstopConfigError(msg)
     if base.return_direct:
         msg = (
             f"{base.name} has return_direct=True; convert ends the run per call instead, "

@@ -176,7 +176,9 @@ def subagent_tool(agent: Any, *, name: str, description: str) -> BaseTool:
     the request. A sub-agent compiled without a checkpointer runs as a subgraph of the call
     (checkpointed under the parent's thread, in the call's own namespace); one compiled with
     its own checkpointer gets a thread of its own per call, `<parent thread>/<name>/<call id>`.
-    Either way its run's metadata names it (`SUBAGENT_KEY`, kept in its checkpoints).
+    Either way its run's metadata names it (`SUBAGENT_KEY`, kept in its checkpoints), and so
+    does the tool's (`toolstop.convert` refuses it: it signals already; convert the sub-agent's
+    tools, whose stops travel up).
     Its `stop_record` stays in its own state: the parent's state gets the text and the
     artifact only (which names the sub-agent's rule, `subagent_rule`).
 
@@ -221,6 +223,7 @@ def subagent_tool(agent: Any, *, name: str, description: str) -> BaseTool:
         description=description,
         args_schema=_Request,
         response_format="content_and_artifact",
+        metadata={SUBAGENT_KEY: name},  # `convert` refuses it: it forwards a stop already
     )
 
 

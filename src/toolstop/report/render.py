@@ -83,8 +83,15 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
             f"spent at your prices: {spent['model']:.6f} on the agent's model{on_narrator}",
             file=out,
         )
+    outcomes = document.get("tool_calls") or {}
+    signalled = ", ".join(  # what the signalled results said, report.json's tool_calls
+        f"{name} {count}"
+        for name, count in outcomes.items()
+        if count and name not in ("invalid", "unsignalled")
+    )
     print(
-        f"tool calls: {document['invalid']} invalid, {document['unsignalled']} unsignalled",
+        f"tool calls: {signalled + '; ' if signalled else ''}{document['invalid']} invalid, "
+        f"{document['unsignalled']} unsignalled",
         file=out,
     )
     failed = document.get("answer_failed_by_tool") or {}
