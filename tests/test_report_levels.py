@@ -106,7 +106,7 @@ def test_a_subgraph_agent_counts_one_thread_and_each_run_once(
     assert runs[0]["ended_at"] < runs[1]["ended_at"]
     code, text = explain(path, "t1", "--run", "2")
     assert code == 0, text
-    assert text.startswith("thread t1: 1 finished run(s)\n\nrun 2 (level worker")
+    assert text.startswith("thread t1: 2 finished run(s) (shown: 1)\n\nrun 2 (level worker")
     copied = "copy(ies) of a record written at another level"
     assert (f"\n3 {copied}" in text) is copies
     assert "deciding: pay (p2)" in text

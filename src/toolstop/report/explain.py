@@ -332,6 +332,7 @@ def explain_thread(
     return {
         "thread_id": thread_id,
         "runs": runs,
+        "finished": len(ends),
         "in_progress": [
             {
                 "checkpoint_ns": namespace,
@@ -353,7 +354,9 @@ def print_explanation(explanation: dict[str, Any], out: TextIO) -> None:
     """The explanation as text: one block per run (every string from the database escaped)."""
     explanation = printable_data(explanation)
     runs = explanation["runs"]
-    print(f"thread {explanation['thread_id']}: {len(runs)} finished run(s)", file=out)
+    finished = max(explanation.get("finished") or 0, len(runs))
+    shown = f" (shown: {len(runs)})" if finished > len(runs) else ""  # `--run N`
+    print(f"thread {explanation['thread_id']}: {finished} finished run(s){shown}", file=out)
     for run in runs:
         how = "stopped by toolstop" if run["stopped"] else "the model answered"
         if run["rule"] == "interrupted":
