@@ -48,6 +48,7 @@ __all__ = [
     "advise",
     "convert_line",
     "served_not_advised",
+    "signalling",
     "verdict_of",
 ]
 
@@ -204,6 +205,18 @@ def _advise(ended_runs: int, judged: dict[str, Any], verdict: str, why: str) -> 
     beyond = {a: n for a, n in actions.items() if a not in ("relayed", "restated", "failed")}
     said = ", ".join(f"{action} {n}" for action, n in sorted(beyond.items(), key=lambda i: -i[1]))
     return "keep", f"the model went beyond the result ({said} of {total} runs): keep the model"
+
+
+def signalling(document: Mapping[str, Any]) -> set[str]:
+    """The tools that signal already: there is nothing to convert about them.
+
+    A stop or a would-stop was recorded on them, or their entry says so (`signals`: a
+    `subagent_tool`, which forwards its sub-agent's signal)."""
+    return (
+        set(document["stops_by_tool"])
+        | set(document["would_stop_by_tool"])
+        | {e["tool"] for e in document["candidates"] if e.get("signals")}
+    )
 
 
 def served_not_advised(entries: list[dict[str, Any]]) -> tuple[dict[str, Any], int, int] | None:

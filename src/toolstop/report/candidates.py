@@ -107,6 +107,12 @@ REASONS = 0.3
 MIN_ENDED_RUNS = 5
 """Fewer runs ending after a tool than this: too few to tell."""
 
+_SUBAGENT = (
+    "; but it is a subagent_tool: it forwards its sub-agent's signal already, so convert the "
+    "sub-agent's own tools (listed here from its runs), whose stops travel up"
+)
+"""Added to a `subagent_tool`'s `advice_why` (see `Candidates.document`)."""
+
 _RANK = {"candidate": 0, "mixed": 1, "few": 2, "keep": 3, "none": 4}
 
 
@@ -310,14 +316,18 @@ class Candidates:
             hard["cut_runs"] += 1
             hard["cut_writes"] += counts["writes"]
 
-    def document(self, signalling: Collection[str] = ()) -> list[dict[str, Any]]:
+    def document(
+        self, signalling: Collection[str] = (), *, subagents: Collection[str] = ()
+    ) -> list[dict[str, Any]]:
         """One entry per tool, the ones worth converting first.
 
         Order: stop candidates, then mixed, too-few, keep-the-model, cut-short and
         nothing-to-save tools;
         within each, by model calls converting would save, then by input tokens. Tools in
         `signalling` (they already signal a stop: nothing to convert) come last, in the same
-        order, marked `signals`.
+        order, marked `signals`. So do `subagents`, the `subagent_tool`s nested runs were
+        called as: they forward their sub-agent's signal; their advice says to convert the
+        sub-agent's tools, and they have no `convert_line`.
         """
         entries: list[dict[str, Any]] = []
         for tool in sorted(set(self.runs) | set(self.ended) | set(self.hard)):
@@ -349,6 +359,8 @@ class Candidates:
                     f"{on_it} run(s) ended on it (left open on its call, e.g. a hand-off): no "
                     "model call after it to save"
                 )
+            if tool in subagents:  # it signals already: the sub-agent's tools are to convert
+                why += _SUBAGENT
             if judged["runs"] or advice == "cut_short":
                 # the verdict and its sentence follow the advice, so the three never disagree
                 kind, sentence = verdict_of(advice, ended["runs"]), why
@@ -369,10 +381,12 @@ class Candidates:
                     "why": sentence,
                     "advice": advice,
                     "advice_why": why,
-                    "convert_line": convert_line(tool, advice, judged),
+                    "convert_line": None
+                    if tool in subagents
+                    else convert_line(tool, advice, judged),
                     "judged": judged,
                     "threads": self._threads(tool, cut_first=advice == "cut_short"),
-                    "signals": tool in signalling,
+                    "signals": tool in signalling or tool in subagents,
                 }
             )
         self._sort(entries)

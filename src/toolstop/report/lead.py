@@ -11,6 +11,7 @@ import html
 from typing import Any
 
 from toolstop.report.advice import served_not_advised
+from toolstop.report.advice import signalling as signalling_tools
 
 __all__ = ["answer", "money", "number", "tagged"]
 
@@ -80,7 +81,7 @@ _CONVERT = ("convert", "convert_with_answer")
 
 def _convert_line(document: dict[str, Any]) -> list[str]:
     """The line that converts the top tool advised for conversion, as code."""
-    signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
+    signalling = signalling_tools(document)
     top = next(
         (
             e
@@ -103,7 +104,7 @@ def _advice(entry: dict[str, Any]) -> str:
 
 def _to_convert(document: dict[str, Any], *, quiet: bool) -> list[str]:
     """The sentence on which tool to convert first, or that there is little to save."""
-    signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
+    signalling = signalling_tools(document)
     unconverted = [e for e in document["candidates"] if e["tool"] not in signalling]
     top = next((e for e in unconverted if _advice(e) in _CONVERT), None)
     if top is None:

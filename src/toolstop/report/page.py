@@ -21,6 +21,7 @@ from typing import Any
 from toolstop._page import inline_png, page
 from toolstop._printable import printable_data
 from toolstop._redact import is_postgres
+from toolstop.report.advice import signalling as signalling_tools
 from toolstop.report.arms_page import arms_html
 from toolstop.report.candidates import REASONS, REPEATS
 from toolstop.report.evidence import render_evidence
@@ -142,7 +143,7 @@ def _by_key(title: str, prefix: str, table: dict[str, dict[str, Any]]) -> str:
 
 def _candidates(document: dict[str, Any]) -> str:
     entries = document["candidates"]
-    signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
+    signalling = signalling_tools(document)
     priced = "prices" in document
     # the advice says what the verdict said, in the same sentence for a judged tool: one column
     # (the verdict's alone only for a report written before the advice)

@@ -30,6 +30,7 @@ from urllib.parse import quote
 
 from toolstop._redact import connection_string, driver_error, is_postgres, redact
 from toolstop.errors import ToolstopConfigError
+from toolstop.levels import SUBAGENT_KEY
 from toolstop.report.decode import SafeDecoder, install
 from toolstop.report.records import capped, cut, out_of_range
 from toolstop.report.sources._base import bounded_lines
@@ -68,6 +69,9 @@ class RunEnd:
     ended_at: datetime | None
     record: dict[str, Any]
     checkpoint_id: str | None = None
+    subagent: str | None = None
+    """The `subagent_tool` the run was called as (`toolstop.levels.SUBAGENT_KEY` in its
+    checkpoint's metadata), if any (databases only)."""
 
     def checkpoint_config(self) -> dict[str, Any]:
         """The config that reads the checkpoint holding the record (`get_tuple`)."""
@@ -259,11 +263,14 @@ class Database:
                 break
             if isinstance(record, dict) and version not in seen:
                 seen.add(version)
+                metadata = getattr(item, "metadata", None)
+                worker = metadata.get(SUBAGENT_KEY) if isinstance(metadata, dict) else None
                 held = {
                     "version": version,
                     "record": record,
                     "ended_at": moment,
                     "checkpoint_id": checkpoint_id,
+                    "subagent": cut(worker) if isinstance(worker, str) and worker else None,
                 }
         if held is not None:
             ends.append(self._end(thread_id, checkpoint_ns, held))
@@ -282,6 +289,7 @@ class Database:
             ended_at=held["ended_at"],
             record=held["record"],
             checkpoint_id=held["checkpoint_id"],
+            subagent=held.get("subagent") if checkpoint_ns else None,
         )
 
     def _readable(self, thread_id: str, checkpoint_ns: str) -> Iterator[Any]:

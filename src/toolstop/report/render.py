@@ -12,6 +12,7 @@ from typing import Any, TextIO
 from toolstop._page import cell
 from toolstop._printable import printable_data
 from toolstop.report.advice import served_not_advised
+from toolstop.report.advice import signalling as signalling_tools
 from toolstop.report.arms import arms_lines
 from toolstop.report.chart import render_chart
 from toolstop.report.model_judge import judge_lines
@@ -144,7 +145,7 @@ def render_summary(document: dict[str, Any], out: TextIO) -> None:
         )
     for line in judge_lines(document):
         print(line, file=out)
-    signalling = set(document["stops_by_tool"]) | set(document["would_stop_by_tool"])
+    signalling = signalling_tools(document)
     unconverted = [e for e in document["candidates"] if e["tool"] not in signalling]
     advised = [e for e in unconverted if e.get("advice")]
     if len(advised) > 1:  # the last line names one tool: here every one, keep and cut_short too

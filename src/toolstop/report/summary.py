@@ -83,6 +83,8 @@ class Summary:
         self.saving_runs = 0
         self.schema_versions: Counter[str] = Tally(LABELS)
         self.namespaces: Counter[str] = Counter()
+        self.subagents: Counter[str] = Tally(LABELS)
+        """The `subagent_tool`s nested runs were called as (their parents' tools)."""
         self.first: datetime | None = None
         self.last: datetime | None = None
         self.candidates = Candidates(writes, keep=examples, sample=sample)
@@ -113,6 +115,8 @@ class Summary:
         )
         self.schema_versions[str(record.get("schema_version", 1))] += 1
         self.namespaces["nested" if end.checkpoint_ns else "root"] += 1
+        if end.subagent:
+            self.subagents[end.subagent] += 1
         per_mode = self.by_mode.setdefault(mode, Counter())
         per_mode["runs"] += 1
         for key in _TOKENS:
@@ -273,7 +277,9 @@ class Summary:
                 for day, counts in sorted(self.days.items())
             ],
             "candidates": (
-                entries := self.candidates.document(set(self.stops) | set(self.would_stops))
+                entries := self.candidates.document(
+                    set(self.stops) | set(self.would_stops), subagents=set(self.subagents)
+                )
             ),
             "candidate_runs": self.candidates.measured,
             "runs_by_advice": self.candidates.ended_by_advice(entries),
