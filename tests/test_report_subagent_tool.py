@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,11 +38,10 @@ def _shadow() -> StopOnArtifact:
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+def database(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Six threads: the parent asks billing, billing's model restates the invoice, the parent's
     model restates billing's text."""
-    folder = tmp_path_factory.mktemp("billing")
-    path = folder / "support.sqlite"
+    path = tmp_path_factory.mktemp("billing") / "support.sqlite"
     with sqlite_saver.SqliteSaver.from_conn_string(str(path)) as saver:
         for n in range(6):
             said = f"Invoice I{n} for 120 is paid."
@@ -59,9 +59,15 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], st
             )
             question = {"messages": [HumanMessage(f"Is invoice I{n} paid?")]}
             parent.invoke(question, {"configurable": {"thread_id": f"t{n}"}})
-    out = io.StringIO()
-    assert main(["report", "--db", str(path), "--out", str(folder / "rep")], out=out) == 0
-    return json.loads((folder / "rep" / "report.json").read_text()), out.getvalue()
+    return path
+
+
+@pytest.fixture(scope="module")
+def report(database: Path) -> tuple[dict[str, Any], str]:
+    """`toolstop report --db` on `database`: report.json and the summary."""
+    out, folder = io.StringIO(), database.parent / "rep"
+    assert main(["report", "--db", str(database), "--out", str(folder)], out=out) == 0
+    return json.loads((folder / "report.json").read_text()), out.getvalue()
 
 
 def test_a_subagent_tool_signals_already_and_its_sub_agents_tool_comes_first(
@@ -74,6 +80,9 @@ def test_a_subagent_tool_signals_already_and_its_sub_agents_tool_comes_first(
     assert billing["signals"] is True
     assert billing["convert_line"] is None
     assert "it is a subagent_tool" in billing["advice_why"]
+    assert billing["advice_why"].endswith(
+        "convert the sub-agent's own tools (get_invoice), whose stops travel up"
+    )
     assert billing["why"] == billing["advice_why"]
     assert invoice["signals"] is False
     assert invoice["advice"] in ("convert", "convert_with_answer")
@@ -81,3 +90,18 @@ def test_a_subagent_tool_signals_already_and_its_sub_agents_tool_comes_first(
     assert "toolstop.convert(billing" not in summary
     [lead] = [line for line in summary.splitlines() if line.startswith("convert first")]
     assert lead.startswith("convert first, with an answer: get_invoice")
+
+
+def test_from_checkpoints_it_signals_already_too(database: Path, tmp_path: Path) -> None:
+    """`--from` reads the top level only: the tool is known by its results' artifacts, and
+    its sub-agent's tools are not named (they are not in that source)."""
+    out = io.StringIO()
+    argv = ["report", "--from", str(database), "--out", str(tmp_path)]
+    assert main(argv, out=out) == 0, out.getvalue()
+    document = json.loads((tmp_path / "report.json").read_text())
+    [billing] = document["candidates"]
+    assert billing["tool"] == "billing"
+    assert billing["signals"] is True
+    assert billing["convert_line"] is None
+    assert billing["advice_why"].endswith("own tools (not in this source), whose stops travel up")
+    assert "toolstop.convert(billing" not in out.getvalue()

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from toolstop.report.advice import (
@@ -109,9 +109,11 @@ MIN_ENDED_RUNS = 5
 
 _SUBAGENT = (
     "; but it is a subagent_tool: it forwards its sub-agent's signal already, so convert the "
-    "sub-agent's own tools (listed here from its runs), whose stops travel up"
+    "sub-agent's own tools ({tools}), whose stops travel up"
 )
 """Added to a `subagent_tool`'s `advice_why` (see `Candidates.document`)."""
+_SUBAGENT_TOOLS = 8
+"""At most this many of a sub-agent's tools are named."""
 
 _RANK = {"candidate": 0, "mixed": 1, "few": 2, "keep": 3, "none": 4}
 
@@ -317,7 +319,10 @@ class Candidates:
             hard["cut_writes"] += counts["writes"]
 
     def document(
-        self, signalling: Collection[str] = (), *, subagents: Collection[str] = ()
+        self,
+        signalling: Collection[str] = (),
+        *,
+        subagents: Mapping[str, Sequence[str]] | None = None,
     ) -> list[dict[str, Any]]:
         """One entry per tool, the ones worth converting first.
 
@@ -326,9 +331,10 @@ class Candidates:
         within each, by model calls converting would save, then by input tokens. Tools in
         `signalling` (they already signal a stop: nothing to convert) come last, in the same
         order, marked `signals`. So do `subagents`, the `subagent_tool`s nested runs were
-        called as: they forward their sub-agent's signal; their advice says to convert the
-        sub-agent's tools, and they have no `convert_line`.
+        called as (each with the tools its runs called): they forward their sub-agent's signal;
+        their advice names the sub-agent's tools to convert, and they have no `convert_line`.
         """
+        subagents = subagents or {}
         entries: list[dict[str, Any]] = []
         for tool in sorted(set(self.runs) | set(self.ended) | set(self.hard)):
             ended = self.ended.get(tool, Counter())
@@ -356,11 +362,13 @@ class Candidates:
             on_it = self.hard.get(tool, Counter())["ended_on_it"]
             if kind == "none" and on_it and advice != "cut_short":
                 sentence = why = (
-                    f"{on_it} run(s) ended on it (left open on its call, e.g. a hand-off): no "
+                    f"{on_it} run(s) ended on it (a hand-off, a call limit, a run left open on "
+                    "its call): no "
                     "model call after it to save"
                 )
             if tool in subagents:  # it signals already: the sub-agent's tools are to convert
-                why += _SUBAGENT
+                named = ", ".join(subagents[tool][:_SUBAGENT_TOOLS]) or "not in this source"
+                why += _SUBAGENT.format(tools=named)
             if judged["runs"] or advice == "cut_short":
                 # the verdict and its sentence follow the advice, so the three never disagree
                 kind, sentence = verdict_of(advice, ended["runs"]), why

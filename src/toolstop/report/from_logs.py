@@ -28,7 +28,7 @@ checkpoint reads as one that ended there.
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from toolstop._printable import printable
 from toolstop._redact import is_postgres
 from toolstop.report.examples import collect_examples, mask_secrets
 from toolstop.report.reader import RunEnd, open_database
-from toolstop.report.records import out_of_range
+from toolstop.report.records import cut, out_of_range
 from toolstop.report.sources import (
     FORMATS,
     ReadProblems,
@@ -377,6 +377,7 @@ def read_from(
             found.problems.part_problem(item.line, segments.dropped, segments.problem)
         found.open_runs += segments.unanswered
         found.conversations += 1
+        _subagent_tools(item.messages, summary)
         found.tokens[item.tokens] += 1
         found.threads += bool(records)
         thread = item.thread or item.id
@@ -394,6 +395,21 @@ def read_from(
     if keep_messages:
         _prune(found, summary)
     return found
+
+
+def _subagent_tools(messages: Sequence[BaseMessage], summary: Summary) -> None:
+    """Note in `summary` each tool whose results carry a `subagent_tool`'s artifact (a
+    `subagent` key beside its signal): it signals already (`Candidates.document`). Its
+    sub-agent's own runs are not in a conversation, so its tools stay unnamed here."""
+    for message in messages:
+        artifact = getattr(message, "artifact", None)
+        if (
+            isinstance(message, ToolMessage)
+            and isinstance(artifact, dict)
+            and isinstance(artifact.get("subagent"), str)
+            and "stop" in artifact
+        ):
+            summary.subagents.setdefault(cut(str(message.name)), Counter())
 
 
 def _prune(found: FromLogs, summary: Summary) -> None:

@@ -83,8 +83,9 @@ class Summary:
         self.saving_runs = 0
         self.schema_versions: Counter[str] = Tally(LABELS)
         self.namespaces: Counter[str] = Counter()
-        self.subagents: Counter[str] = Tally(LABELS)
-        """The `subagent_tool`s nested runs were called as (their parents' tools)."""
+        self.subagents: dict[str, Counter[str]] = Table()
+        """The `subagent_tool`s nested runs were called as (their parents' tools), each with
+        the tools its runs called."""
         self.first: datetime | None = None
         self.last: datetime | None = None
         self.candidates = Candidates(writes, keep=examples, sample=sample)
@@ -116,7 +117,9 @@ class Summary:
         self.schema_versions[str(record.get("schema_version", 1))] += 1
         self.namespaces["nested" if end.checkpoint_ns else "root"] += 1
         if end.subagent:
-            self.subagents[end.subagent] += 1
+            called = self.subagents.setdefault(end.subagent, Counter())
+            for tool in record.get("calls_by_tool") or ():
+                called[str(tool)] += 1
         per_mode = self.by_mode.setdefault(mode, Counter())
         per_mode["runs"] += 1
         for key in _TOKENS:
@@ -278,7 +281,8 @@ class Summary:
             ],
             "candidates": (
                 entries := self.candidates.document(
-                    set(self.stops) | set(self.would_stops), subagents=set(self.subagents)
+                    set(self.stops) | set(self.would_stops),
+                    subagents={name: list(tools) for name, tools in self.subagents.items()},
                 )
             ),
             "candidate_runs": self.candidates.measured,
