@@ -212,6 +212,17 @@ def test_the_advice_says_why() -> None:
         "keep",
         "the model went beyond the result (asked 4, own 2 of 6 runs): keep the model",
     )
+    # the tool's name where it is a Python name, TOOL where it is not (a log's name, not code)
+    for tool, shown in (("get_order", "get_order"), ("get-order", "TOOL")):
+        said = advise(
+            runs=8,
+            ended_runs=5,
+            cut_short_runs=0,
+            judged=judged(restated=5),
+            verdict="keep",
+            tool=tool,
+        )[1]
+        assert f"toolstop.convert({shown}, answer=...)" in said
 
 
 def test_records_without_a_judgement_fall_back_on_the_verdict() -> None:

@@ -136,6 +136,7 @@ def advise(
     why: str = "",
     stoppable_runs: int | None = None,
     writes: tuple[int, list[str]] = (0, []),
+    tool: str = "TOOL",
 ) -> tuple[str, str]:
     """`(advice, sentence)` for one tool (see the module's docstring).
 
@@ -143,9 +144,11 @@ def advise(
     with no judged run (records before schema version 5) is read from them. `stoppable_runs`:
     the runs a stop would end (a call of the tool succeeded; `runs` when not known, records
     before schema version 5); `writes`: in how many of them a stop would have skipped a tool
-    that writes, and those tools."""
+    that writes, and those tools; `tool`: its name, for the `toolstop.convert(...)` it names
+    (`TOOL` when the name is no Python name: the name is the log's, not code)."""
     stoppable = runs if stoppable_runs is None else stoppable_runs
-    advice, sentence = _advise(ended_runs, judged, verdict, why)
+    name = tool if tool.isidentifier() else "TOOL"
+    advice, sentence = _advise(ended_runs, judged, verdict, why, name)
     if cut_short_runs and cut_short_runs >= CUT_SHORT_SHARE * max(stoppable, 1):
         # what the answers did is said too when they alone would keep the model
         besides = f"; besides, {sentence}" if advice == "keep" and judged.get("runs") else ""
@@ -171,7 +174,9 @@ def _writes(writes: tuple[int, list[str]]) -> str:
     return f", a write ({', '.join(writes[1])}) in {writes[0]} of them"
 
 
-def _advise(ended_runs: int, judged: dict[str, Any], verdict: str, why: str) -> tuple[str, str]:
+def _advise(
+    ended_runs: int, judged: dict[str, Any], verdict: str, why: str, tool: str
+) -> tuple[str, str]:
     """The advice from the judged runs, once `cut_short` is ruled out."""
     if ended_runs < 5:  # MIN_ENDED_RUNS, as the verdict's
         return "too_few", f"only {ended_runs} run(s) ended after it: too few to tell"
@@ -199,7 +204,7 @@ def _advise(ended_runs: int, judged: dict[str, Any], verdict: str, why: str) -> 
         )
         return "convert_with_answer", (
             f"in {relayed + restated} of {total} runs the answer only restated the result "
-            f"({used}): have the tool write the user's text with toolstop.convert(TOOL, "
+            f"({used}): have the tool write the user's text with toolstop.convert({tool}, "
             "answer=...) (its convert line) or signal(..., answer=...)" + needs
         )
     beyond = {a: n for a, n in actions.items() if a not in ("relayed", "restated", "failed")}

@@ -358,6 +358,7 @@ class Candidates:
                 why=sentence,
                 stoppable_runs=stoppable,
                 writes=(hard["cut_writes"] if hard else 0, written),
+                tool=tool,
             )
             on_it = self.hard.get(tool, Counter())["ended_on_it"]
             if kind == "none" and on_it and advice != "cut_short":
