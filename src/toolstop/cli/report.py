@@ -592,20 +592,19 @@ def _failure_text(error: BaseException) -> str:
 def _judging(
     args: argparse.Namespace,
     calls: int,
+    label: str,
     what: str,
     declined: str,
     run: Callable[[Callable[[], None]], dict[str, dict[str, Any]]],
 ) -> dict[str, dict[str, Any]] | None:
     """`run(advance)`'s judgements once the user agreed (`None`, said, when they declined),
-    with a progress line while it runs and the count of its failed calls said after.
-
-    `what`: the judged things' name on the progress line ("re-ask ": "judging re-asks")."""
+    with a progress line (`label`) while it runs and the count of its failed calls (`what`
+    calls) said after."""
     from toolstop.cli._output import progress
 
     if calls and not args.yes and not _yes("judge now?"):
         print(f"toolstop report: {declined}", file=sys.stderr)
         return None
-    label = f"judging {what.strip()}s" if what else "judging"
     advance, stop = progress(label, calls, sys.stderr.isatty())
     try:
         judged = run(advance)
@@ -614,8 +613,7 @@ def _judging(
     failed = sum(entry["failed"] for entry in judged.values())
     if failed:
         print(
-            f"toolstop report: {failed} of {calls} {what}judge call(s) failed; the report says "
-            "how many",
+            f"toolstop report: {failed} of {calls} {what} call(s) failed; the report says how many",
             file=sys.stderr,
         )
     return judged
@@ -642,7 +640,8 @@ def _run_judge(
     judged = _judging(
         args,
         calls,
-        "",
+        "judging",
+        "judge",
         "not judged; nothing written",
         lambda advance: judge_pairs(model, args.judge, chosen, _failure_text, advance),
     )
@@ -688,7 +687,8 @@ def _run_reask_judge(
     by_arm = _judging(
         args,
         calls,
-        "re-ask ",
+        "judging re-asks",
+        "re-ask judge",
         "re-asks not judged; the deterministic reading only",
         lambda advance: judge_steps(model, read, document["arms"], _failure_text, advance),
     )

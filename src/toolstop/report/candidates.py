@@ -364,8 +364,7 @@ class Candidates:
             if kind == "none" and on_it and advice != "cut_short":
                 sentence = why = (
                     f"{on_it} run(s) ended on it (a hand-off, a call limit, a run left open on "
-                    "its call): no "
-                    "model call after it to save"
+                    "its call): no model call after it to save"
                 )
             if tool in subagents:  # it signals already: the sub-agent's tools are to convert
                 named = ", ".join(subagents[tool][:_SUBAGENT_TOOLS]) or "not in this source"

@@ -289,7 +289,7 @@ class Database:
             ended_at=held["ended_at"],
             record=held["record"],
             checkpoint_id=held["checkpoint_id"],
-            subagent=held.get("subagent") if checkpoint_ns else None,
+            subagent=held["subagent"] if checkpoint_ns else None,
         )
 
     def _readable(self, thread_id: str, checkpoint_ns: str) -> Iterator[Any]:
