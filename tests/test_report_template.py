@@ -212,6 +212,18 @@ def test_the_template_of_a_tool_whose_stops_cut_runs_short_says_so(
     assert "WARNING: the report advises" not in capsys.readouterr().out
 
 
+def test_a_call_limits_message_is_no_recorded_answer() -> None:
+    """A trial's template counted "Model call limits exceeded: run limit (3/3)" as the answer
+    recorded after the tool (coverage 80% where the answers carried every fact)."""
+    asked = AIMessage("", tool_calls=[{"id": "c1", "name": "track", "args": {}}])
+    result = ToolMessage('{"id": "A1", "eta": "May 1"}', tool_call_id="c1", name="track")
+    run = [HumanMessage("where is my order"), asked, result]
+    limited = [*run, AIMessage("Model call limits exceeded: run limit (3/3)")]
+    assert list(pairs_of(limited, "track")) == []
+    [pair] = pairs_of([*run, AIMessage("Order A1 arrives May 1.")], "track")
+    assert pair.answer == "Order A1 arrives May 1."
+
+
 def test_template_needs_from(tmp_path: Path, capsys: Any) -> None:
     assert main(["report", "--db", str(tmp_path / "x.sqlite"), "--template", "track"]) == 2
     assert "--template needs --from" in capsys.readouterr().err

@@ -38,6 +38,7 @@ from toolstop.convert import parsed_result, render_answer
 from toolstop.decision import content_text
 from toolstop.record import reads_as_error
 from toolstop.report.examples import clean
+from toolstop.report.sources._runs import ending
 
 __all__ = [
     "DRAFT_PROMPT",
@@ -161,15 +162,17 @@ class Learned:
 
 
 def pairs_of(messages: Sequence[BaseMessage], tool: str) -> Iterator[Pair]:
-    """The pairs of one conversation: each run whose final answer came right after `tool`."""
+    """The pairs of one conversation: each run whose final answer came right after `tool`.
+
+    A call limit's message is no answer (`toolstop.report.sources._runs.ending`)."""
     start = 0
     for end, message in enumerate([*messages, HumanMessage("")]):
         if not isinstance(message, HumanMessage):
             continue
         run = messages[start:end]
         start = end + 1
-        if not run or not isinstance(run[-1], AIMessage) or run[-1].tool_calls:
-            continue
+        if not run or not isinstance(run[-1], AIMessage) or ending(run) != "answer":
+            continue  # no model answer: tool calls left, or a call limit's message
         turn_at = len(run) - 1
         while turn_at > 0 and isinstance(run[turn_at - 1], ToolMessage):
             turn_at -= 1
